@@ -1,0 +1,211 @@
+"""The current run and scope, and the run's write buffer.
+
+A ``RunContext`` exists while one caller drives one run. A ``Scope`` is the
+place of a call inside it: the workflow body, a step body or a branch. The
+current scope travels in a ``ContextVar``, so ``asyncio`` tasks started by
+``parallel`` or ``branch`` each carry their own.
+
+Writes are buffered and flushed in one transaction at each durable point
+(an intent, a step commit, the end of the run). While several branches run
+at once, their flushes that fall in the same event-loop turn are grouped
+into one commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from ._log import Append, EventLog, Row
+from ._replay import Recorded
+from ._serde import dumps
+from .errors import ConfigurationError, NondeterminismError
+
+if TYPE_CHECKING:
+    from ._world import World
+
+CURRENT: ContextVar[Scope | None] = ContextVar("durable_scope", default=None)
+"""The scope of the running durable call, or ``None`` outside any run."""
+
+EFFECT_KEY: ContextVar[str | None] = ContextVar("durable_effect_key", default=None)
+"""The idempotency key of the effect whose body is running."""
+
+
+class RunContext:
+    """One driver's view of one run: identity, recorded events, write buffer."""
+
+    __slots__ = (
+        "_flush_scheduled",
+        "_waiters",
+        "active",
+        "buffer",
+        "clock",
+        "log",
+        "models",
+        "recorded",
+        "replaying",
+        "resume_value",
+        "run_id",
+        "seq",
+        "session_stack",
+        "sleep",
+        "state_version",
+        "token",
+        "world",
+    )
+
+    def __init__(
+        self,
+        world: World,
+        run_id: str,
+        token: int,
+        recorded: Recorded,
+        models: dict[str, str],
+    ):
+        self.world = world
+        self.log: EventLog = world.log
+        self.run_id = run_id
+        self.token = token
+        self.recorded = recorded
+        self.replaying = recorded.started is not None
+        self.models = models
+        self.seq = recorded.last_seq
+        self.state_version = recorded.state_version
+        self.buffer: list[Row] = []
+        self.active = 1
+        self.clock: Callable[[], float] = world.clock
+        self.sleep: Callable[[float], Awaitable[None]] = world.sleep
+        self._waiters: list[asyncio.Future[None]] = []
+        self._flush_scheduled = False
+        self.resume_value: Any = None
+        self.session_stack: list[Any] = []
+
+    # -- writing -------------------------------------------------------------
+
+    def emit(self, type_: str, data: dict[str, Any]) -> int:
+        """Buffer one event; it becomes durable at the next flush. Returns its seq."""
+        self.seq += 1
+        self.buffer.append((self.seq, type_, dumps(data)))
+        return self.seq
+
+    def flush(self, *, status: str | None = None, created: tuple[str, str | None] | None = None) -> None:
+        """Write the buffer in one transaction (a no-op when it is empty)."""
+        if not self.buffer and status is None:
+            return
+        rows, self.buffer = self.buffer, []
+        try:
+            self.log.append([Append(self.run_id, rows, self.token, status, created)])
+        except BaseException:
+            # Nothing of the batch was written: the seqs are free again.
+            self.seq = rows[0][0] - 1 if rows else self.seq
+            raise
+
+    async def flush_async(self) -> None:
+        """Make the buffer durable; grouped with other branches' flushes of this turn."""
+        if self.active <= 1:
+            self.flush()
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        self._schedule()
+        await fut
+
+    def flush_soon(self) -> None:
+        """Make the buffer durable at the next event-loop turn at the latest."""
+        try:
+            self._schedule()
+        except RuntimeError:  # no running loop (a sync call): flush now
+            self.flush()
+
+    def _schedule(self) -> None:
+        if not self._flush_scheduled:
+            asyncio.get_running_loop().call_soon(self._group_flush)
+            self._flush_scheduled = True
+
+    def _group_flush(self) -> None:
+        self._flush_scheduled = False
+        waiters, self._waiters = self._waiters, []
+        try:
+            self.flush()
+        except BaseException as exc:
+            for w in waiters:
+                if not w.done():
+                    w.set_exception(exc)
+            if not waiters:
+                raise
+            return
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def discard(self) -> None:
+        """Drop buffered events that were never made durable (the driver is stopping)."""
+        if self.buffer:
+            self.seq = self.buffer[0][0] - 1
+            self.buffer = []
+
+
+class Scope:
+    """The place of a durable call inside a run: a body or a branch.
+
+    Durable calls inside one scope must be sequential; each gets the next
+    ordinal ``n``, and each step name counts its visits.
+    """
+
+    __slots__ = ("busy", "n", "path", "prefix", "run", "used_branches", "visits")
+
+    def __init__(self, run: RunContext, path: str):
+        self.run = run
+        self.path = path
+        self.prefix = path + "." if path else ""
+        self.n = 0
+        self.visits: dict[str, int] = {}
+        self.busy: str | None = None
+        self.used_branches: set[str] | None = None
+
+    def enter(self, what: str) -> int:
+        """Claim the scope for one durable call; return the call's ordinal."""
+        if self.busy is not None:
+            raise NondeterminismError(
+                f"run {self.run.run_id!r}: {what} started in scope {self.path or '<workflow>'!r} "
+                f"while {self.busy} is still running there. Completion order is timing, and "
+                "timing does not replay: give each concurrent call its own scope with "
+                "durable.parallel(...) or 'async with durable.branch(key)'.",
+                run_id=self.run.run_id,
+                path=self.path,
+            )
+        self.busy = what
+        n = self.n
+        self.n = n + 1
+        return n
+
+    def child_branch(self, name: str, key: str) -> Scope:
+        """A new branch scope ``name[key]`` below this one (each used once)."""
+        if "[" in key or "]" in key:
+            raise ConfigurationError(
+                f"branch key {key!r} contains '[' or ']'; branch keys name a path segment "
+                "and must not contain brackets."
+            )
+        seg = f"{name}[{key}]"
+        used = self.used_branches
+        if used is None:
+            used = self.used_branches = set()
+        if seg in used:
+            raise ConfigurationError(
+                f"run {self.run.run_id!r}: branch {seg!r} was already used in scope "
+                f"{self.path or '<workflow>'!r}; branch keys must be unique within a scope.",
+                run_id=self.run.run_id,
+                path=self.prefix + seg,
+            )
+        used.add(seg)
+        return Scope(self.run, self.prefix + seg)
+
+
+def current_scope(what: str) -> Scope:
+    """The current scope, or a ``ConfigurationError`` saying ``what`` needs a run."""
+    scope = CURRENT.get()
+    if scope is None:
+        raise ConfigurationError(f"{what} can only be called inside a durable run.")
+    return scope

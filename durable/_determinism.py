@@ -1,0 +1,133 @@
+"""Values that differ between executions, recorded once and replayed after.
+
+``now()``, ``uuid4()`` and ``random()`` record what they returned; ``sleep``
+records its wake time so a resume waits only for what is left;
+``interrupt`` suspends the run until an answer is given. Outside a run each
+behaves like its ordinary counterpart (``interrupt`` needs a run).
+"""
+
+from __future__ import annotations
+
+import random as _random
+import uuid as _uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from ._context import CURRENT, Scope, current_scope
+from ._engine import _check_position
+from ._serde import ANY, to_json
+from .errors import NondeterminismError, RunInterrupted
+
+
+def _record(kind: str, produce: Callable[[], Any]) -> Any:
+    scope = CURRENT.get()
+    if scope is None:
+        return produce()
+    run = scope.run
+    n = scope.enter(f"durable.{kind}()")
+    try:
+        key = f"{scope.prefix}{kind}#{n}"
+        if run.replaying:
+            got = run.recorded.values.get(key)
+            if got is not None:
+                return got["value"]
+            _check_position(run, scope, n, (kind, kind, "", key))
+        value = produce()
+        run.emit("value.recorded", {"key": key, "kind": kind, "value": value, "pos": n})
+        run.flush_soon()
+        return value
+    finally:
+        scope.busy = None
+
+
+def now() -> datetime:
+    """The current UTC time; inside a run, recorded once and replayed on resume.
+
+    Example:
+        >>> now().tzinfo is not None
+        True
+    """
+    scope = CURRENT.get()
+    clock = scope.run.clock if scope is not None else None
+    stamp = _record("now", clock if clock is not None else lambda: datetime.now(UTC).timestamp())
+    return datetime.fromtimestamp(stamp, UTC)
+
+
+def uuid4() -> _uuid.UUID:
+    """A random UUID; inside a run, recorded once and replayed on resume."""
+    return _uuid.UUID(_record("uuid4", lambda: _uuid.uuid4().hex))
+
+
+def random() -> float:
+    """A random float in [0, 1); inside a run, recorded once and replayed on resume."""
+    return float(_record("random", _random.random))
+
+
+async def sleep(seconds: float) -> None:
+    """Sleep durably: the wake time is recorded, so a resume sleeps only the rest.
+
+    Args:
+        seconds: How long to sleep (negative counts as zero).
+    """
+    scope = CURRENT.get()
+    if scope is None:
+        import asyncio
+
+        await asyncio.sleep(max(0.0, seconds))
+        return
+    run = scope.run
+    n = scope.enter("durable.sleep()")
+    try:
+        key = f"{scope.prefix}sleep#{n}"
+        timer = run.recorded.timers.get(key) if run.replaying else None
+        if timer is not None:
+            wake = float(timer["wake_at"])
+        else:
+            wake = run.clock() + max(0.0, float(seconds))
+            run.emit("timer.set", {"path": key, "wake_at": wake, "pos": n})
+            await run.flush_async()
+        remaining = wake - run.clock()
+        if remaining > 0:
+            await run.sleep(remaining)
+    finally:
+        scope.busy = None
+
+
+def interrupt(value: Any = None) -> Any:
+    """Suspend the run until someone answers; return the answer once given.
+
+    The first time, this records ``interrupt`` and the run ends with
+    ``RunInterrupted`` (carrying ``value`` and the run id). A later
+    ``run_workflow(..., run_id=..., resume=answer)`` records the answer, the
+    body re-executes, and this call returns ``answer``.
+
+    Args:
+        value: What the run asks (JSON through pydantic), e.g. a draft to approve.
+
+    Returns:
+        The answer given with ``resume=``.
+    """
+    scope: Scope = current_scope("durable.interrupt()")
+    run = scope.run
+    n = scope.enter("durable.interrupt()")
+    try:
+        key = f"{scope.prefix}interrupt#{n}"
+        answer = run.recorded.answers.get(key)
+        if answer is not None:
+            return answer["value"]
+        if run.recorded.terminal is not None:  # pragma: no cover - guarded by the runner
+            raise NondeterminismError("interrupt reached in a finished run", run_id=run.run_id)
+        data = to_json(ANY, value, what="the interrupt value", run_id=run.run_id, path=key)
+        if key not in run.recorded.interrupts:
+            run.emit("interrupt", {"path": key, "value": data})
+            run.recorded.interrupts[key] = {"path": key, "value": data}
+        raise RunInterrupted(
+            f"run {run.run_id!r} waits at {key!r} for an answer; call run_workflow again with "
+            "the same run_id and resume=<answer>.",
+            run_id=run.run_id,
+            value=data,
+            path=key,
+        )
+    finally:
+        scope.busy = None

@@ -1,0 +1,499 @@
+"""What a durable call does inside a run: steps, effects and child workflows.
+
+Each call claims the next ordinal of its scope, builds its identity (a step
+path or an effect key), asks the recorded events whether it already
+happened, and either returns the recorded outcome or runs the body between
+the events that make it durable:
+
+- a step: ``step.started`` … ``step.completed`` (or ``step.failed``);
+- an effect: ``effect.intent`` (durable first) … ``effect.receipt``;
+- a child workflow: an effect whose intent carries the child's run id.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
+from ._serde import dumps, from_json, short_hash, to_json
+from ._spec import Spec
+from .errors import (
+    DurableError,
+    MaxVisitsExceededError,
+    NondeterminismError,
+    NonRetryableError,
+    StepFailedError,
+    UnknownCommitError,
+)
+
+_EFFECT_PREFIX = {"tool": "tool", "model": "model", "workflow": "workflow"}
+
+
+class _NeverHappened:
+    """The answer a ``reconcile=`` function gives when the effect never took place."""
+
+    _instance: _NeverHappened | None = None
+
+    def __new__(cls) -> _NeverHappened:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "durable.NEVER_HAPPENED"
+
+
+NEVER_HAPPENED = _NeverHappened()
+
+
+# -- errors ---------------------------------------------------------------------
+
+
+def recordable(exc: BaseException) -> bool:
+    """Whether a failure is the code's own outcome (recorded) or a condition to fix (not)."""
+    if not isinstance(exc, Exception):
+        return False
+    if isinstance(exc, DurableError):
+        return isinstance(exc, StepFailedError | NonRetryableError)
+    return True
+
+
+def error_type(exc: BaseException) -> str:
+    """The qualified name of an exception's type, as the log records it."""
+    t = type(exc)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def rebuild_error(
+    type_name: str, message: str, *, run_id: str | None, path: str | None
+) -> Exception:
+    """The recorded failure as its own type when that is safe, else ``StepFailedError``.
+
+    Only types already imported are considered, so a log can never make this
+    process import (and run) code.
+    """
+    module, _, qual = type_name.rpartition(".")
+    cls = getattr(sys.modules.get(module), qual, None) if "." not in qual else None
+    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, DurableError):
+        try:
+            return cls(message)
+        except Exception:
+            pass
+    if cls is NonRetryableError:
+        return NonRetryableError(message, run_id=run_id, path=path)
+    return StepFailedError(
+        f"{path or 'run'} failed earlier in run {run_id!r} with {type_name}: {message}",
+        run_id=run_id,
+        path=path,
+        error_type=type_name,
+        error_message=message,
+    )
+
+
+def _mismatch(
+    run: RunContext, where: str, recorded: tuple[str, str, str, str], attempted: tuple[str, str, str, str]
+) -> NondeterminismError:
+    rk, rn, rh, rp = recorded
+    ak, an, ah, ap = attempted
+    return NondeterminismError(
+        f"run {run.run_id!r}: the code made a different durable call at {where} than the log "
+        f"recorded.\n  recorded:  {rk} {rn!r} at {rp!r} (input {rh[:12]})\n"
+        f"  attempted: {ak} {an!r} at {ap!r} (input {ah[:12]})\n"
+        "Restore the code the run was started with and resume, or start a new run id.",
+        run_id=run.run_id,
+        path=ap,
+        recorded={"kind": rk, "name": rn, "input_hash": rh, "path": rp},
+        attempted={"kind": ak, "name": an, "input_hash": ah, "path": ap},
+    )
+
+
+def _check_position(run: RunContext, scope: Scope, n: int, attempted: tuple[str, str, str, str]) -> None:
+    rec = run.recorded.position(scope.path, n)
+    if rec is not None and (rec[0], rec[1], rec[3]) != (attempted[0], attempted[1], attempted[3]):
+        raise _mismatch(run, f"position {n} of scope {scope.path or '<workflow>'!r}", rec, attempted)
+
+
+# -- steps ----------------------------------------------------------------------
+
+
+class _StepCall:
+    __slots__ = ("attempt", "n", "path", "run", "scope", "spec", "visit")
+
+    def __init__(self, spec: Spec, scope: Scope, n: int, path: str, visit: int):
+        self.spec = spec
+        self.scope = scope
+        self.run = scope.run
+        self.n = n
+        self.path = path
+        self.visit = visit
+        self.attempt = 1
+
+
+_REPLAYED = object()
+
+
+def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Claim identity; return ``(_REPLAYED, output)`` or ``(call, None)`` to execute."""
+    scope: Scope = CURRENT.get()  # type: ignore[assignment]
+    run = scope.run
+    name = spec.name
+    n = scope.enter(f"step {name!r}")
+    try:
+        visit = scope.visits.get(name, 0)
+        multi = spec.max_visits > 1
+        if visit >= spec.max_visits:
+            path = scope.prefix + name + (f".visit[{visit}]" if multi else "")
+            raise MaxVisitsExceededError(
+                f"run {run.run_id!r}: step {name!r} was entered {visit + 1} times in scope "
+                f"{scope.path or '<workflow>'!r} (path {path!r}), more than its max_visits="
+                f"{spec.max_visits}. Raise max_visits for a decision loop, or give each call its "
+                "own scope with durable.branch(key).",
+                run_id=run.run_id,
+                path=path,
+                step=name,
+                limit=spec.max_visits,
+            )
+        scope.visits[name] = visit + 1
+        path = scope.prefix + name + (f".visit[{visit}]" if multi else "")
+        _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=path)
+        call = _StepCall(spec, scope, n, path, visit)
+        if run.replaying:
+            rec = run.recorded
+            started = rec.steps_started.get(path)
+            if started is not None and started["input_hash"] != ih:
+                raise _mismatch(
+                    run, f"step {path!r}", ("step", name, started["input_hash"], path), ("step", name, ih, path)
+                )
+            done = rec.steps_completed.get(path)
+            if done is not None:
+                scope.busy = None
+                return _REPLAYED, from_json(spec.out, done["output"])
+            failed = rec.steps_failed.get(path)
+            if failed is not None:
+                raise rebuild_error(
+                    failed["error_type"], failed["error_message"], run_id=run.run_id, path=path
+                )
+            _check_position(run, scope, n, ("step", name, ih, path))
+            call.attempt = rec.attempts.get(path, 0) + 1
+        run.emit(
+            "step.started",
+            {"path": path, "visit": visit, "attempt": call.attempt, "input_hash": ih, "pos": n},
+        )
+        return call, None
+    except BaseException:
+        scope.busy = None
+        raise
+
+
+def _step_commit(call: _StepCall, out: Any) -> None:
+    run = call.run
+    data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
+    run.state_version += 1
+    run.emit(
+        "step.completed",
+        {
+            "path": call.path,
+            "visit": call.visit,
+            "output": data,
+            "output_hash": short_hash(dumps(data)),
+            "state_version": run.state_version,
+        },
+    )
+
+
+def _step_fail(call: _StepCall, exc: BaseException) -> bool:
+    if not recordable(exc):
+        return False
+    call.run.emit(
+        "step.failed",
+        {
+            "path": call.path,
+            "visit": call.visit,
+            "attempt": call.attempt,
+            "error_type": error_type(exc),
+            "error_message": str(exc),
+            "final": True,
+        },
+    )
+    return True
+
+
+async def _step_async(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call, replayed = _step_begin(spec, args, kwargs)
+    if call is _REPLAYED:
+        return replayed
+    scope = call.scope
+    token = CURRENT.set(Scope(call.run, call.path))
+    try:
+        try:
+            out = await fn(*args, **kwargs)
+        finally:
+            CURRENT.reset(token)
+        _step_commit(call, out)
+    except BaseException as exc:
+        if _step_fail(call, exc):
+            await call.run.flush_async()
+        scope.busy = None
+        raise
+    await call.run.flush_async()
+    scope.busy = None
+    return out
+
+
+def _step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call, replayed = _step_begin(spec, args, kwargs)
+    if call is _REPLAYED:
+        return replayed
+    scope = call.scope
+    token = CURRENT.set(Scope(call.run, call.path))
+    try:
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            CURRENT.reset(token)
+        _step_commit(call, out)
+    except BaseException as exc:
+        if _step_fail(call, exc):
+            call.run.flush()
+        scope.busy = None
+        raise
+    call.run.flush()
+    scope.busy = None
+    return out
+
+
+# -- effects --------------------------------------------------------------------
+
+
+class _EffectCall:
+    __slots__ = ("ih", "input", "key", "mode", "run", "scope", "spec")
+
+    def __init__(self, spec: Spec, scope: Scope, key: str, inp: dict[str, Any], ih: str, mode: str):
+        self.spec = spec
+        self.scope = scope
+        self.run = scope.run
+        self.key = key
+        self.input = inp
+        self.ih = ih
+        self.mode = mode  # "call" (intent buffered), "redrive" or "reconcile"
+
+
+def _effect_begin(
+    spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any], child_run_id: Callable[[str], str] | None = None
+) -> tuple[Any, Any]:
+    scope: Scope = CURRENT.get()  # type: ignore[assignment]
+    run = scope.run
+    kind = spec.kind
+    n = scope.enter(f"{kind} {spec.name!r}")
+    try:
+        key = f"{scope.prefix}{_EFFECT_PREFIX[kind]}:{spec.name}#{n}"
+        inp, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=key)
+        mode = "call"
+        if run.replaying:
+            rec = run.recorded
+            intent = rec.intents.get(key)
+            if intent is not None and (intent["name"] != spec.name or intent["input_hash"] != ih):
+                raise _mismatch(
+                    run,
+                    f"effect {key!r}",
+                    (intent["kind"], intent["name"], intent["input_hash"], key),
+                    (kind, spec.name, ih, key),
+                )
+            receipt = rec.receipts.get(key)
+            if receipt is not None:
+                scope.busy = None
+                if receipt["outcome"] == "ok":
+                    return _REPLAYED, from_json(spec.out, receipt["result"])
+                raise rebuild_error(
+                    receipt.get("error_type") or "Exception",
+                    receipt.get("error_message") or "",
+                    run_id=run.run_id,
+                    path=key,
+                )
+            if intent is not None:
+                if kind in ("model", "workflow") or spec.idempotent:
+                    mode = "redrive"
+                elif spec.reconcile is not None:
+                    mode = "reconcile"
+                else:
+                    raise UnknownCommitError(
+                        f"run {run.run_id!r}: tool {spec.name!r} (key {key!r}) was started before "
+                        "the crash and never confirmed, so it may or may not have happened. It is "
+                        "not idempotent and has no reconcile=, so durable will not call it again. "
+                        "Check the external system for idempotency key "
+                        f"{run.run_id}:{key}, then mark the tool idempotent=True, give it a "
+                        "reconcile= function, or start a new run.",
+                        run_id=run.run_id,
+                        key=key,
+                    )
+            else:
+                _check_position(run, scope, n, (kind, spec.name, ih, key))
+        if mode == "call":
+            data: dict[str, Any] = {"key": key, "kind": kind, "name": spec.name, "input_hash": ih, "pos": n}
+            if child_run_id is not None:
+                data["child_run_id"] = child_run_id(key)
+            run.emit("effect.intent", data)
+        return _EffectCall(spec, scope, key, inp, ih, mode), None
+    except BaseException:
+        scope.busy = None
+        raise
+
+
+def _receipt_ok(call: _EffectCall, result: Any) -> None:
+    data = to_json(call.spec.out, result, what="the result", run_id=call.run.run_id, path=call.key)
+    call.run.emit("effect.receipt", {"key": call.key, "outcome": "ok", "result": data})
+
+
+def _receipt_error(call: _EffectCall, exc: BaseException) -> bool:
+    if not recordable(exc):
+        return False
+    call.run.emit(
+        "effect.receipt",
+        {"key": call.key, "outcome": "error", "error_type": error_type(exc), "error_message": str(exc)},
+    )
+    return True
+
+
+async def _reconcile_async(call: _EffectCall) -> Any:
+    answer = call.spec.reconcile(f"{call.run.run_id}:{call.key}", call.input)  # type: ignore[misc]
+    if inspect.isawaitable(answer):
+        answer = await answer
+    return answer
+
+
+async def _effect_async(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call, replayed = _effect_begin(spec, args, kwargs)
+    if call is _REPLAYED:
+        return replayed
+    run = call.run
+    try:
+        if call.mode == "reconcile":
+            answer = await _reconcile_async(call)
+            if answer is not NEVER_HAPPENED:
+                _receipt_ok(call, answer)
+                await run.flush_async()
+                return answer
+        elif call.mode == "call":
+            await run.flush_async()  # the intent is durable before anything leaves
+        token = EFFECT_KEY.set(f"{run.run_id}:{call.key}")
+        try:
+            result = await fn(*args, **kwargs)
+        finally:
+            EFFECT_KEY.reset(token)
+        _receipt_ok(call, result)
+    except BaseException as exc:
+        if _receipt_error(call, exc):
+            await run.flush_async()
+        raise
+    finally:
+        call.scope.busy = None
+    run.flush_soon()
+    return result
+
+
+def _effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call, replayed = _effect_begin(spec, args, kwargs)
+    if call is _REPLAYED:
+        return replayed
+    run = call.run
+    try:
+        if call.mode == "reconcile":
+            answer = call.spec.reconcile(f"{run.run_id}:{call.key}", call.input)  # type: ignore[misc]
+            if answer is not NEVER_HAPPENED:
+                _receipt_ok(call, answer)
+                run.flush()
+                return answer
+        elif call.mode == "call":
+            run.flush()
+        token = EFFECT_KEY.set(f"{run.run_id}:{call.key}")
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            EFFECT_KEY.reset(token)
+        _receipt_ok(call, result)
+    except BaseException as exc:
+        if _receipt_error(call, exc):
+            run.flush()
+        raise
+    finally:
+        call.scope.busy = None
+    run.flush()
+    return result
+
+
+# -- child workflows ------------------------------------------------------------
+
+
+async def _child_workflow(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    from ._runner import drive  # the runner imports this module; bind at call time
+
+    parent_id = CURRENT.get().run.run_id  # type: ignore[union-attr]
+    call, replayed = _effect_begin(spec, args, kwargs, child_run_id=lambda key: f"{parent_id}:{key}")
+    if call is _REPLAYED:
+        return replayed
+    run = call.run
+    try:
+        if call.mode == "call":
+            await run.flush_async()
+        value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
+        result = await drive(
+            spec,
+            value,
+            run.world,
+            run_id=f"{run.run_id}:{call.key}",
+            models=run.models,
+            parent=(run.run_id, call.key),
+        )
+        _receipt_ok(call, result)
+    except BaseException as exc:
+        if _receipt_error(call, exc):
+            await run.flush_async()
+        raise
+    finally:
+        call.scope.busy = None
+    run.flush_soon()
+    return result
+
+
+# -- dispatch -------------------------------------------------------------------
+
+
+def dispatch(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run one decorated call inside the current run (called by ``DurableFunction``)."""
+    kind = spec.kind
+    if kind == "step":
+        if spec.is_async:
+            return _step_async(spec, fn, args, kwargs)
+        return _step_sync(spec, fn, args, kwargs)
+    if kind == "workflow":
+        if not spec.is_async:
+            from .errors import ConfigurationError
+
+            raise ConfigurationError(
+                f"@workflow {spec.name!r} is sync; a workflow called inside another run starts a "
+                "child run, which needs an async def."
+            )
+        return _child_workflow(spec, fn, args, kwargs)
+    if spec.is_asyncgen:
+        from ._streams import stream_effect
+
+        return stream_effect(spec, fn, args, kwargs)
+    if spec.is_async:
+        return _effect_async(spec, fn, args, kwargs)
+    return _effect_sync(spec, fn, args, kwargs)
+
+
+def current_effect_key() -> str:
+    """The idempotency key of the running effect (``durable.idempotency_key()``)."""
+    key = EFFECT_KEY.get()
+    if key is None:
+        from .errors import ConfigurationError
+
+        raise ConfigurationError(
+            "durable.idempotency_key() is only available inside a @tool or @model_call body "
+            "running in a durable run."
+        )
+    return key

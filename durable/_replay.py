@@ -1,0 +1,179 @@
+"""Pure replay: what a run's recorded events say about each call.
+
+``Recorded.from_rows`` reads a run's rows once and indexes them; the engine
+then asks it, per call, for the recorded outcome. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import LogFormatError
+from .events import LOG_FORMAT_VERSION
+
+Json = dict[str, Any]
+
+
+def parent_of(path: str) -> str:
+    """The scope path that contains ``path`` (brackets of branch keys respected)."""
+    depth = 0
+    for i in range(len(path) - 1, -1, -1):
+        c = path[i]
+        if c == "]":
+            depth += 1
+        elif c == "[":
+            depth -= 1
+        elif c == "." and depth == 0:
+            parent = path[:i]
+            return parent_of(parent) if path[i + 1 :].startswith("visit[") else parent
+    return ""
+
+
+def step_name(path: str) -> str:
+    """The step name a step path ends with (without its visit suffix)."""
+    parent = parent_of(path)
+    rest = path[len(parent) + 1 :] if parent else path
+    return rest.split(".visit[", 1)[0]
+
+
+@dataclass
+class Recorded:
+    """Everything the log recorded for one run, indexed for replay.
+
+    Attributes:
+        started: ``run.started`` data, or ``None`` for a run not yet started.
+        steps_started: Latest ``step.started`` data per step path.
+        steps_completed: ``step.completed`` data per step path.
+        steps_failed: Final ``step.failed`` data per step path.
+        attempts: Attempts started per step path.
+        intents: ``effect.intent`` data per effect key.
+        receipts: ``effect.receipt`` data per effect key.
+        values: ``value.recorded`` data per key.
+        timers: ``timer.set`` data per path.
+        interrupts: ``interrupt`` data per path, in order.
+        answers: ``interrupt.resumed`` data per path.
+        sessions: ``session.started`` data per path.
+        retries: ``retry.decision`` data per key or path, in order.
+        terminal: ``(type, data)`` of the last terminal event, if any.
+        last_seq: The seq of the last row.
+        state_version: The run's committed state version.
+        cycle_completed: ``outer_loop.cycle_completed`` data (the first one).
+    """
+
+    started: Json | None = None
+    steps_started: dict[str, Json] = field(default_factory=dict)
+    steps_completed: dict[str, Json] = field(default_factory=dict)
+    steps_failed: dict[str, Json] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    intents: dict[str, Json] = field(default_factory=dict)
+    receipts: dict[str, Json] = field(default_factory=dict)
+    values: dict[str, Json] = field(default_factory=dict)
+    timers: dict[str, Json] = field(default_factory=dict)
+    interrupts: dict[str, Json] = field(default_factory=dict)
+    answers: dict[str, Json] = field(default_factory=dict)
+    sessions: dict[str, Json] = field(default_factory=dict)
+    retries: dict[str, list[Json]] = field(default_factory=dict)
+    streams: dict[str, Json] = field(default_factory=dict)
+    terminal: tuple[str, Json] | None = None
+    last_seq: int = 0
+    state_version: int = 0
+    cycle_completed: Json | None = None
+    _positions: dict[tuple[str, int], tuple[str, str, str, str]] | None = None
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple[int, str, str]], run_id: str = "") -> Recorded:
+        """Index a run's rows (in seq order) for replay."""
+        rec = cls()
+        loads = json.loads
+        for seq, type_, data in rows:
+            rec.last_seq = seq
+            d = loads(data)
+            if type_ == "step.completed":
+                rec.steps_completed[d["path"]] = d
+                rec.state_version = d["state_version"]
+            elif type_ == "step.started":
+                p = d["path"]
+                rec.steps_started[p] = d
+                rec.attempts[p] = rec.attempts.get(p, 0) + 1
+            elif type_ == "effect.intent":
+                rec.intents[d["key"]] = d
+            elif type_ == "effect.receipt":
+                rec.receipts[d["key"]] = d
+            elif type_ == "value.recorded":
+                rec.values[d["key"]] = d
+            elif type_ == "step.failed":
+                if d.get("final", True):
+                    rec.steps_failed[d["path"]] = d
+            elif type_ == "run.started":
+                if d.get("format_version", 1) > LOG_FORMAT_VERSION:
+                    raise LogFormatError(
+                        f"run {run_id!r} was written with log format {d['format_version']} by a "
+                        f"newer durable; this one reads format {LOG_FORMAT_VERSION}. "
+                        "Upgrade little-workflow to resume it.",
+                        run_id=run_id,
+                    )
+                rec.started = d
+            elif type_ in ("run.completed", "run.failed", "run.interrupted"):
+                rec.terminal = (type_, d)
+            elif type_ == "timer.set":
+                rec.timers[d["path"]] = d
+            elif type_ == "interrupt":
+                rec.interrupts[d["path"]] = d
+            elif type_ == "interrupt.resumed":
+                rec.answers[d["path"]] = d
+                if rec.terminal is not None and rec.terminal[0] == "run.interrupted":
+                    rec.terminal = None
+            elif type_ == "session.started":
+                rec.sessions[d["path"]] = d
+            elif type_ == "retry.decision":
+                rec.retries.setdefault(d["key"], []).append(d)
+            elif type_ == "stream.cursor":
+                rec.streams[d["key"]] = d
+            elif type_ == "run.retried":
+                for p in d.get("paths", ()):
+                    rec.steps_failed.pop(p, None)
+                    rec.receipts_error_clear(p)
+                if rec.terminal is not None and rec.terminal[0] == "run.failed":
+                    rec.terminal = None
+            elif type_ == "outer_loop.cycle_completed":
+                if rec.cycle_completed is None:
+                    rec.cycle_completed = d
+        return rec
+
+    def receipts_error_clear(self, key: str) -> None:
+        """Forget an error receipt (and its intent) so a retry calls the effect again."""
+        r = self.receipts.get(key)
+        if r is not None and r.get("outcome") == "error":
+            del self.receipts[key]
+            self.intents.pop(key, None)
+
+    def position(self, scope: str, pos: int) -> tuple[str, str, str, str] | None:
+        """What was recorded as the ``pos``-th durable call of ``scope``.
+
+        Returns:
+            ``(kind, name, input_hash, path_or_key)`` or ``None``.
+        """
+        if self._positions is None:
+            index: dict[tuple[str, int], tuple[str, str, str, str]] = {}
+            for path, d in self.steps_started.items():
+                index[(parent_of(path), d.get("pos", 0))] = ("step", step_name(path), d["input_hash"], path)
+            for key, d in self.intents.items():
+                index[(parent_of(key), d.get("pos", 0))] = (d["kind"], d["name"], d["input_hash"], key)
+            for key, d in self.values.items():
+                index[(parent_of(key), d.get("pos", 0))] = (d["kind"], d["kind"], "", key)
+            self._positions = index
+        return self._positions.get((scope, pos))
+
+    def unconfirmed(self) -> list[str]:
+        """Effect keys with an intent and no receipt: the unknown commits."""
+        return [k for k in self.intents if k not in self.receipts]
+
+    def status(self) -> str:
+        """``completed``, ``failed``, ``interrupted``, ``running`` or ``new``."""
+        if self.started is None:
+            return "new"
+        if self.terminal is None:
+            return "running"
+        return self.terminal[0].split(".", 1)[1]

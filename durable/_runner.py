@@ -1,0 +1,279 @@
+"""Run and resume: the one place that combines the log, replay, locks and the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+
+from ._context import CURRENT, RunContext, Scope
+from ._engine import error_type, rebuild_error, recordable
+from ._locks import hold
+from ._manifest import diff, drift_error, output_schema_hash, run_manifest
+from ._replay import Recorded
+from ._serde import dumps, from_json, sha256_tag, short_hash, to_json
+from ._spec import Spec, spec_of
+from ._world import World
+from .errors import (
+    ConfigurationError,
+    DriftChange,
+    RunFailedError,
+    RunInterrupted,
+    RunTimeoutError,
+    SerializationError,
+)
+from .events import LOG_FORMAT_VERSION
+
+_UNSET: Any = object()
+
+
+def new_run_id() -> str:
+    """A fresh, unique run id."""
+    return f"run_{uuid.uuid4().hex}"
+
+
+def _workflow_spec(wf: Any) -> Spec:
+    spec = spec_of(wf)
+    if spec is None or spec.kind != "workflow":
+        raise ConfigurationError(
+            f"run_workflow needs a function decorated with @workflow, not {wf!r}."
+        )
+    return spec
+
+
+def _input_params(spec: Spec) -> int:
+    return len(spec.params())
+
+
+def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
+    """The input rebuilt as the workflow's annotated type, its JSON and its hash."""
+    params = spec.params()
+    if not params:
+        if value is not None:
+            raise RunFailedError(
+                f"workflow {spec.name!r} takes no input, but run {run_id!r} was given {value!r}.",
+                cause_code="runtime_config_error",
+                reason="invalid_input",
+                run_id=run_id,
+            )
+        return None, None, sha256_tag(None)
+    name, ad = params[0]
+    try:
+        value = ad.validate_python(value)
+    except ValidationError as exc:
+        raise RunFailedError(
+            f"the input of workflow {spec.name!r} (parameter {name!r}) is not valid for run "
+            f"{run_id!r}; nothing was recorded:\n{exc}",
+            cause_code="runtime_config_error",
+            reason="invalid_input",
+            run_id=run_id,
+        ) from exc
+    data = to_json(ad, value, what="the input", run_id=run_id, path="")
+    return value, data, sha256_tag(data)
+
+
+async def run_workflow(
+    wf: Any,
+    input: Any = None,
+    *,
+    world: World,
+    run_id: str | None = None,
+    models: dict[str, str] | None = None,
+    timeout: float | None = None,
+    resume: Any = _UNSET,
+    retry_failed: bool = False,
+) -> Any:
+    """Run a workflow, or resume it when ``run_id`` names a run already in ``world``.
+
+    A resume re-executes the workflow body from the top; every call the log
+    marks as committed returns its recorded result without running, and only
+    unfinished work runs. A finished run returns its recorded output (or
+    re-raises its recorded error) without running anything.
+
+    Args:
+        wf: A function decorated with ``@workflow``.
+        input: The workflow's input, validated against its annotation first.
+        world: Where the run's log lives (``local_world()`` or ``memory_world()``).
+        run_id: The run to start or resume; a new id is made when ``None``.
+        models: Model slot mapping, e.g. ``{"worker": "gpt-5"}``.
+        timeout: Seconds to wait in all (lock wait included); the run stays resumable.
+        resume: The answer to the interrupt the run is waiting on.
+        retry_failed: Run again the steps and effects that failed for good.
+
+    Returns:
+        The workflow's output.
+
+    Raises:
+        RunFailedError: Bad input, or a resume with another input or workflow.
+        CapabilityDriftError: The code or models changed under the run.
+        RunInterrupted: The run waits on ``durable.interrupt``; answer with ``resume=``.
+        RunTimeoutError: ``timeout`` passed first.
+
+    Example:
+        >>> import asyncio, durable
+        >>> @durable.workflow
+        ... async def hello(name: str) -> str:
+        ...     return f"hello {name}"
+        >>> asyncio.run(durable.run_workflow(hello, "ada", world=durable.memory_world()))
+        'hello ada'
+    """
+    spec = _workflow_spec(wf)
+    rid = run_id if run_id is not None else new_run_id()
+    if not isinstance(rid, str) or not rid:
+        raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}.")
+    coro = drive(
+        spec, input, world, run_id=rid, models=dict(models or {}), resume=resume, retry_failed=retry_failed
+    )
+    if timeout is None:
+        return await coro
+    try:
+        async with asyncio.timeout(timeout):
+            return await coro
+    except TimeoutError:
+        raise RunTimeoutError(
+            f"run {rid!r} did not finish within {timeout} s; it stays resumable: call "
+            "run_workflow again with the same run_id.",
+            run_id=rid,
+        ) from None
+
+
+async def drive(
+    spec: Spec,
+    input: Any,
+    world: World,
+    *,
+    run_id: str,
+    models: dict[str, str],
+    parent: tuple[str, str] | None = None,
+    resume: Any = _UNSET,
+    retry_failed: bool = False,
+) -> Any:
+    """Take the run's lock, check the log against the caller, and execute or replay."""
+    value, data, input_hash = validate_input(spec, input, run_id)
+    async with hold(world.locks, f"run:{run_id}"):
+        token = world.log.fence(run_id)
+        rec = Recorded.from_rows(world.log.read(run_id), run_id)
+        run = RunContext(world, run_id, token, rec, models)
+        if rec.started is None:
+            _start(run, spec, data, input_hash, parent)
+        else:
+            finished = _check_resume(run, spec, input_hash, resume, retry_failed)
+            if finished is not _UNSET:
+                return finished
+        return await _execute(run, spec, value)
+
+
+def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tuple[str, str] | None) -> None:
+    manifest = run_manifest(spec, run.models)
+    started = {
+        "workflow": spec.name,
+        "input": data,
+        "input_hash": input_hash,
+        "manifest": manifest,
+        "manifest_hash": sha256_tag(manifest),
+        "models": run.models,
+        "output_schema_hash": output_schema_hash(spec),
+        "format_version": LOG_FORMAT_VERSION,
+    }
+    if parent is not None:
+        started["parent_run_id"], started["parent_key"] = parent
+    run.emit("run.started", started)
+    run.flush(created=(spec.name, parent[0] if parent else None))
+    run.recorded.started = started
+
+
+def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, retry_failed: bool) -> Any:
+    rec = run.recorded
+    started = rec.started or {}
+    rid = run.run_id
+    if started.get("workflow") != spec.name:
+        raise RunFailedError(
+            f"run {rid!r} belongs to workflow {started.get('workflow')!r}, not {spec.name!r}; "
+            "resume it with its own workflow, or start a new run id.",
+            cause_code="runtime_config_error",
+            reason="run_workflow_mismatch",
+            run_id=rid,
+        )
+    if started.get("input_hash") != input_hash:
+        raise RunFailedError(
+            f"run {rid!r} was started with another input (hash {started.get('input_hash')}, now "
+            f"{input_hash}); a resume must pass the same input. Use a new run id for new input.",
+            cause_code="runtime_config_error",
+            reason="run_input_mismatch",
+            run_id=rid,
+        )
+    changes = diff(started.get("manifest", {}), run_manifest(spec, run.models))
+    schema = output_schema_hash(spec)
+    if started.get("output_schema_hash") not in (None, "", schema):
+        changes.append(DriftChange("workflow.output_schema_hash", started["output_schema_hash"], schema))
+    if changes:
+        raise drift_error(rid, changes)
+    terminal = rec.terminal
+    if terminal is not None:
+        kind, data = terminal
+        if kind == "run.completed":
+            return from_json(spec.out, data["output"])
+        if kind == "run.failed":
+            if not retry_failed:
+                raise rebuild_error(data["error_type"], data["error_message"], run_id=rid, path=data.get("path"))
+        elif kind == "run.interrupted":
+            if resume is _UNSET:
+                raise RunInterrupted(
+                    f"run {rid!r} is waiting at {data['path']!r} for an answer; call run_workflow "
+                    "again with resume=<answer>.",
+                    run_id=rid,
+                    value=data.get("value"),
+                    path=data["path"],
+                )
+            run.emit("interrupt.resumed", {"path": data["path"], "value": resume})
+            run.flush(status="running")
+            rec.answers[data["path"]] = {"path": data["path"], "value": resume}
+            rec.terminal = None
+    if retry_failed:
+        failed = list(rec.steps_failed) + [k for k, r in rec.receipts.items() if r["outcome"] == "error"]
+        if failed or (terminal is not None and terminal[0] == "run.failed"):
+            run.emit("run.retried", {"paths": failed})
+            run.flush(status="running")
+            for p in failed:
+                rec.steps_failed.pop(p, None)
+                rec.receipts_error_clear(p)
+            rec.terminal = None
+    return _UNSET
+
+
+async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
+    token = CURRENT.set(Scope(run, ""))
+    try:
+        out = spec.fn(value) if _input_params(spec) else spec.fn()
+        if inspect.isawaitable(out):
+            out = await out
+        data = to_json(spec.out, out, what="the workflow output", run_id=run.run_id, path="")
+    except RunInterrupted as exc:
+        run.emit("run.interrupted", {"path": exc.path, "value": exc.value})
+        run.flush(status="interrupted")
+        raise
+    except BaseException as exc:
+        _close_failed(run, exc)
+        raise
+    finally:
+        CURRENT.reset(token)
+    run.emit("run.completed", {"output": data, "output_hash": short_hash(dumps(data))})
+    run.flush(status="completed")
+    return out
+
+
+def _close_failed(run: RunContext, exc: BaseException) -> None:
+    """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
+    with contextlib.suppress(BaseException):
+        if recordable(exc) and not isinstance(exc, SerializationError):
+            run.emit(
+                "run.failed",
+                {"error_type": error_type(exc), "error_message": str(exc), "path": getattr(exc, "path", None)},
+            )
+            run.flush(status="failed")
+        else:
+            run.flush()

@@ -1,0 +1,77 @@
+"""JSON through pydantic: dumping, rebuilding and hashing values.
+
+Every value that enters the log goes through a ``TypeAdapter`` of its
+annotated type; nothing is pickled. Adapters are built once per annotation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from .errors import SerializationError
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=False).encode
+_canonical = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
+
+ANY: TypeAdapter[Any] = TypeAdapter(Any)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text of an already JSON-safe value."""
+    return _dumps(value)
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON (sorted keys, compact) of a JSON-safe value: the text hashes are over."""
+    return _canonical(value)
+
+
+def short_hash(text: str) -> str:
+    """The 128-bit hex digest used for call inputs and outputs (collisions are not a threat here)."""
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def sha256_tag(value: Any) -> str:
+    """``sha256:<hex>`` over the canonical JSON of ``value``: the manifest hash format."""
+    return "sha256:" + hashlib.sha256(canonical(value).encode()).hexdigest()
+
+
+@lru_cache(maxsize=4096)
+def _adapter_cached(annotation: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(annotation)
+
+
+def adapter(annotation: Any) -> TypeAdapter[Any]:
+    """The cached ``TypeAdapter`` of an annotation (``Any`` when there is none)."""
+    if annotation is Any or annotation is None.__class__:
+        return ANY
+    try:
+        return _adapter_cached(annotation)
+    except TypeError:  # unhashable annotation objects are rare; build them each time
+        return TypeAdapter(annotation)
+
+
+def to_json(ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, path: str | None) -> Any:
+    """Dump ``value`` to a JSON-safe structure, or raise ``SerializationError``."""
+    try:
+        return ad.dump_python(value, mode="json", warnings="error")
+    except Exception as exc:
+        raise SerializationError(
+            f"{what} of type {type(value).__qualname__} at path {path!r} in run {run_id!r} "
+            f"cannot be stored as JSON: {exc}. Return pydantic models, dataclasses or plain "
+            "JSON types, or annotate the function so pydantic knows how to serialize it.",
+            run_id=run_id,
+            path=path,
+        ) from exc
+
+
+def from_json(ad: TypeAdapter[Any], data: Any) -> Any:
+    """Rebuild a recorded JSON structure into the annotated type."""
+    if ad is ANY:
+        return data
+    return ad.validate_python(data)

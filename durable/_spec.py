@@ -1,0 +1,196 @@
+"""What a durable decorator knows about the function it decorates.
+
+``Spec`` holds the kind, the options and the lazily built pydantic adapters
+of one decorated function; the checks here make misuse fail at decoration
+time, not during recovery.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from ._serde import ANY, adapter, dumps, short_hash, to_json
+from .errors import ConfigurationError
+
+KINDS = ("workflow", "step", "tool", "model")
+_BAD_NAME_CHARS = set(".[]#:/")
+_EMPTY = inspect.Parameter.empty
+
+
+class Spec:
+    """Everything the engine needs to know about one decorated function."""
+
+    __slots__ = (
+        "_out",
+        "_params",
+        "binding",
+        "fn",
+        "idempotent",
+        "is_async",
+        "is_asyncgen",
+        "kind",
+        "max_visits",
+        "name",
+        "options",
+        "qualname",
+        "reconcile",
+        "retry",
+        "role",
+        "signature",
+        "slot",
+        "uses",
+        "version",
+    )
+
+    def __init__(self, kind: str, fn: Callable[..., Any], binding: str, **options: Any):
+        self.kind = kind
+        self.fn = fn
+        self.binding = binding
+        self.name: str = options.pop("name", None) or fn.__name__
+        self.qualname = f"{fn.__module__}.{fn.__qualname__}"
+        self.version: str | None = options.pop("version", None)
+        self.max_visits: int = options.pop("max_visits", 1)
+        self.retry: Any = options.pop("retry", None)
+        self.idempotent: bool = options.pop("idempotent", False)
+        self.reconcile: Callable[..., Any] | None = options.pop("reconcile", None)
+        self.slot: str | None = options.pop("slot", None)
+        self.uses: tuple[Any, ...] = tuple(options.pop("uses", ()) or ())
+        self.role: str | None = options.pop("role", None)
+        self.options = options
+        self.is_asyncgen = inspect.isasyncgenfunction(fn)
+        self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
+        self.signature = inspect.signature(fn)
+        self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
+        self._out: TypeAdapter[Any] | None = None
+
+    # -- lazily resolved types (modules are fully imported by the first call) --
+
+    def _hints(self) -> dict[str, Any]:
+        try:
+            return typing.get_type_hints(self.fn)
+        except Exception:
+            return {}
+
+    def params(self) -> list[tuple[str, TypeAdapter[Any]]]:
+        """``(name, adapter)`` of each parameter the call's identity covers."""
+        if self._params is None:
+            hints = self._hints()
+            params = list(self.signature.parameters.values())
+            if self.binding in ("method", "classmethod") and params:
+                params = params[1:]
+            self._params = [(p.name, adapter(hints.get(p.name, Any))) for p in params]
+        return self._params
+
+    @property
+    def out(self) -> TypeAdapter[Any]:
+        """The adapter of the return annotation (``Any`` when there is none)."""
+        if self._out is None:
+            ret = self._hints().get("return", Any)
+            if self.is_asyncgen:
+                args = typing.get_args(ret)
+                ret = args[0] if args else Any
+            self._out = ANY if ret is type(None) and self.kind != "workflow" else adapter(ret)
+        return self._out
+
+    def dump_input(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run_id: str | None, path: str
+    ) -> tuple[dict[str, Any], str]:
+        """The call's arguments as JSON, and their hash."""
+        params = self.params()
+        if not kwargs and len(args) == len(params):
+            pairs = zip(params, args, strict=True)
+            data = {
+                name: to_json(ad, v, what=f"argument {name!r}", run_id=run_id, path=path)
+                for (name, ad), v in pairs
+            }
+        else:
+            sig_params = list(self.signature.parameters.values())
+            if self.binding in ("method", "classmethod") and sig_params:
+                sig_params = sig_params[1:]
+            try:
+                bound = self.signature.replace(parameters=sig_params).bind(*args, **kwargs)
+            except TypeError as exc:
+                raise ConfigurationError(f"{self.kind} {self.name!r} called wrongly: {exc}") from exc
+            bound.apply_defaults()
+            ads = dict(params)
+            data = {}
+            for name, v in bound.arguments.items():
+                data[name] = to_json(ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path)
+        return data, short_hash(dumps(data))
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not isinstance(name, str) or not name or _BAD_NAME_CHARS & set(name):
+        raise ConfigurationError(
+            f"@{kind} name {name!r} is not usable in a path: use a non-empty string without "
+            "any of . [ ] # : /"
+        )
+
+
+def unwrap(kind: str, fn: Any) -> tuple[Callable[..., Any], str]:
+    if spec_of(fn) is not None:
+        raise ConfigurationError(
+            f"@{kind} was applied to {fn.__wrapped__.__qualname__}, which is already decorated "
+            f"as @{spec_of(fn).kind}; use one durable decorator per function."  # type: ignore[union-attr]
+        )
+    if isinstance(fn, classmethod):
+        return fn.__func__, "classmethod"
+    if isinstance(fn, staticmethod):
+        return fn.__func__, "function"
+    if not inspect.isfunction(fn):
+        raise ConfigurationError(
+            f"@{kind} decorates a function or method (def or async def), not "
+            f"{type(fn).__name__} {fn!r}."
+        )
+    params = list(inspect.signature(fn).parameters)
+    method = bool(params) and params[0] in ("self", "cls") and "." in fn.__qualname__
+    return fn, ("method" if method else "function")
+
+
+def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None:
+    if options.get("name") is not None:
+        _check_name(kind, options["name"])
+    else:
+        _check_name(kind, fn.__name__)
+    mv = options.get("max_visits", 1)
+    if not isinstance(mv, int) or isinstance(mv, bool) or mv < 1:
+        raise ConfigurationError(f"@step max_visits must be an int >= 1, not {mv!r}.")
+    version = options.get("version")
+    if version is not None and not isinstance(version, str | int):
+        raise ConfigurationError(f"version= takes a string or an int, not {version!r}.")
+    rec = options.get("reconcile")
+    if rec is not None and not callable(rec):
+        raise ConfigurationError(f"@tool reconcile= takes a callable (key, input), not {rec!r}.")
+    slot = options.get("slot")
+    if slot is not None and (not isinstance(slot, str) or not slot):
+        raise ConfigurationError(f"@model_call slot= takes a non-empty string, not {slot!r}.")
+    if kind == "workflow":
+        if inspect.isasyncgenfunction(fn):
+            raise ConfigurationError("@workflow cannot decorate an async generator.")
+        required = [
+            p
+            for p in list(inspect.signature(fn).parameters.values())[1:]
+            if p.default is _EMPTY and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        if required:
+            raise ConfigurationError(
+                f"@workflow {fn.__qualname__} takes one input; its other parameters "
+                f"({', '.join(p.name for p in required)}) need defaults."
+            )
+    if kind != "model" and inspect.isasyncgenfunction(fn):
+        raise ConfigurationError(
+            f"@{kind} cannot decorate an async generator; only @model_call streams."
+        )
+
+
+def spec_of(obj: Any) -> Spec | None:
+    """The ``Spec`` of a decorated function, or ``None`` for anything else."""
+    spec = getattr(obj, "_self_spec", None)
+    return spec if isinstance(spec, Spec) else None
+
+

@@ -1,0 +1,271 @@
+"""Errors raised by durable.
+
+Every error says what happened, which run and path it concerns, and what the
+caller can do next. The tree::
+
+    DurableError(Exception)
+    ├── ConfigurationError          misuse found at decoration or call time
+    ├── SerializationError          a value that JSON through pydantic cannot hold
+    ├── NondeterminismError         the code took another path than the log recorded
+    ├── MaxVisitsExceededError      a step entered more often than max_visits allows
+    ├── UnknownCommitError          an effect may have happened; nothing can confirm it
+    ├── StepFailedError             a recorded failure that could not be rebuilt as its type
+    ├── NonRetryableError           raise it from user code to stop retries at once
+    ├── RunFailedError              a run cannot start or resume as asked (cause_code, reason)
+    ├── RunNotFoundError            no run with that id in this world
+    ├── CapabilityDriftError        the code or configuration changed under a resumed run
+    ├── ArtifactIntegrityError      an artifact's payload no longer matches its hash
+    ├── CheckpointNotFoundError     no checkpoint with that seq in the run
+    ├── LogCorruptedError           the log file is damaged or is not a durable log
+    ├── LogFormatError              the log was written by an incompatible SDK
+    ├── MemoryStoreError            misuse of the memory store (dimension, filter, extra)
+    ├── OuterLoopError              an outer-loop manifest cannot be read
+    └── RunTimeoutError             run_workflow's own timeout passed; the run stays resumable
+
+    DurableControl(BaseException)   control flow user code must not swallow
+    ├── RunCancelled                the driving caller was cancelled
+    ├── FencedError                 a newer driver took the run; this one must stop
+    └── RunInterrupted              the run waits for an answer (durable.interrupt)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ArtifactIntegrityError",
+    "CapabilityDriftError",
+    "CheckpointNotFoundError",
+    "ConfigurationError",
+    "DriftChange",
+    "DurableControl",
+    "DurableError",
+    "FencedError",
+    "LogCorruptedError",
+    "LogFormatError",
+    "MaxVisitsExceededError",
+    "MemoryStoreError",
+    "NonRetryableError",
+    "NondeterminismError",
+    "OuterLoopError",
+    "RunCancelled",
+    "RunFailedError",
+    "RunInterrupted",
+    "RunNotFoundError",
+    "RunTimeoutError",
+    "SerializationError",
+    "StepFailedError",
+    "UnknownCommitError",
+]
+
+
+class DurableError(Exception):
+    """Base class of every error that durable raises.
+
+    Attributes:
+        run_id: The run the error concerns, when there is one.
+        path: The step path or effect key the error concerns, when there is one.
+    """
+
+    run_id: str | None = None
+    path: str | None = None
+
+    def __init__(self, message: str, *, run_id: str | None = None, path: str | None = None):
+        super().__init__(message)
+        self.run_id = run_id
+        self.path = path
+
+
+class ConfigurationError(DurableError):
+    """A decorator or an API was used in a way that cannot work (found early)."""
+
+
+class SerializationError(DurableError):
+    """A value cannot be stored as JSON through pydantic; the log was left unchanged."""
+
+
+class NondeterminismError(DurableError):
+    """The code made a different durable call than the one the log recorded there.
+
+    Attributes:
+        recorded: What the log holds at that position (``None`` when nothing).
+        attempted: What the code tried to call there.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        path: str | None = None,
+        recorded: dict[str, Any] | None = None,
+        attempted: dict[str, Any] | None = None,
+    ):
+        super().__init__(message, run_id=run_id, path=path)
+        self.recorded = recorded
+        self.attempted = attempted
+
+
+class MaxVisitsExceededError(DurableError):
+    """A step was entered more often in one scope than its ``max_visits`` allows.
+
+    Attributes:
+        step: The step's name.
+        limit: The ``max_visits`` it was declared with.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, path: str, step: str, limit: int):
+        super().__init__(message, run_id=run_id, path=path)
+        self.step = step
+        self.limit = limit
+
+
+class UnknownCommitError(DurableError):
+    """An effect's intent is in the log but its receipt is not.
+
+    The effect may or may not have happened; a tool that is neither
+    ``idempotent=True`` nor has ``reconcile=`` cannot be called again safely.
+
+    Attributes:
+        key: The idempotency key of the unconfirmed effect.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, key: str):
+        super().__init__(message, run_id=run_id, path=key)
+        self.key = key
+
+
+class StepFailedError(DurableError):
+    """A recorded failure whose original exception type could not be rebuilt.
+
+    Attributes:
+        error_type: The qualified name of the original exception type.
+        error_message: The original message.
+    """
+
+    def __init__(
+        self, message: str, *, run_id: str | None, path: str | None, error_type: str, error_message: str
+    ):
+        super().__init__(message, run_id=run_id, path=path)
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class NonRetryableError(DurableError):
+    """Raise from a step or tool to fail at once, whatever its retry policy says."""
+
+
+class RunFailedError(DurableError):
+    """A run cannot start or resume as asked.
+
+    Attributes:
+        cause_code: A stable code, for example ``"runtime_config_error"``.
+        reason: A stable reason, for example ``"run_input_mismatch"``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        cause_code: str,
+        reason: str,
+        run_id: str | None = None,
+        path: str | None = None,
+    ):
+        super().__init__(message, run_id=run_id, path=path)
+        self.cause_code = cause_code
+        self.reason = reason
+
+
+class RunNotFoundError(DurableError):
+    """No run with that id exists in this world."""
+
+
+@dataclass(frozen=True)
+class DriftChange:
+    """One difference between the recorded manifest and the current one.
+
+    Attributes:
+        key: Where the difference is, for example ``tools.score.signature``.
+        old: The recorded value (``None`` when the key is new).
+        new: The current value (``None`` when the key is gone).
+    """
+
+    key: str
+    old: Any
+    new: Any
+
+
+class CapabilityDriftError(DurableError):
+    """The capabilities a run recorded differ from the ones the code has now.
+
+    Attributes:
+        changes: Each difference as data.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, changes: list[DriftChange]):
+        super().__init__(message, run_id=run_id)
+        self.changes = changes
+
+
+class ArtifactIntegrityError(DurableError):
+    """An artifact's payload is missing or no longer matches its recorded hash."""
+
+
+class CheckpointNotFoundError(DurableError):
+    """No checkpoint with that identity exists; list them with ``little checkpoints``."""
+
+
+class LogCorruptedError(DurableError):
+    """The log file is damaged or is not a durable log; nothing was written to it."""
+
+
+class LogFormatError(DurableError):
+    """The log was written by an SDK whose format this version cannot read."""
+
+
+class MemoryStoreError(DurableError):
+    """The memory store was used wrongly or is not installed."""
+
+
+class OuterLoopError(DurableError):
+    """An outer-loop manifest cannot be read or written."""
+
+
+class RunTimeoutError(DurableError):
+    """``run_workflow`` gave up after its timeout; the run stays resumable."""
+
+
+class DurableControl(BaseException):
+    """Control flow that user code must not swallow with ``except Exception``."""
+
+    run_id: str | None = None
+
+    def __init__(self, message: str, *, run_id: str | None = None):
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunCancelled(DurableControl):
+    """The caller driving the run was cancelled; the run stays resumable."""
+
+
+class FencedError(DurableControl):
+    """Another driver holds a newer fencing token; this driver must stop writing."""
+
+
+class RunInterrupted(DurableControl):
+    """The run is waiting for an answer to ``durable.interrupt(value)``.
+
+    Resume it with ``run_workflow(..., run_id=run_id, resume=answer)``.
+
+    Attributes:
+        value: The value passed to ``interrupt``.
+        path: The interrupt's path in the run.
+    """
+
+    def __init__(self, message: str, *, run_id: str, value: Any, path: str):
+        super().__init__(message, run_id=run_id)
+        self.value = value
+        self.path = path

@@ -1,0 +1,347 @@
+"""The typed events of a run's log.
+
+Every outcome that must survive a crash is one of these immutable pydantic
+models, discriminated by ``type``, with a per-run, gap-free, increasing
+``seq``. ``world.events(run_id)`` returns them; ``little events`` prints them.
+
+Example:
+    >>> from durable.events import parse_event
+    >>> parse_event("r1", 1, "step.started", '{"path":"a","visit":0,"attempt":1,"input_hash":"x"}').path
+    'a'
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "EVENT_TYPES",
+    "LOG_FORMAT_VERSION",
+    "EffectIntent",
+    "EffectReceipt",
+    "Event",
+    "InterruptRequested",
+    "InterruptResumed",
+    "OuterLoopCycleCompleted",
+    "RetryDecision",
+    "RunCompleted",
+    "RunFailed",
+    "RunInterruptedEvent",
+    "RunRestored",
+    "RunRetried",
+    "RunStarted",
+    "SessionCompleted",
+    "SessionStarted",
+    "Snapshot",
+    "StepCompleted",
+    "StepFailed",
+    "StepStarted",
+    "StreamCursor",
+    "TimerSet",
+    "ValueRecorded",
+    "parse_event",
+]
+
+LOG_FORMAT_VERSION = 1
+"""The log format this SDK writes; a log with a larger version is refused."""
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str = ""
+    """The run this event belongs to."""
+    seq: int = 0
+    """Position in the run's log: 1, 2, 3, … without gaps."""
+
+
+class RunStarted(_Event):
+    """A run began: everything a resume must match."""
+
+    type: Literal["run.started"] = "run.started"
+    workflow: str
+    input: Any = None
+    input_hash: str
+    manifest: dict[str, Any] = Field(default_factory=dict)
+    manifest_hash: str = ""
+    models: dict[str, str] = Field(default_factory=dict)
+    output_schema_hash: str = ""
+    format_version: int = LOG_FORMAT_VERSION
+    parent_run_id: str | None = None
+    parent_key: str | None = None
+    fork_of: str | None = None
+    fork_seq: int | None = None
+
+
+class StepStarted(_Event):
+    """A step's attempt began (written together with its first durable outcome)."""
+
+    type: Literal["step.started"] = "step.started"
+    path: str
+    visit: int = 0
+    attempt: int = 1
+    input_hash: str
+    pos: int = 0
+
+
+class StepCompleted(_Event):
+    """A step committed: its output is never recomputed."""
+
+    type: Literal["step.completed"] = "step.completed"
+    path: str
+    visit: int = 0
+    output: Any = None
+    output_hash: str
+    state_version: int
+
+
+class StepFailed(_Event):
+    """A step's attempt failed; ``final`` says whether it failed for good."""
+
+    type: Literal["step.failed"] = "step.failed"
+    path: str
+    visit: int = 0
+    attempt: int = 1
+    error_type: str
+    error_message: str
+    final: bool = True
+
+
+class EffectIntent(_Event):
+    """An external call is about to start (durable before it leaves the process)."""
+
+    type: Literal["effect.intent"] = "effect.intent"
+    key: str
+    kind: str
+    name: str
+    input_hash: str
+    pos: int = 0
+    child_run_id: str | None = None
+
+
+class EffectReceipt(_Event):
+    """An external call finished; with its intent the effect is confirmed."""
+
+    type: Literal["effect.receipt"] = "effect.receipt"
+    key: str
+    outcome: Literal["ok", "error"]
+    result: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+class ValueRecorded(_Event):
+    """A value read once from the outside (clock, randomness) and replayed after."""
+
+    type: Literal["value.recorded"] = "value.recorded"
+    key: str
+    kind: str
+    value: Any = None
+    pos: int = 0
+
+
+class RetryDecision(_Event):
+    """A retry policy decided after a failed attempt."""
+
+    type: Literal["retry.decision"] = "retry.decision"
+    key: str
+    attempt: int
+    decision: Literal["retry", "give_up"]
+    backoff: float = 0.0
+    wake_at: float | None = None
+    error_type: str | None = None
+
+
+class SessionStarted(_Event):
+    """An agent session began, with the manifest a resume must match."""
+
+    type: Literal["session.started"] = "session.started"
+    path: str
+    role: str
+    manifest: dict[str, Any] = Field(default_factory=dict)
+    manifest_hash: str
+
+
+class SessionCompleted(_Event):
+    """An agent session ended."""
+
+    type: Literal["session.completed"] = "session.completed"
+    path: str
+    role: str
+    manifest_hash: str
+
+
+class InterruptRequested(_Event):
+    """The run asked for an answer from outside and suspended."""
+
+    type: Literal["interrupt"] = "interrupt"
+    path: str
+    value: Any = None
+
+
+class InterruptResumed(_Event):
+    """The answer to an interrupt, given by a later ``run_workflow(..., resume=)``."""
+
+    type: Literal["interrupt.resumed"] = "interrupt.resumed"
+    path: str
+    value: Any = None
+
+
+class StreamCursor(_Event):
+    """Chunks of a streamed model call consumed so far; ``terminal`` when it ended."""
+
+    type: Literal["stream.cursor"] = "stream.cursor"
+    key: str
+    chunks: int
+    terminal: bool
+    data: list[Any] = Field(default_factory=list)
+
+
+class TimerSet(_Event):
+    """A durable sleep's wake time."""
+
+    type: Literal["timer.set"] = "timer.set"
+    path: str
+    wake_at: float
+    pos: int = 0
+
+
+class Snapshot(_Event):
+    """Canonical state that subsumes every event before ``base_seq`` (compaction)."""
+
+    type: Literal["snapshot"] = "snapshot"
+    state: dict[str, Any]
+    state_hash: str
+    base_seq: int
+
+
+class RunRestored(_Event):
+    """State was rolled back to the checkpoint at ``checkpoint`` (a seq)."""
+
+    type: Literal["run.restored"] = "run.restored"
+    checkpoint: int
+    state_version: int
+
+
+class RunRetried(_Event):
+    """``run_workflow(..., retry_failed=True)`` cleared the recorded failures."""
+
+    type: Literal["run.retried"] = "run.retried"
+    paths: list[str] = Field(default_factory=list)
+
+
+class OuterLoopCycleCompleted(_Event):
+    """The commit point of one outer-loop cycle: supervise's first answer."""
+
+    type: Literal["outer_loop.cycle_completed"] = "outer_loop.cycle_completed"
+    outer_loop_id: str
+    cycle: int
+    output: Any = None
+    decision: Literal["done", "continue"]
+    next_input: Any = None
+    final_output: Any = None
+    summary: str | None = None
+
+
+class RunCompleted(_Event):
+    """The run finished with an output."""
+
+    type: Literal["run.completed"] = "run.completed"
+    output: Any = None
+    output_hash: str
+
+
+class RunFailed(_Event):
+    """The run failed for good."""
+
+    type: Literal["run.failed"] = "run.failed"
+    error_type: str
+    error_message: str
+    path: str | None = None
+
+
+class RunInterruptedEvent(_Event):
+    """The run suspended at an interrupt and waits for ``resume=``."""
+
+    type: Literal["run.interrupted"] = "run.interrupted"
+    path: str
+    value: Any = None
+
+
+Event = Annotated[
+    RunStarted
+    | StepStarted
+    | StepCompleted
+    | StepFailed
+    | EffectIntent
+    | EffectReceipt
+    | ValueRecorded
+    | RetryDecision
+    | SessionStarted
+    | SessionCompleted
+    | InterruptRequested
+    | InterruptResumed
+    | StreamCursor
+    | TimerSet
+    | Snapshot
+    | RunRestored
+    | RunRetried
+    | OuterLoopCycleCompleted
+    | RunCompleted
+    | RunFailed
+    | RunInterruptedEvent,
+    Field(discriminator="type"),
+]
+"""Any event of the log, discriminated by its ``type``."""
+
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+
+EVENT_TYPES: tuple[str, ...] = tuple(
+    m.model_fields["type"].default
+    for m in (
+        RunStarted,
+        StepStarted,
+        StepCompleted,
+        StepFailed,
+        EffectIntent,
+        EffectReceipt,
+        ValueRecorded,
+        RetryDecision,
+        SessionStarted,
+        SessionCompleted,
+        InterruptRequested,
+        InterruptResumed,
+        StreamCursor,
+        TimerSet,
+        Snapshot,
+        RunRestored,
+        RunRetried,
+        OuterLoopCycleCompleted,
+        RunCompleted,
+        RunFailed,
+        RunInterruptedEvent,
+    )
+)
+"""Every event type name, in the order of the table in the docs."""
+
+
+def parse_event(run_id: str, seq: int, type_: str, data: str) -> Event:
+    """Build the typed event of one stored row.
+
+    Args:
+        run_id: The run the row belongs to.
+        seq: The row's position in the run's log.
+        type_: The stored ``type`` discriminator.
+        data: The stored JSON payload.
+
+    Returns:
+        The immutable event model.
+    """
+    payload = json.loads(data)
+    payload["type"] = type_
+    payload["run_id"] = run_id
+    payload["seq"] = seq
+    return _EVENT.validate_python(payload)

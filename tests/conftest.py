@@ -1,0 +1,62 @@
+"""Shared fixtures: every engine test runs on both log backends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import durable
+from durable import World
+
+
+class Worlds:
+    """Opens worlds over one backend's storage, as a crashed and restarted process would.
+
+    ``open()`` returns a new ``World`` over the same storage: for ``sqlite`` a new
+    connection to the same file, for ``memory`` a new world around the same
+    ``MemoryLog`` (the in-process stand-in for a file that survives).
+    """
+
+    def __init__(self, kind: str, tmp_path: Path):
+        self.kind = kind
+        self.data_dir = tmp_path / "data"
+        self._memory_log: durable.MemoryLog | None = None
+        self._memory_locks: object | None = None
+        self.opened: list[World] = []
+
+    def open(self, **kwargs: object) -> World:
+        if self.kind == "sqlite":
+            world = durable.local_world(self.data_dir, **kwargs)  # type: ignore[arg-type]
+        else:
+            from durable._locks import MemoryLocks
+
+            if self._memory_log is None:
+                self._memory_log = durable.MemoryLog()
+                self._memory_locks = MemoryLocks()
+            world = World(self._memory_log, self._memory_locks, **kwargs)  # type: ignore[arg-type]
+        self.opened.append(world)
+        return world
+
+    def close(self) -> None:
+        for w in self.opened:
+            if self.kind == "sqlite":
+                w.close()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def worlds(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worlds]:
+    """A factory of worlds over one backend; the test runs once per backend."""
+    ws = Worlds(request.param, tmp_path)
+    yield ws
+    ws.close()
+
+
+@pytest.fixture
+def world(worlds: Worlds) -> World:
+    """A fresh world on each backend."""
+    return worlds.open()
+
+
+Counter = Callable[[str], int]
