@@ -8,6 +8,7 @@ call returns its recorded result and only unfinished work runs.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
@@ -168,7 +169,13 @@ def tool(
     return make_decorator(
         "tool",
         fn,
-        {"name": name, "version": version, "idempotent": idempotent, "reconcile": reconcile, "retry": retry},
+        {
+            "name": name,
+            "version": version,
+            "idempotent": idempotent,
+            "reconcile": reconcile,
+            "retry": retry,
+        },
     )
 
 
@@ -176,7 +183,11 @@ def tool(
 def model_call(fn: Callable[P, R], /) -> Callable[P, R]: ...
 @overload
 def model_call(
-    *, name: str | None = None, version: str | int | None = None, slot: str | None = None, retry: Any = None
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    slot: str | None = None,
+    retry: Any = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def model_call(
     fn: Any = None,
@@ -200,7 +211,6 @@ def model_call(
         retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
     """
     return make_decorator("model", fn, {"name": name, "version": version, "slot": slot, "retry": retry})
-
 
 
 __all__ = [
@@ -248,7 +258,5 @@ __all__ = [
 for _name in __all__:
     _obj = globals()[_name]
     if hasattr(_obj, "__module__") and getattr(_obj, "__module__", "").startswith("durable."):
-        try:
+        with contextlib.suppress(AttributeError, TypeError):
             _obj.__module__ = "durable"
-        except (AttributeError, TypeError):
-            pass

@@ -18,7 +18,8 @@ from ._context import CURRENT
 from ._engine import dispatch
 from ._spec import Spec, unwrap, validate
 
-class DurableFunction(wrapt.ObjectProxy):  # type: ignore[misc]
+
+class DurableFunction(wrapt.ObjectProxy):  # type: ignore[type-arg]
     """A decorated function: the original outside a run, durable inside one."""
 
     def __init__(self, wrapped: Callable[..., Any], spec: Spec, instance: Any = None):
@@ -62,5 +63,3 @@ def make_decorator(kind: str, fn: Any, options: dict[str, Any]) -> Any:
     if fn is None:
         return decorate
     return decorate(fn)
-
-

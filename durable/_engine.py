@@ -12,6 +12,7 @@ the events that make it durable:
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 from collections.abc import Callable
@@ -67,9 +68,7 @@ def error_type(exc: BaseException) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def rebuild_error(
-    type_name: str, message: str, *, run_id: str | None, path: str | None
-) -> Exception:
+def rebuild_error(type_name: str, message: str, *, run_id: str | None, path: str | None) -> Exception:
     """The recorded failure as its own type when that is safe, else ``StepFailedError``.
 
     Only types already imported are considered, so a log can never make this
@@ -94,7 +93,10 @@ def rebuild_error(
 
 
 def _mismatch(
-    run: RunContext, where: str, recorded: tuple[str, str, str, str], attempted: tuple[str, str, str, str]
+    run: RunContext,
+    where: str,
+    recorded: tuple[str, str, str, str],
+    attempted: tuple[str, str, str, str],
 ) -> NondeterminismError:
     rk, rn, rh, rp = recorded
     ak, an, ah, ap = attempted
@@ -165,7 +167,10 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
             started = rec.steps_started.get(path)
             if started is not None and started["input_hash"] != ih:
                 raise _mismatch(
-                    run, f"step {path!r}", ("step", name, started["input_hash"], path), ("step", name, ih, path)
+                    run,
+                    f"step {path!r}",
+                    ("step", name, started["input_hash"], path),
+                    ("step", name, ih, path),
                 )
             done = rec.steps_completed.get(path)
             if done is not None:
@@ -221,7 +226,9 @@ def _step_fail(call: _StepCall, exc: BaseException) -> bool:
     return True
 
 
-async def _step_async(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+async def _step_async(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     call, replayed = _step_begin(spec, args, kwargs)
     if call is _REPLAYED:
         return replayed
@@ -282,7 +289,10 @@ class _EffectCall:
 
 
 def _effect_begin(
-    spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any], child_run_id: Callable[[str], str] | None = None
+    spec: Spec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    child_run_id: Callable[[str], str] | None = None,
 ) -> tuple[Any, Any]:
     scope: Scope = CURRENT.get()  # type: ignore[assignment]
     run = scope.run
@@ -332,7 +342,13 @@ def _effect_begin(
             else:
                 _check_position(run, scope, n, (kind, spec.name, ih, key))
         if mode == "call":
-            data: dict[str, Any] = {"key": key, "kind": kind, "name": spec.name, "input_hash": ih, "pos": n}
+            data: dict[str, Any] = {
+                "key": key,
+                "kind": kind,
+                "name": spec.name,
+                "input_hash": ih,
+                "pos": n,
+            }
             if child_run_id is not None:
                 data["child_run_id"] = child_run_id(key)
             run.emit("effect.intent", data)
@@ -352,7 +368,12 @@ def _receipt_error(call: _EffectCall, exc: BaseException) -> bool:
         return False
     call.run.emit(
         "effect.receipt",
-        {"key": call.key, "outcome": "error", "error_type": error_type(exc), "error_message": str(exc)},
+        {
+            "key": call.key,
+            "outcome": "error",
+            "error_type": error_type(exc),
+            "error_message": str(exc),
+        },
     )
     return True
 
@@ -364,7 +385,9 @@ async def _reconcile_async(call: _EffectCall) -> Any:
     return answer
 
 
-async def _effect_async(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+async def _effect_async(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     call, replayed = _effect_begin(spec, args, kwargs)
     if call is _REPLAYED:
         return replayed
@@ -401,7 +424,7 @@ def _effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwar
     run = call.run
     try:
         if call.mode == "reconcile":
-            answer = call.spec.reconcile(f"{run.run_id}:{call.key}", call.input)  # type: ignore[misc]
+            answer = call.spec.reconcile(f"{run.run_id}:{call.key}", call.input)
             if answer is not NEVER_HAPPENED:
                 _receipt_ok(call, answer)
                 run.flush()
@@ -427,7 +450,9 @@ def _effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwar
 # -- child workflows ------------------------------------------------------------
 
 
-async def _child_workflow(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+async def _child_workflow(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     from ._runner import drive  # the runner imports this module; bind at call time
 
     parent_id = CURRENT.get().run.run_id  # type: ignore[union-attr]
@@ -478,9 +503,9 @@ def dispatch(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: 
             )
         return _child_workflow(spec, fn, args, kwargs)
     if spec.is_asyncgen:
-        from ._streams import stream_effect
-
-        return stream_effect(spec, fn, args, kwargs)
+        # Streaming lives in its own module, loaded on first use.
+        streams = importlib.import_module("durable._streams")
+        return streams.stream_effect(spec, fn, args, kwargs)
     if spec.is_async:
         return _effect_async(spec, fn, args, kwargs)
     return _effect_sync(spec, fn, args, kwargs)

@@ -43,7 +43,7 @@ class FileLocks:
     def __init__(self, folder: Path):
         self.folder = folder
 
-    def try_acquire(self, name: str) -> object | None:  # noqa: D102 (protocol)
+    def try_acquire(self, name: str) -> object | None:
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.folder / _file_name(name), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -58,7 +58,7 @@ class FileLocks:
         os.write(fd, f"{os.getpid()}\n".encode())
         return fd
 
-    def release(self, handle: object) -> None:  # noqa: D102
+    def release(self, handle: object) -> None:
         assert isinstance(handle, int)
         with contextlib.suppress(OSError):
             fcntl.flock(handle, fcntl.LOCK_UN)
@@ -72,14 +72,14 @@ class MemoryLocks:
         self._held: set[str] = set()
         self._mutex = threading.Lock()
 
-    def try_acquire(self, name: str) -> object | None:  # noqa: D102
+    def try_acquire(self, name: str) -> object | None:
         with self._mutex:
             if name in self._held:
                 return None
             self._held.add(name)
             return name
 
-    def release(self, handle: object) -> None:  # noqa: D102
+    def release(self, handle: object) -> None:
         with self._mutex:
             self._held.discard(str(handle))
 

@@ -130,7 +130,7 @@ class MemoryLog:
         self._tokens: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def append(self, batch: Sequence[Append]) -> None:  # noqa: D102 (protocol)
+    def append(self, batch: Sequence[Append]) -> None:
         with self._lock:
             for a in batch:
                 current = self._tokens.get(a.run_id, 0)
@@ -153,14 +153,14 @@ class MemoryLog:
                 if info is not None:
                     self._info[a.run_id] = info
 
-    def read(self, run_id: str, after_seq: int = 0) -> list[Row]:  # noqa: D102
+    def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         with self._lock:
             return [r for r in self._rows.get(run_id, ()) if r[0] > after_seq]
 
-    def info(self, run_id: str) -> RunInfo | None:  # noqa: D102
+    def info(self, run_id: str) -> RunInfo | None:
         return self._info.get(run_id)
 
-    def runs(  # noqa: D102
+    def runs(
         self,
         *,
         status: str | None = None,
@@ -178,13 +178,13 @@ class MemoryLog:
         end = None if limit is None else offset + limit
         return found[offset:end]
 
-    def fence(self, run_id: str) -> int:  # noqa: D102
+    def fence(self, run_id: str) -> int:
         with self._lock:
             token = self._tokens.get(run_id, 0) + 1
             self._tokens[run_id] = token
             return token
 
-    def compact(self, run_id: str, snapshot: Row, token: int) -> None:  # noqa: D102
+    def compact(self, run_id: str, snapshot: Row, token: int) -> None:
         with self._lock:
             current = self._tokens.get(run_id, 0)
             if token != current:
@@ -195,11 +195,11 @@ class MemoryLog:
                 raise _taken(run_id, snapshot[0])
             self._rows[run_id] = [snapshot]
 
-    def delete_run(self, run_id: str) -> None:  # noqa: D102
+    def delete_run(self, run_id: str) -> None:
         with self._lock:
             self._rows.pop(run_id, None)
             self._info.pop(run_id, None)
             self._tokens.pop(run_id, None)
 
-    def close(self) -> None:  # noqa: D102
+    def close(self) -> None:
         """Nothing to release."""

@@ -152,7 +152,9 @@ def _show(value: Any) -> str:
     return "(none)" if value is None else canonical(value)
 
 
-def drift_error(run_id: str, changes: list[DriftChange], what: str = "code or configuration") -> CapabilityDriftError:
+def drift_error(
+    run_id: str, changes: list[DriftChange], what: str = "code or configuration"
+) -> CapabilityDriftError:
     """The ``CapabilityDriftError`` listing ``changes`` as ``key: old → new``."""
     lines = "\n".join(f"- {c.key}: {_show(c.old)} → {_show(c.new)}" for c in changes)
     return CapabilityDriftError(

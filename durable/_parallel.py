@@ -22,7 +22,7 @@ R = TypeVar("R")
 async def _call(fn: Callable[[T], Awaitable[R] | R], item: T) -> R:
     out = fn(item)
     if inspect.isawaitable(out):
-        return await out  # type: ignore[no-any-return]
+        return await out
     return out
 
 

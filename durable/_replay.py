@@ -137,9 +137,8 @@ class Recorded:
                     rec.receipts_error_clear(p)
                 if rec.terminal is not None and rec.terminal[0] == "run.failed":
                     rec.terminal = None
-            elif type_ == "outer_loop.cycle_completed":
-                if rec.cycle_completed is None:
-                    rec.cycle_completed = d
+            elif type_ == "outer_loop.cycle_completed" and rec.cycle_completed is None:
+                rec.cycle_completed = d
         return rec
 
     def receipts_error_clear(self, key: str) -> None:
@@ -158,9 +157,19 @@ class Recorded:
         if self._positions is None:
             index: dict[tuple[str, int], tuple[str, str, str, str]] = {}
             for path, d in self.steps_started.items():
-                index[(parent_of(path), d.get("pos", 0))] = ("step", step_name(path), d["input_hash"], path)
+                index[(parent_of(path), d.get("pos", 0))] = (
+                    "step",
+                    step_name(path),
+                    d["input_hash"],
+                    path,
+                )
             for key, d in self.intents.items():
-                index[(parent_of(key), d.get("pos", 0))] = (d["kind"], d["name"], d["input_hash"], key)
+                index[(parent_of(key), d.get("pos", 0))] = (
+                    d["kind"],
+                    d["name"],
+                    d["input_hash"],
+                    key,
+                )
             for key, d in self.values.items():
                 index[(parent_of(key), d.get("pos", 0))] = (d["kind"], d["kind"], "", key)
             self._positions = index

@@ -39,9 +39,7 @@ def new_run_id() -> str:
 def _workflow_spec(wf: Any) -> Spec:
     spec = spec_of(wf)
     if spec is None or spec.kind != "workflow":
-        raise ConfigurationError(
-            f"run_workflow needs a function decorated with @workflow, not {wf!r}."
-        )
+        raise ConfigurationError(f"run_workflow needs a function decorated with @workflow, not {wf!r}.")
     return spec
 
 
@@ -126,7 +124,13 @@ async def run_workflow(
     if not isinstance(rid, str) or not rid:
         raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}.")
     coro = drive(
-        spec, input, world, run_id=rid, models=dict(models or {}), resume=resume, retry_failed=retry_failed
+        spec,
+        input,
+        world,
+        run_id=rid,
+        models=dict(models or {}),
+        resume=resume,
+        retry_failed=retry_failed,
     )
     if timeout is None:
         return await coro
@@ -219,7 +223,9 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
             return from_json(spec.out, data["output"])
         if kind == "run.failed":
             if not retry_failed:
-                raise rebuild_error(data["error_type"], data["error_message"], run_id=rid, path=data.get("path"))
+                raise rebuild_error(
+                    data["error_type"], data["error_message"], run_id=rid, path=data.get("path")
+                )
         elif kind == "run.interrupted":
             if resume is _UNSET:
                 raise RunInterrupted(
@@ -272,7 +278,11 @@ def _close_failed(run: RunContext, exc: BaseException) -> None:
         if recordable(exc) and not isinstance(exc, SerializationError):
             run.emit(
                 "run.failed",
-                {"error_type": error_type(exc), "error_message": str(exc), "path": getattr(exc, "path", None)},
+                {
+                    "error_type": error_type(exc),
+                    "error_message": str(exc),
+                    "path": getattr(exc, "path", None),
+                },
             )
             run.flush(status="failed")
         else:

@@ -120,7 +120,9 @@ class Spec:
             ads = dict(params)
             data = {}
             for name, v in bound.arguments.items():
-                data[name] = to_json(ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path)
+                data[name] = to_json(
+                    ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path
+                )
         return data, short_hash(dumps(data))
 
 
@@ -144,8 +146,7 @@ def unwrap(kind: str, fn: Any) -> tuple[Callable[..., Any], str]:
         return fn.__func__, "function"
     if not inspect.isfunction(fn):
         raise ConfigurationError(
-            f"@{kind} decorates a function or method (def or async def), not "
-            f"{type(fn).__name__} {fn!r}."
+            f"@{kind} decorates a function or method (def or async def), not {type(fn).__name__} {fn!r}."
         )
     params = list(inspect.signature(fn).parameters)
     method = bool(params) and params[0] in ("self", "cls") and "." in fn.__qualname__
@@ -183,14 +184,10 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
                 f"({', '.join(p.name for p in required)}) need defaults."
             )
     if kind != "model" and inspect.isasyncgenfunction(fn):
-        raise ConfigurationError(
-            f"@{kind} cannot decorate an async generator; only @model_call streams."
-        )
+        raise ConfigurationError(f"@{kind} cannot decorate an async generator; only @model_call streams.")
 
 
 def spec_of(obj: Any) -> Spec | None:
     """The ``Spec`` of a decorated function, or ``None`` for anything else."""
     spec = getattr(obj, "_self_spec", None)
     return spec if isinstance(spec, Spec) else None
-
-

@@ -59,11 +59,15 @@ class SqliteLog:
         LogFormatError: The file was written by a newer, incompatible SDK.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, durability: str = "process", busy_timeout: int = 10_000):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "process",
+        busy_timeout: int = 10_000,
+    ):
         if durability not in DURABILITY_SYNC:
-            raise ConfigurationError(
-                f"durability must be 'process' or 'power', not {durability!r}"
-            )
+            raise ConfigurationError(f"durability must be 'process' or 'power', not {durability!r}")
         self.path = Path(path)
         self.durability = durability
         self._lock = threading.Lock()

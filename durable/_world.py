@@ -63,7 +63,8 @@ class World:
         rows = self.log.read(run_id)
         if not rows:
             raise RunNotFoundError(
-                f"no run {run_id!r} in {self._where()}; list runs with `little runs`.", run_id=run_id
+                f"no run {run_id!r} in {self._where()}; list runs with `little runs`.",
+                run_id=run_id,
             )
         return [parse_event(run_id, *row) for row in rows]
 
@@ -140,7 +141,14 @@ def local_world(
             "or fix its permissions."
         )
     log = SqliteLog(path / "events.db", durability=durability)
-    return World(log, FileLocks(path / "locks"), data_dir=path, durability=durability, clock=clock, sleep=sleep)
+    return World(
+        log,
+        FileLocks(path / "locks"),
+        data_dir=path,
+        durability=durability,
+        clock=clock,
+        sleep=sleep,
+    )
 
 
 def memory_world(

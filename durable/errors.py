@@ -145,7 +145,13 @@ class StepFailedError(DurableError):
     """
 
     def __init__(
-        self, message: str, *, run_id: str | None, path: str | None, error_type: str, error_message: str
+        self,
+        message: str,
+        *,
+        run_id: str | None,
+        path: str | None,
+        error_type: str,
+        error_message: str,
     ):
         super().__init__(message, run_id=run_id, path=path)
         self.error_type = error_type
