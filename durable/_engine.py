@@ -68,7 +68,28 @@ def error_type(exc: BaseException) -> str:
     return f"{t.__module__}.{t.__qualname__}"
 
 
-def rebuild_error(type_name: str, message: str, *, run_id: str | None, path: str | None) -> Exception:
+def error_data(exc: BaseException) -> dict[str, Any]:
+    """How the log records a failure: type, message and (when plain JSON) the arguments."""
+    data: dict[str, Any] = {"error_type": error_type(exc), "error_message": str(exc)}
+    if all(isinstance(a, str | int | float | bool) or a is None for a in exc.args):
+        data["error_args"] = list(exc.args)
+    return data
+
+
+def rebuild_from(data: dict[str, Any], *, run_id: str | None, path: str | None) -> Exception:
+    """``rebuild_error`` over a recorded failure's data."""
+    return rebuild_error(
+        data.get("error_type") or "Exception",
+        data.get("error_message") or "",
+        run_id=run_id,
+        path=path,
+        args=data.get("error_args"),
+    )
+
+
+def rebuild_error(
+    type_name: str, message: str, *, run_id: str | None, path: str | None, args: list[Any] | None = None
+) -> Exception:
     """The recorded failure as its own type when that is safe, else ``StepFailedError``.
 
     Only types already imported are considered, so a log can never make this
@@ -78,7 +99,7 @@ def rebuild_error(type_name: str, message: str, *, run_id: str | None, path: str
     cls = getattr(sys.modules.get(module), qual, None) if "." not in qual else None
     if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, DurableError):
         try:
-            return cls(message)
+            return cls(*args) if args is not None else cls(message)
         except Exception:
             pass
     if cls is NonRetryableError:
@@ -178,9 +199,7 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
                 return _REPLAYED, from_json(spec.out, done["output"])
             failed = rec.steps_failed.get(path)
             if failed is not None:
-                raise rebuild_error(
-                    failed["error_type"], failed["error_message"], run_id=run.run_id, path=path
-                )
+                raise rebuild_from(failed, run_id=run.run_id, path=path)
             _check_position(run, scope, n, ("step", name, ih, path))
             call.attempt = rec.attempts.get(path, 0) + 1
         run.emit(
@@ -214,14 +233,7 @@ def _step_fail(call: _StepCall, exc: BaseException) -> bool:
         return False
     call.run.emit(
         "step.failed",
-        {
-            "path": call.path,
-            "visit": call.visit,
-            "attempt": call.attempt,
-            "error_type": error_type(exc),
-            "error_message": str(exc),
-            "final": True,
-        },
+        {"path": call.path, "visit": call.visit, "attempt": call.attempt, **error_data(exc), "final": True},
     )
     return True
 
@@ -317,12 +329,7 @@ def _effect_begin(
                 scope.busy = None
                 if receipt["outcome"] == "ok":
                     return _REPLAYED, from_json(spec.out, receipt["result"])
-                raise rebuild_error(
-                    receipt.get("error_type") or "Exception",
-                    receipt.get("error_message") or "",
-                    run_id=run.run_id,
-                    path=key,
-                )
+                raise rebuild_from(receipt, run_id=run.run_id, path=key)
             if intent is not None:
                 if kind in ("model", "workflow") or spec.idempotent:
                     mode = "redrive"
@@ -371,8 +378,7 @@ def _receipt_error(call: _EffectCall, exc: BaseException) -> bool:
         {
             "key": call.key,
             "outcome": "error",
-            "error_type": error_type(exc),
-            "error_message": str(exc),
+            **error_data(exc),
         },
     )
     return True

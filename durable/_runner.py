@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._context import CURRENT, RunContext, Scope
-from ._engine import error_type, rebuild_error, recordable
+from ._engine import error_data, rebuild_from, recordable
 from ._locks import hold
 from ._manifest import diff, drift_error, output_schema_hash, run_manifest
 from ._replay import Recorded
@@ -223,9 +223,7 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
             return from_json(spec.out, data["output"])
         if kind == "run.failed":
             if not retry_failed:
-                raise rebuild_error(
-                    data["error_type"], data["error_message"], run_id=rid, path=data.get("path")
-                )
+                raise rebuild_from(data, run_id=rid, path=data.get("path"))
         elif kind == "run.interrupted":
             if resume is _UNSET:
                 raise RunInterrupted(
@@ -278,11 +276,7 @@ def _close_failed(run: RunContext, exc: BaseException) -> None:
         if recordable(exc) and not isinstance(exc, SerializationError):
             run.emit(
                 "run.failed",
-                {
-                    "error_type": error_type(exc),
-                    "error_message": str(exc),
-                    "path": getattr(exc, "path", None),
-                },
+                {**error_data(exc), "path": getattr(exc, "path", None)},
             )
             run.flush(status="failed")
         else:

@@ -107,6 +107,7 @@ class StepFailed(_Event):
     attempt: int = 1
     error_type: str
     error_message: str
+    error_args: list[Any] | None = None
     final: bool = True
 
 
@@ -131,6 +132,7 @@ class EffectReceipt(_Event):
     result: Any = None
     error_type: str | None = None
     error_message: str | None = None
+    error_args: list[Any] | None = None
 
 
 class ValueRecorded(_Event):
@@ -260,6 +262,7 @@ class RunFailed(_Event):
     type: Literal["run.failed"] = "run.failed"
     error_type: str
     error_message: str
+    error_args: list[Any] | None = None
     path: str | None = None
 
 

@@ -39,6 +39,13 @@ class Worlds:
         self.opened.append(world)
         return world
 
+    def crashing(self, when: Callable[[str, str], bool], **kwargs: object) -> World:
+        """A world whose log 'dies' before the first append with a row matching ``when``."""
+        from tests.crash import CrashingLog
+
+        inner = self.open(**kwargs)
+        return World(CrashingLog(inner.log, when), inner.locks, data_dir=inner.data_dir)  # type: ignore[arg-type]
+
     def close(self) -> None:
         for w in self.opened:
             if self.kind == "sqlite":
