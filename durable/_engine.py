@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
+from ._failures import error_data, rebuild_from, recordable
 from ._serde import dumps, from_json, short_hash, to_json
 from ._spec import Spec
 from .errors import (
-    DurableError,
     MaxVisitsExceededError,
     NondeterminismError,
-    NonRetryableError,
-    StepFailedError,
     UnknownCommitError,
 )
 
@@ -48,69 +45,6 @@ class _NeverHappened:
 
 
 NEVER_HAPPENED = _NeverHappened()
-
-
-# -- errors ---------------------------------------------------------------------
-
-
-def recordable(exc: BaseException) -> bool:
-    """Whether a failure is the code's own outcome (recorded) or a condition to fix (not)."""
-    if not isinstance(exc, Exception):
-        return False
-    if isinstance(exc, DurableError):
-        return isinstance(exc, StepFailedError | NonRetryableError)
-    return True
-
-
-def error_type(exc: BaseException) -> str:
-    """The qualified name of an exception's type, as the log records it."""
-    t = type(exc)
-    return f"{t.__module__}.{t.__qualname__}"
-
-
-def error_data(exc: BaseException) -> dict[str, Any]:
-    """How the log records a failure: type, message and (when plain JSON) the arguments."""
-    data: dict[str, Any] = {"error_type": error_type(exc), "error_message": str(exc)}
-    if all(isinstance(a, str | int | float | bool) or a is None for a in exc.args):
-        data["error_args"] = list(exc.args)
-    return data
-
-
-def rebuild_from(data: dict[str, Any], *, run_id: str | None, path: str | None) -> Exception:
-    """``rebuild_error`` over a recorded failure's data."""
-    return rebuild_error(
-        data.get("error_type") or "Exception",
-        data.get("error_message") or "",
-        run_id=run_id,
-        path=path,
-        args=data.get("error_args"),
-    )
-
-
-def rebuild_error(
-    type_name: str, message: str, *, run_id: str | None, path: str | None, args: list[Any] | None = None
-) -> Exception:
-    """The recorded failure as its own type when that is safe, else ``StepFailedError``.
-
-    Only types already imported are considered, so a log can never make this
-    process import (and run) code.
-    """
-    module, _, qual = type_name.rpartition(".")
-    cls = getattr(sys.modules.get(module), qual, None) if "." not in qual else None
-    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, DurableError):
-        try:
-            return cls(*args) if args is not None else cls(message)
-        except Exception:
-            pass
-    if cls is NonRetryableError:
-        return NonRetryableError(message, run_id=run_id, path=path)
-    return StepFailedError(
-        f"{path or 'run'} failed earlier in run {run_id!r} with {type_name}: {message}",
-        run_id=run_id,
-        path=path,
-        error_type=type_name,
-        error_message=message,
-    )
 
 
 def _mismatch(

@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ._context import CURRENT, RunContext, Scope
-from ._engine import error_data, rebuild_from, recordable
+from ._failures import error_data, rebuild_from, recordable
 from ._locks import hold
 from ._manifest import diff, drift_error, output_schema_hash, run_manifest
 from ._replay import Recorded

@@ -1,0 +1,73 @@
+"""Failures as the log records them, and rebuilt on replay.
+
+A failure is recorded by type name, message and (when they are plain JSON)
+its arguments. Rebuilding only considers exception types already imported,
+so a log can never make a process import, and so run, code.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .errors import DurableError, NonRetryableError, StepFailedError
+
+
+def recordable(exc: BaseException) -> bool:
+    """Whether a failure is the code's own outcome (recorded) or a condition to fix (not)."""
+    if not isinstance(exc, Exception):
+        return False
+    if isinstance(exc, DurableError):
+        return isinstance(exc, StepFailedError | NonRetryableError)
+    return True
+
+
+def error_type(exc: BaseException) -> str:
+    """The qualified name of an exception's type, as the log records it."""
+    t = type(exc)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def error_data(exc: BaseException) -> dict[str, Any]:
+    """How the log records a failure: type, message and (when plain JSON) the arguments."""
+    data: dict[str, Any] = {"error_type": error_type(exc), "error_message": str(exc)}
+    if all(isinstance(a, str | int | float | bool) or a is None for a in exc.args):
+        data["error_args"] = list(exc.args)
+    return data
+
+
+def rebuild_from(data: dict[str, Any], *, run_id: str | None, path: str | None) -> Exception:
+    """``rebuild_error`` over a recorded failure's data."""
+    return rebuild_error(
+        data.get("error_type") or "Exception",
+        data.get("error_message") or "",
+        run_id=run_id,
+        path=path,
+        args=data.get("error_args"),
+    )
+
+
+def rebuild_error(
+    type_name: str, message: str, *, run_id: str | None, path: str | None, args: list[Any] | None = None
+) -> Exception:
+    """The recorded failure as its own type when that is safe, else ``StepFailedError``.
+
+    Only types already imported are considered, so a log can never make this
+    process import (and run) code.
+    """
+    module, _, qual = type_name.rpartition(".")
+    cls = getattr(sys.modules.get(module), qual, None) if "." not in qual else None
+    if isinstance(cls, type) and issubclass(cls, Exception) and not issubclass(cls, DurableError):
+        try:
+            return cls(*args) if args is not None else cls(message)
+        except Exception:
+            pass
+    if cls is NonRetryableError:
+        return NonRetryableError(message, run_id=run_id, path=path)
+    return StepFailedError(
+        f"{path or 'run'} failed earlier in run {run_id!r} with {type_name}: {message}",
+        run_id=run_id,
+        path=path,
+        error_type=type_name,
+        error_message=message,
+    )
