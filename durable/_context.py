@@ -40,6 +40,7 @@ class RunContext:
         "_flush_scheduled",
         "_waiters",
         "active",
+        "broken",
         "buffer",
         "clock",
         "log",
@@ -79,6 +80,7 @@ class RunContext:
         self.sleep: Callable[[float], Awaitable[None]] = world.sleep
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_scheduled = False
+        self.broken: BaseException | None = None
         self.resume_value: Any = None
         self.session_stack: list[Any] = []
 
@@ -92,14 +94,17 @@ class RunContext:
 
     def flush(self, *, status: str | None = None, created: tuple[str, str | None] | None = None) -> None:
         """Write the buffer in one transaction (a no-op when it is empty)."""
+        if self.broken is not None:
+            raise self.broken
         if not self.buffer and status is None:
             return
         rows, self.buffer = self.buffer, []
         try:
             self.log.append([Append(self.run_id, rows, self.token, status, created)])
-        except BaseException:
-            # Nothing of the batch was written: the seqs are free again.
-            self.seq = rows[0][0] - 1 if rows else self.seq
+        except BaseException as exc:
+            # Nothing of the batch was written, and outcomes in it (receipts) are lost
+            # to this driver: it must stop; a resume reads what really is in the log.
+            self.broken = exc
             raise
 
     async def flush_async(self) -> None:

@@ -478,3 +478,29 @@ def test_methods_are_bound_and_self_is_not_part_of_identity(world: durable.World
         return await agent.greet("bob")
 
     assert run(durable.run_workflow(wf, world=world, run_id="r")) == "ada greets bob"
+
+
+def test_fenced_driver_stops_and_the_new_driver_resumes(worlds: Worlds) -> None:
+    """When another driver takes a newer token, the old one's next write fails and it stops."""
+    world = worlds.open()
+    taken = {"done": False}
+
+    @durable.step
+    async def a() -> int:
+        if not taken["done"]:
+            taken["done"] = True
+            worlds.open().log.fence("r")  # another driver took the run over
+        return 1
+
+    @durable.step
+    async def b() -> int:
+        return 2
+
+    @durable.workflow
+    async def wf() -> int:
+        return await a() + await b()
+
+    with pytest.raises(durable.FencedError, match="stale"):
+        run(durable.run_workflow(wf, world=world, run_id="r"))
+    assert types(world, "r") == ["run.started"]
+    assert run(durable.run_workflow(wf, world=worlds.open(), run_id="r")) == 3
