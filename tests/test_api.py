@@ -113,9 +113,8 @@ def test_idempotency_key_outside_an_effect_is_an_error() -> None:
         durable.idempotency_key()
 
 
-def test_same_run_id_from_two_tasks_runs_the_body_once() -> None:
+def test_same_run_id_from_two_tasks_runs_the_body_once(world: durable.World) -> None:
     """Two concurrent callers of one run id: one drives, the other waits and gets the same output."""
-    world = durable.memory_world()
     calls = []
 
     @durable.step
@@ -141,9 +140,8 @@ def test_same_run_id_from_two_tasks_runs_the_body_once() -> None:
     assert calls == [1]
 
 
-def test_timeout_leaves_the_run_resumable() -> None:
+def test_timeout_leaves_the_run_resumable(world: durable.World) -> None:
     """A run that times out raises RunTimeoutError, and a later call finishes it."""
-    world = durable.memory_world()
     gate = {"block": True}
 
     @durable.step
@@ -160,3 +158,33 @@ def test_timeout_leaves_the_run_resumable() -> None:
         asyncio.run(durable.run_workflow(wf, world=world, run_id="r", timeout=0.05))
     gate["block"] = False
     assert asyncio.run(durable.run_workflow(wf, world=world, run_id="r")) == 1
+
+
+def test_waiting_caller_honours_its_own_timeout(world: durable.World) -> None:
+    """A second caller waiting for the run's lock gives up at its timeout; the first finishes."""
+    release = asyncio.Event()
+
+    @durable.step
+    async def hold() -> int:
+        await release.wait()
+        return 7
+
+    @durable.workflow
+    async def wf() -> int:
+        return await hold()
+
+    async def scenario() -> tuple[int, BaseException | None]:
+        first = asyncio.create_task(durable.run_workflow(wf, world=world, run_id="r"))
+        for _ in range(3):  # let the first caller take the lock and start its step
+            await asyncio.sleep(0)
+        err: BaseException | None = None
+        try:
+            await durable.run_workflow(wf, world=world, run_id="r", timeout=0.05)
+        except durable.RunTimeoutError as exc:
+            err = exc
+        release.set()
+        return await first, err
+
+    out, err = asyncio.run(scenario())
+    assert out == 7
+    assert isinstance(err, durable.RunTimeoutError)
