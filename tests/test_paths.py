@@ -1,0 +1,28 @@
+"""Pure path handling: parents and step names of generated paths (Hypothesis)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from durable._replay import parent_of, step_name
+
+name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8)
+key = st.text(alphabet=st.characters(exclude_characters="[]", exclude_categories=["Cs"]), min_size=1, max_size=8)
+segment = st.one_of(name, st.builds(lambda n, k: f"{n}[{k}]", st.one_of(st.just(""), name), key))
+scope = st.lists(segment, max_size=4).map(".".join)
+
+
+@given(scope, name, st.one_of(st.none(), st.integers(min_value=0, max_value=99)))
+def test_parent_and_name_of_a_step_path(parent: str, step: str, visit: int | None) -> None:
+    """Any step path splits back into the scope it was made in and the step's name."""
+    path = (parent + "." if parent else "") + step + (f".visit[{visit}]" if visit is not None else "")
+    assert parent_of(path) == parent
+    assert step_name(path) == step
+
+
+@given(scope, name, st.integers(min_value=0, max_value=999))
+def test_parent_of_an_effect_key(parent: str, tool: str, n: int) -> None:
+    """An effect key's parent is the scope the effect was called in, whatever dots branch keys hold."""
+    key_ = (parent + "." if parent else "") + f"tool:{tool}#{n}"
+    assert parent_of(key_) == parent
