@@ -50,6 +50,22 @@ class DurableFunction(wrapt.ObjectProxy):  # type: ignore[type-arg]
         raise TypeError("durable functions are not picklable")
 
 
+def _fast_class(fn: Callable[..., Any], spec: Spec) -> type[DurableFunction]:
+    """A subclass whose ``__call__`` closes over ``fn`` and ``spec``.
+
+    Outside a run a call then costs one context-variable read more than the
+    undecorated function: no attribute lookups on the proxy.
+    """
+    current = CURRENT.get
+
+    def __call__(self: DurableFunction, *args: Any, **kwargs: Any) -> Any:
+        if current() is None:
+            return fn(*args, **kwargs)
+        return dispatch(spec, fn, args, kwargs)
+
+    return type("DurableFunction", (DurableFunction,), {"__call__": __call__, "__module__": "durable"})
+
+
 def make_decorator(kind: str, fn: Any, options: dict[str, Any]) -> Any:
     """Apply ``@kind(**options)`` to ``fn``, or return the decorator when ``fn`` is ``None``."""
 
@@ -58,7 +74,7 @@ def make_decorator(kind: str, fn: Any, options: dict[str, Any]) -> Any:
         opts = {k: v for k, v in options.items() if v is not None}
         validate(kind, target, opts)
         spec = Spec(kind, target, binding, **opts)
-        return DurableFunction(target, spec)
+        return _fast_class(target, spec)(target, spec)
 
     if fn is None:
         return decorate
