@@ -18,6 +18,7 @@ from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
 from ._parallel import branch, parallel
 from ._runner import run_workflow
+from ._sessions import Session, scratch_dir, session
 from ._sqlite import SqliteLog
 from ._world import World, local_world, memory_world
 from .errors import (
@@ -97,6 +98,9 @@ def step(
     max_visits: int = 1,
     retry: Any = None,
     role: str | None = None,
+    tools: list[Any] | None = None,
+    workflows: list[Any] | None = None,
+    model_slot: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def step(
     fn: Any = None,
@@ -107,6 +111,9 @@ def step(
     max_visits: int = 1,
     retry: Any = None,
     role: str | None = None,
+    tools: list[Any] | None = None,
+    workflows: list[Any] | None = None,
+    model_slot: str | None = None,
 ) -> Any:
     """Mark a function as a step: the unit of memoization.
 
@@ -120,12 +127,24 @@ def step(
         version: A manual drift marker.
         max_visits: How many times the step may be entered in one scope.
         retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
-        role: Makes the step an agent session with this role.
+        role: Makes the step an agent session with this role (see ``durable.session``).
+        tools: With ``role``: the ``@tool`` functions the session offers.
+        workflows: With ``role``: the ``@workflow`` functions the session may start.
+        model_slot: With ``role``: the session's model slot (default: the role).
     """
     return make_decorator(
         "step",
         fn,
-        {"name": name, "version": version, "max_visits": max_visits, "retry": retry, "role": role},
+        {
+            "name": name,
+            "version": version,
+            "max_visits": max_visits,
+            "retry": retry,
+            "role": role,
+            "tools": tools,
+            "workflows": workflows,
+            "model_slot": model_slot,
+        },
     )
 
 
@@ -234,6 +253,7 @@ __all__ = [
     "RunNotFoundError",
     "RunTimeoutError",
     "SerializationError",
+    "Session",
     "SqliteLog",
     "StepFailedError",
     "UnknownCommitError",
@@ -248,6 +268,8 @@ __all__ = [
     "parallel",
     "random",
     "run_workflow",
+    "scratch_dir",
+    "session",
     "sleep",
     "step",
     "tool",

@@ -16,7 +16,11 @@ import wrapt
 
 from ._context import CURRENT
 from ._engine import dispatch
+from ._sessions import session_step_body
 from ._spec import Spec, unwrap, validate
+from .errors import ConfigurationError
+
+_SESSION_OPTIONS = ("tools", "workflows", "model_slot")
 
 
 class DurableFunction(wrapt.ObjectProxy):  # type: ignore[type-arg]
@@ -72,9 +76,21 @@ def make_decorator(kind: str, fn: Any, options: dict[str, Any]) -> Any:
     def decorate(f: Any) -> Any:
         target, binding = unwrap(kind, f)
         opts = {k: v for k, v in options.items() if v is not None}
+        session_opts = {k: opts.pop(k) for k in _SESSION_OPTIONS if k in opts}
         validate(kind, target, opts)
         spec = Spec(kind, target, binding, **opts)
-        return _fast_class(target, spec)(target, spec)
+        if spec.role is None:
+            if session_opts:
+                raise ConfigurationError(
+                    f"@{kind} {spec.name!r}: {', '.join(sorted(session_opts))} describe a session; "
+                    "add role=... to make the step a session."
+                )
+            return _fast_class(target, spec)(target, spec)
+        # The step's body runs as a session at the step's own path.
+        body = session_step_body(target, spec.role, **session_opts)
+        durable_fn = _fast_class(body, spec)(target, spec)
+        durable_fn._self_fn = body
+        return durable_fn
 
     if fn is None:
         return decorate

@@ -262,7 +262,9 @@ def _effect_begin(
             if receipt is not None:
                 scope.busy = None
                 if receipt["outcome"] == "ok":
-                    return _REPLAYED, from_json(spec.out, receipt["result"])
+                    # A stream's chunks are in its stream.cursor events; _streams rebuilds them.
+                    result = receipt["result"]
+                    return _REPLAYED, result if spec.is_asyncgen else from_json(spec.out, result)
                 raise rebuild_from(receipt, run_id=run.run_id, path=key)
             if intent is not None:
                 if kind in ("model", "workflow") or spec.idempotent:

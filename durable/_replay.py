@@ -7,6 +7,7 @@ then asks it, per call, for the recorded outcome. Nothing here does I/O.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,15 @@ def parent_of(path: str) -> str:
             parent = path[:i]
             return parent_of(parent) if path[i + 1 :].startswith("visit[") else parent
     return ""
+
+
+_SESSION_SEGMENT = re.compile(r"(?:^|\.)session:[^.\[\]]+#(\d+)$")
+
+
+def session_position(path: str) -> int | None:
+    """The ordinal a ``session:<role>#<n>`` path took in its parent scope, else ``None``."""
+    m = _SESSION_SEGMENT.search(path)
+    return int(m.group(1)) if m else None
 
 
 def step_name(path: str) -> str:
@@ -56,6 +66,7 @@ class Recorded:
         answers: ``interrupt.resumed`` data per path.
         sessions: ``session.started`` data per path.
         retries: ``retry.decision`` data per key or path, in order.
+        streams: A stream's chunks per key, from its ``stream.cursor`` events (last attempt).
         terminal: ``(type, data)`` of the last terminal event, if any.
         last_seq: The seq of the last row.
         state_version: The run's committed state version.
@@ -130,7 +141,7 @@ class Recorded:
             elif type_ == "retry.decision":
                 rec.retries.setdefault(d["key"], []).append(d)
             elif type_ == "stream.cursor":
-                rec.streams[d["key"]] = d
+                rec.add_cursor(d)
             elif type_ == "run.retried":
                 for p in d.get("paths", ()):
                     rec.steps_failed.pop(p, None)
@@ -140,6 +151,17 @@ class Recorded:
             elif type_ == "outer_loop.cycle_completed" and rec.cycle_completed is None:
                 rec.cycle_completed = d
         return rec
+
+    def add_cursor(self, d: Json) -> None:
+        """Collect a stream's chunks; a cursor whose batch starts at chunk 0 begins a new attempt."""
+        prev = self.streams.get(d["key"])
+        batch = d.get("data") or []
+        if prev is None or d["chunks"] - len(batch) == 0:
+            self.streams[d["key"]] = {**d, "data": list(batch)}
+        else:
+            prev["data"].extend(batch)
+            prev["chunks"] = d["chunks"]
+            prev["terminal"] = d["terminal"]
 
     def receipts_error_clear(self, key: str) -> None:
         """Forget an error receipt (and its intent) so a retry calls the effect again."""
@@ -172,6 +194,10 @@ class Recorded:
                 )
             for key, d in self.values.items():
                 index[(parent_of(key), d.get("pos", 0))] = (d["kind"], d["kind"], "", key)
+            for path, d in self.sessions.items():
+                at = session_position(path)
+                if at is not None:
+                    index[(parent_of(path), at)] = ("session", d["role"], "", path)
             self._positions = index
         return self._positions.get((scope, pos))
 

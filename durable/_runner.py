@@ -16,6 +16,7 @@ from ._locks import hold
 from ._manifest import diff, drift_error, output_schema_hash, run_manifest
 from ._replay import Recorded
 from ._serde import dumps, from_json, sha256_tag, short_hash, to_json
+from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._world import World
 from .errors import (
@@ -210,6 +211,10 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
             reason="run_input_mismatch",
             run_id=rid,
         )
+    # A session's model reports drift under its own key (orchestratorModelSlotId).
+    model_drift = recorded_model_drift(rid, rec.sessions, run.models)
+    if model_drift is not None:
+        raise model_drift
     changes = diff(started.get("manifest", {}), run_manifest(spec, run.models))
     schema = output_schema_hash(spec)
     if started.get("output_schema_hash") not in (None, "", schema):

@@ -1,0 +1,108 @@
+"""Streaming model calls: ``@model_call`` on an async generator.
+
+The call is an effect like any other (intent durable before the first
+chunk is asked for), and its chunks are recorded in ``stream.cursor``
+events: one every ``CURSOR_BATCH`` chunks, and a terminal one when the
+stream ends, followed by the receipt. A replay yields the recorded chunks
+without calling the model. A stream cut by a crash (cursors but no
+terminal one) is reissued from its start; the reissued attempt's first
+cursor starts again at chunk 0, so replay never mixes two attempts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from ._context import CURRENT, EFFECT_KEY, RunContext
+from ._engine import _REPLAYED, _effect_begin, _receipt_error, recordable
+from ._serde import from_json, to_json
+from ._spec import Spec
+from .errors import LogCorruptedError
+
+CURSOR_BATCH = 32
+"""How many chunks one non-terminal ``stream.cursor`` event carries."""
+
+
+async def stream_effect(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """Run (or replay) one streamed model call, yielding its chunks."""
+    scope = CURRENT.get()
+    assert scope is not None  # dispatch runs only inside a run
+    call, _ = _effect_begin(spec, args, kwargs)
+    if call is _REPLAYED:
+        # _effect_begin claimed ordinal n (now scope.n - 1) and found the receipt.
+        key = f"{scope.prefix}model:{spec.name}#{scope.n - 1}"
+        for chunk in recorded_chunks(spec, scope.run, key):
+            yield chunk
+        return
+    run = call.run
+    key = call.key
+    count = 0
+    batch: list[Any] = []
+    finished = False
+
+    def cursor(terminal: bool) -> None:
+        nonlocal batch
+        run.emit(
+            "stream.cursor", {"key": key, "chunks": count, "terminal": terminal, "data": batch}
+        )
+        batch = []
+
+    try:
+        if call.mode == "call":
+            await run.flush_async()  # the intent is durable before the model is asked
+        gen = fn(*args, **kwargs)
+        try:
+            while True:
+                token = EFFECT_KEY.set(f"{run.run_id}:{key}")
+                try:
+                    chunk = await gen.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    EFFECT_KEY.reset(token)
+                batch.append(
+                    to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key)
+                )
+                count += 1
+                if len(batch) >= CURSOR_BATCH:
+                    cursor(False)
+                    run.flush_soon()
+                yield chunk
+        finally:
+            await gen.aclose()
+        finished = True
+    except GeneratorExit:
+        # The consumer stopped early: the chunks it saw are the stream's outcome.
+        finished = True
+        raise
+    except BaseException as exc:
+        if recordable(exc):
+            cursor(True)
+            _receipt_error(call, exc)
+            run.flush_soon()
+        raise
+    finally:
+        if finished:
+            cursor(True)
+            run.emit("effect.receipt", {"key": key, "outcome": "ok", "result": {"chunks": count}})
+            run.flush_soon()
+        call.scope.busy = None
+
+
+def recorded_chunks(spec: Spec, run: RunContext, key: str) -> list[Any]:
+    """The chunks of a finished stream, rebuilt from its ``stream.cursor`` events."""
+    cur = run.recorded.streams.get(key)
+    receipt = run.recorded.receipts.get(key) or {}
+    total = (receipt.get("result") or {}).get("chunks")
+    if cur is None or not cur.get("terminal") or len(cur["data"]) != total:
+        raise LogCorruptedError(
+            f"run {run.run_id!r}: streamed model call {spec.name!r} ({key!r}) has a receipt for "
+            f"{total} chunks, but its stream.cursor events hold "
+            f"{len(cur['data']) if cur else 0}; the log is incomplete. Start a new run id.",
+            run_id=run.run_id,
+            path=key,
+        )
+    return [from_json(spec.out, c) for c in cur["data"]]
