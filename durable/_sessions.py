@@ -114,9 +114,7 @@ class Session:
 
 def _specs(kind: str, what: str, items: Iterable[Any]) -> list[Spec]:
     if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-        raise ConfigurationError(
-            f"session {what}= takes a list of @{kind} functions, not {items!r}."
-        )
+        raise ConfigurationError(f"session {what}= takes a list of @{kind} functions, not {items!r}.")
     found: list[Spec] = []
     for item in items:
         spec = spec_of(item)
@@ -130,6 +128,18 @@ def _specs(kind: str, what: str, items: Iterable[Any]) -> list[Spec]:
     if dup is not None:
         raise ConfigurationError(f"session {what}= names {kind} {dup!r} more than once.")
     return sorted(found, key=lambda s: s.name)
+
+
+def _signature(spec: Spec) -> str:
+    """A tool's signature with annotations evaluated where possible: ``(q: str) -> str``."""
+    try:
+        sig = inspect.signature(spec.fn, eval_str=True)
+    except Exception:  # an annotation that does not evaluate: keep the text as written
+        return signature_text(spec)
+    params = list(sig.parameters.values())
+    if spec.binding in ("method", "classmethod") and params:
+        params = params[1:]
+    return str(sig.replace(parameters=params))
 
 
 def check_role(role: Any) -> str:
@@ -167,7 +177,7 @@ def session_manifest(
         "modelSlot": model_slot,
         f"{role}ModelSlotId": models.get(model_slot),
         "availableTools": [
-            {"name": s.name, "signature": signature_text(s)} for s in _specs("tool", "tools", tools)
+            {"name": s.name, "signature": _signature(s)} for s in _specs("tool", "tools", tools)
         ],
         "availableWorkflows": [
             {"name": s.name, "definitionHash": definition_hash(s)}
