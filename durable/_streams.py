@@ -45,9 +45,7 @@ async def stream_effect(
 
     def cursor(terminal: bool) -> None:
         nonlocal batch
-        run.emit(
-            "stream.cursor", {"key": key, "chunks": count, "terminal": terminal, "data": batch}
-        )
+        run.emit("stream.cursor", {"key": key, "chunks": count, "terminal": terminal, "data": batch})
         batch = []
 
     try:
@@ -63,9 +61,7 @@ async def stream_effect(
                     break
                 finally:
                     EFFECT_KEY.reset(token)
-                batch.append(
-                    to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key)
-                )
+                batch.append(to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key))
                 count += 1
                 if len(batch) >= CURSOR_BATCH:
                     cursor(False)
