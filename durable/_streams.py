@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ._context import CURRENT, EFFECT_KEY, RunContext
-from ._engine import _REPLAYED, _effect_begin, _receipt_error, recordable
+from ._engine import _REPLAYED, _effect_begin, _receipt_error
+from ._failures import recordable
 from ._serde import from_json, to_json
 from ._spec import Spec
 from .errors import LogCorruptedError
