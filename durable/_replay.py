@@ -64,7 +64,7 @@ class Recorded:
         timers: ``timer.set`` data per path.
         interrupts: ``interrupt`` data per path, in order.
         answers: ``interrupt.resumed`` data per path.
-        sessions: ``session.started`` data per path.
+        sessions: ``session.started`` data per path (``completed`` set once it ended).
         retries: ``retry.decision`` data per key or path, in order.
         streams: A stream's chunks per key, from its ``stream.cursor`` events (last attempt).
         terminal: ``(type, data)`` of the last terminal event, if any.
@@ -138,6 +138,9 @@ class Recorded:
                     rec.terminal = None
             elif type_ == "session.started":
                 rec.sessions[d["path"]] = d
+            elif type_ == "session.completed":
+                if d["path"] in rec.sessions:
+                    rec.sessions[d["path"]]["completed"] = True
             elif type_ == "retry.decision":
                 rec.retries.setdefault(d["key"], []).append(d)
             elif type_ == "stream.cursor":

@@ -187,22 +187,32 @@ def session_manifest(
 
 
 def _flat(value: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
-    if isinstance(value, dict):
+    if isinstance(value, dict) and value:
         for k, v in value.items():
             _flat(v, f"{prefix}.{k}" if prefix else str(k), out)
-    elif isinstance(value, list):
+    elif isinstance(value, list) and value:
         for i, v in enumerate(value):
             _flat(v, f"{prefix}[{i}]", out)
     else:
-        out[prefix] = value
+        out[prefix] = value  # a scalar, or an empty container (so [] differs from a missing key)
     return out
 
 
+_MISSING: Any = object()
+
+
 def manifest_changes(old: dict[str, Any], new: dict[str, Any]) -> list[DriftChange]:
-    """Each leaf that differs between two session manifests, in the order of the new one."""
+    """Each leaf that differs between two session manifests, in the order of the new one.
+
+    A leaf present on one side only is a change even when its value is ``None``.
+    """
     a, b = _flat(old, "", {}), _flat(new, "", {})
     keys = list(b) + [k for k in a if k not in b]
-    return [DriftChange(k, a.get(k), b.get(k)) for k in keys if a.get(k) != b.get(k)]
+    return [
+        DriftChange(k, a.get(k), b.get(k))
+        for k in keys
+        if a.get(k, _MISSING) is _MISSING or b.get(k, _MISSING) is _MISSING or a[k] != b[k]
+    ]
 
 
 def _show(value: Any) -> str:
@@ -290,9 +300,10 @@ def _open(run: RunContext, path: str, role: str, slot: str, tools: Any, workflow
     if recorded is not None:
         old = recorded.get("manifest") or {}
         if recorded.get("manifest_hash") != session.manifest_hash:
-            changes = manifest_changes(old, manifest)
-            if changes:
-                raise session_drift_error(run.run_id, role, path, old, manifest, changes)
+            changes = manifest_changes(old, manifest) or [
+                DriftChange("manifestHash", recorded.get("manifest_hash"), session.manifest_hash)
+            ]
+            raise session_drift_error(run.run_id, role, path, old, manifest, changes)
         return session
     run.emit(
         "session.started",
@@ -303,6 +314,9 @@ def _open(run: RunContext, path: str, role: str, slot: str, tools: Any, workflow
 
 
 def _close(run: RunContext, session: Session) -> None:
+    recorded = run.recorded.sessions.get(session.path or "")
+    if recorded is not None and recorded.get("completed"):
+        return  # a replayed session ends once in the log
     run.emit(
         "session.completed",
         {"path": session.path, "role": session.role, "manifest_hash": session.manifest_hash},

@@ -7,10 +7,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import durable
 from durable import CapabilityDriftError, ConfigurationError, NondeterminismError
-from durable._replay import Recorded
+from durable._replay import Recorded, session_position
+from durable._sessions import _flat, manifest_changes
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash, on
 
@@ -430,3 +433,60 @@ def test_crash_in_a_parallel_batch_reruns_only_unconfirmed_calls(worlds: Worlds)
     assert set(rec.receipts) == {"session:worker#0.[c1].tool:fetch#0"}
     assert asyncio.run(durable.run_workflow(w, world=worlds.open(), run_id="r")) == ["page a", "page b"]
     assert calls == Counter({"a": 1, "b": 2})
+
+
+def test_replayed_session_ends_once_in_the_log(worlds: Worlds) -> None:
+    """A session that ended before the crash is not recorded as ending again on resume."""
+
+    @durable.workflow(name="w")
+    async def w() -> int:
+        async with durable.session("planner"):
+            pass
+        return int(durable.interrupt("pause"))
+
+    with pytest.raises(durable.RunInterrupted):
+        asyncio.run(durable.run_workflow(w, world=worlds.open(), run_id="r"))
+    world = worlds.open()
+    assert asyncio.run(durable.run_workflow(w, world=world, run_id="r", resume=4)) == 4
+    types = [e.type for e in world.events("r")]
+    assert (types.count("session.started"), types.count("session.completed")) == (1, 1)
+
+
+leaf = st.one_of(st.none(), st.integers(), st.text(max_size=5))
+manifests = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["planner", "worker"]),
+        "modelSlot": st.text(min_size=1, max_size=5),
+        "availableTools": st.lists(st.fixed_dictionaries({"name": leaf, "signature": leaf}), max_size=3),
+    }
+)
+
+
+@given(manifests)
+def test_a_manifest_has_no_changes_against_itself(m: dict[str, Any]) -> None:
+    """Diffing a manifest with itself finds nothing."""
+    assert manifest_changes(m, m) == []
+
+
+@given(manifests, manifests)
+def test_manifest_changes_name_every_differing_leaf(a: dict[str, Any], b: dict[str, Any]) -> None:
+    """Each change names a leaf whose recorded and current values differ, and none is missed."""
+    changes = manifest_changes(a, b)
+    flat_a, flat_b = _flat(a, "", {}), _flat(b, "", {})
+    assert {c.key for c in changes} == {
+        k
+        for k in flat_a.keys() | flat_b.keys()
+        if k not in flat_a or k not in flat_b or flat_a[k] != flat_b[k]
+    }
+    assert (changes == []) == (a == b)
+
+
+@given(
+    st.text(alphabet="abcxyz_-", min_size=1, max_size=6), st.integers(0, 10_000), st.text("ab.", max_size=4)
+)
+def test_session_position_reads_the_ordinal_back(role: str, n: int, prefix: str) -> None:
+    """The ordinal in a session path is read back whatever scope it sits in."""
+    scope = f"{prefix}step" if prefix else ""
+    path = f"{scope}.session:{role}#{n}" if scope else f"session:{role}#{n}"
+    assert session_position(path) == n
+    assert session_position(f"{path}.model:ask#{n}") is None
