@@ -397,6 +397,10 @@ async def _child_workflow(
 ) -> Any:
     from ._runner import drive  # the runner imports this module; bind at call time
 
+    if EFFECT_KEY.get() is not None and CURRENT.get().busy is not None:  # type: ignore[union-attr]
+        from ._subruns import child_of_effect  # inside a tool body: the tool brackets the child
+
+        return await child_of_effect(spec, args, kwargs)
     parent_id = CURRENT.get().run.run_id  # type: ignore[union-attr]
     call, replayed = _effect_begin(spec, args, kwargs, child_run_id=lambda key: f"{parent_id}:{key}")
     if call is _REPLAYED:

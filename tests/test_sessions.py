@@ -490,3 +490,37 @@ def test_session_position_reads_the_ordinal_back(role: str, n: int, prefix: str)
     path = f"{scope}.session:{role}#{n}" if scope else f"session:{role}#{n}"
     assert session_position(path) == n
     assert session_position(f"{path}.model:ask#{n}") is None
+
+
+def test_workflow_started_inside_a_tool_recovers_at_each_level(worlds: Worlds) -> None:
+    """A start_workflow tool that crashed inside its child run resumes the same child from its log."""
+    calls: Counter[str] = Counter()
+
+    @durable.tool(name="score_part", idempotent=True)
+    async def score_part(part: str) -> int:
+        calls[part] += 1
+        return len(part)
+
+    @durable.workflow(name="scoring")
+    async def scoring(cid: str) -> int:
+        return await score_part(f"{cid}-skills") + await score_part(f"{cid}-refs")
+
+    @durable.tool(name="start_workflow", idempotent=True)
+    async def start_workflow(cid: str) -> str:
+        calls["start"] += 1
+        return f"score {await scoring(cid)}"
+
+    @durable.workflow(name="w")
+    async def w(cid: str) -> str:
+        async with durable.session("orchestrator", tools=[start_workflow], workflows=[scoring]):
+            return await start_workflow(cid)
+
+    crashing = worlds.crashing(on("effect.receipt", "score_part#1"))
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(w, "ada", world=crashing, run_id="r"))
+    world = worlds.open()
+    assert asyncio.run(durable.run_workflow(w, "ada", world=world, run_id="r")) == "score 18"
+    assert calls == Counter({"start": 2, "ada-skills": 1, "ada-refs": 2})
+    children = [r for r in world.runs() if r.parent_run_id == "r"]
+    assert [(c.workflow, c.status) for c in children] == [("scoring", "completed")]
+    assert children[0].run_id.startswith("r:session:orchestrator#0.tool:start_workflow#0/scoring:")

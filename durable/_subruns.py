@@ -1,0 +1,47 @@
+"""Child workflows started from inside a ``@tool`` or ``@model_call`` body.
+
+A ``@workflow`` called in a workflow or step body is an effect of its own
+(``_engine._child_workflow``). Called inside a tool body, for example an
+orchestrator's ``start_workflow`` tool, the tool's own intent and receipt
+already bracket it, so the child run is started (or resumed) directly. Its
+run id is derived from the tool's idempotency key, the workflow's name and
+its input hash, so a tool re-driven after a crash reaches the same child run,
+which then replays its own log: each level recovers on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._context import CURRENT, EFFECT_KEY
+from ._spec import Spec
+
+
+def child_run_id(effect_key: str, spec: Spec, input_hash: str) -> str:
+    """The child run's id: ``<run id>:<tool key>/<workflow>:<input hash prefix>``."""
+    return f"{effect_key}/{spec.name}:{input_hash[:16]}"
+
+
+async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Start or resume the child run of a workflow called inside an effect body."""
+    from ._runner import drive  # the runner imports the engine; bind at call time
+
+    scope = CURRENT.get()
+    effect_key = EFFECT_KEY.get()
+    assert scope is not None and effect_key is not None  # checked by the caller
+    run = scope.run
+    parent_key = effect_key.removeprefix(f"{run.run_id}:")
+    _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=parent_key)
+    value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
+    token = EFFECT_KEY.set(None)  # the child's own body is not inside the tool
+    try:
+        return await drive(
+            spec,
+            value,
+            run.world,
+            run_id=child_run_id(effect_key, spec, ih),
+            models=run.models,
+            parent=(run.run_id, parent_key),
+        )
+    finally:
+        EFFECT_KEY.reset(token)
