@@ -28,7 +28,8 @@ async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, A
 
     scope = CURRENT.get()
     effect_key = EFFECT_KEY.get()
-    assert scope is not None and effect_key is not None  # checked by the caller
+    assert scope is not None  # the caller checked both
+    assert effect_key is not None
     run = scope.run
     parent_key = effect_key.removeprefix(f"{run.run_id}:")
     _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=parent_key)
