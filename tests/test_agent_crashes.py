@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -57,10 +58,19 @@ def bodies(data: Path) -> Counter[str]:
     return Counter(w for w in words if not w.startswith("stopped:"))
 
 
-def kill_and_resume(data: Path, stop_at: str) -> tuple[Counter[str], Counter[str]]:
+def recorded(data: Path) -> Recorded:
+    with durable.local_world(data) as world:
+        return Recorded.from_rows(world.log.read("r"))
+
+
+def kill_and_resume(
+    data: Path, stop_at: str, check_killed: Callable[[Recorded], None] | None = None
+) -> tuple[Counter[str], Counter[str]]:
     """Kill the agent at ``stop_at``, resume it in a new process; body counts before and after."""
     kill_when_stopped(spawn(data, stop_at), stop_at)
     before = bodies(data)
+    if check_killed is not None:
+        check_killed(recorded(data))
     proc = spawn(data)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
@@ -102,10 +112,12 @@ def test_kill_between_model_and_tool_calls(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_during_a_parallel_tool_batch(tmp_path: Path) -> None:
     """In a batch keyed by tool_call_id, the finished call replays and only the cut one reruns."""
-    before, after = kill_and_resume(tmp_path, "fetch-refs_ada")
-    with durable.local_world(tmp_path) as world:
-        rec = Recorded.from_rows(world.log.read("r"))
-    assert "session:orchestrator#0.[call_1a].tool:fetch#0" in rec.receipts
+
+    def first_of_batch_confirmed(rec: Recorded) -> None:
+        assert "session:orchestrator#0.[call_1a].tool:fetch#0" in rec.receipts
+        assert "session:orchestrator#0.[call_1b].tool:fetch#0" not in rec.receipts
+
+    before, after = kill_and_resume(tmp_path, "fetch-refs_ada", first_of_batch_confirmed)
     assert before["fetch-cv_ada"] == 1
     once_except(after, {"fetch-refs_ada"})
 
@@ -113,7 +125,13 @@ def test_kill_during_a_parallel_tool_batch(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_during_a_streamed_response(tmp_path: Path) -> None:
     """A stream cut after some chunks were recorded is reissued from its start."""
-    before, after = kill_and_resume(tmp_path, "stream-2")
+
+    def cut_mid_stream(rec: Recorded) -> None:
+        cursor = rec.streams["session:orchestrator#0.model:chat_stream#2"]
+        assert cursor["chunks"] > 0
+        assert not cursor["terminal"]
+
+    before, after = kill_and_resume(tmp_path, "stream-2", cut_mid_stream)
     assert before["stream-2"] == 1
     once_except(after, {"stream-2"})
 
@@ -121,7 +139,13 @@ def test_kill_during_a_streamed_response(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_kill_inside_a_child_workflow(tmp_path: Path) -> None:
     """A kill inside the child run recovers at the child's level; the parent's calls replay."""
-    before, after = kill_and_resume(tmp_path, "child-ada-references")
+
+    def parent_waits_on_child(rec: Recorded) -> None:
+        key = "session:orchestrator#0.[call_2].workflow:scoring#0"
+        assert rec.intents[key]["child_run_id"] == f"r:{key}"
+        assert key not in rec.receipts
+
+    before, after = kill_and_resume(tmp_path, "child-ada-references", parent_waits_on_child)
     assert before["child-ada-skills"] == 1
     once_except(after, {"child-ada-references"})
     with durable.local_world(tmp_path) as world:
