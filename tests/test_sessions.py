@@ -524,3 +524,23 @@ def test_workflow_started_inside_a_tool_recovers_at_each_level(worlds: Worlds) -
     children = [r for r in world.runs() if r.parent_run_id == "r"]
     assert [(c.workflow, c.status) for c in children] == [("scoring", "completed")]
     assert children[0].run_id.startswith("r:session:orchestrator#0.tool:start_workflow#0/scoring:")
+
+
+def test_session_step_on_a_method_binds_self(world: durable.World) -> None:
+    """@step(role=...) on a method runs as a session with self bound and excluded from identity."""
+
+    class Fixer:
+        def __init__(self, prefix: str):
+            self.prefix = prefix
+
+        @durable.step(role="fixer")
+        async def repair(self, line: int) -> str:
+            return f"{self.prefix}{line}"
+
+    @durable.workflow(name="w")
+    async def w(line: int) -> str:
+        return await Fixer("fixed ").repair(line)
+
+    assert asyncio.run(durable.run_workflow(w, 7, world=world, run_id="r")) == "fixed 7"
+    started = [e for e in world.events("r") if e.type == "session.started"]
+    assert [(e.path, e.role) for e in started] == [("repair", "fixer")]
