@@ -1,0 +1,168 @@
+"""The workflow that ``test_torture.py`` kills: run as a child process, one life per process.
+
+Usage: ``python tests/torture_workflow.py DATA_DIR EFFECTS_FILE LIFE RUN_ID RESULT_FILE``.
+
+Every side effect appends one line ``LIFE KIND KEY`` to ``EFFECTS_FILE``
+(opened with ``O_APPEND``, each line fsynced), so the counts survive SIGKILL.
+The file also plays the external system: the reconcilable tool's effect is
+its line, and ``reconcile`` looks for it there. The child prints ``ready``
+once the world is open, then runs or resumes the run; when the run ends it
+writes ``RESULT_FILE`` (the output, or the key of an unknown commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import durable
+
+DATA_DIR, EFFECTS, LIFE, RUN_ID, RESULT = sys.argv[1:6]
+ITEMS = 4
+LOOP_VISITS = 6
+
+
+def note(kind: str, key: str) -> None:
+    """Append one side-effect line and make it durable before going on."""
+    fd = os.open(EFFECTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{LIFE} {kind} {key}\n".encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def effect_lines() -> list[list[str]]:
+    try:
+        text = Path(EFFECTS).read_text()
+    except FileNotFoundError:
+        return []
+    return [line.split(" ") for line in text.splitlines() if line]
+
+
+def own_key() -> str:
+    return durable.idempotency_key().split(":", 1)[1]
+
+
+@durable.step
+async def plan(n: int) -> list[int]:
+    note("step", "plan")
+    await asyncio.sleep(0.002)
+    return list(range(n))
+
+
+@durable.tool(idempotent=True)
+async def charge(i: int) -> int:
+    note("idem", own_key())
+    await asyncio.sleep(0.004)
+    return i * 7
+
+
+@durable.tool(idempotent=True, retry=durable.RetryPolicy(max_attempts=3, backoff=0.01))
+async def flaky(i: int) -> int:
+    key = own_key()
+    if not any(parts[1] == "flakyfail" and parts[2] == key for parts in effect_lines()):
+        note("flakyfail", key)
+        raise ConnectionError("the first call of each key fails")
+    note("idem", key)
+    return i + 100
+
+
+def reconcile_ship(key: str, inp: dict[str, Any]) -> Any:
+    """Ask the external system (the effects file) whether the shipment happened."""
+    own = key.split(":", 1)[1]
+    for parts in effect_lines():
+        if parts[1] == "recon" and parts[2] == own:
+            return f"shipped-{inp['i']}"
+    return durable.NEVER_HAPPENED
+
+
+@durable.tool(reconcile=reconcile_ship)
+async def ship(i: int) -> str:
+    await asyncio.sleep(0.002)
+    note("recon", own_key())  # the external effect itself: one line, or nothing
+    return f"shipped-{i}"
+
+
+@durable.model_call(slot="writer")
+async def describe(i: int, charged: int) -> str:
+    note("model", own_key())
+    await asyncio.sleep(0.003)
+    return f"item {i} charged {charged}"
+
+
+@durable.step
+async def worker(i: int) -> dict[str, Any]:
+    note("step", f"work[{i}].worker")
+    charged = await charge(i)
+    bonus = await flaky(i)
+    shipped = await ship(i)
+    text = await describe(i, charged)
+    return {"i": i, "charged": charged, "bonus": bonus, "shipped": shipped, "text": text}
+
+
+@durable.model_call(slot="judge")
+async def judge(state: int) -> str:
+    note("model", own_key())
+    await asyncio.sleep(0.003)
+    return "done" if state >= 3 else "again"
+
+
+@durable.step(max_visits=LOOP_VISITS)
+async def refine(state: int) -> dict[str, Any]:
+    note("step", f"refine.visit[{state}]")
+    verdict = await judge(state)
+    return {"state": state + 1, "verdict": verdict}
+
+
+@durable.tool
+def notify(message: str) -> str:
+    note("plain", own_key())
+    return f"sent {message}"
+
+
+@durable.step
+async def finish(results: list[dict[str, Any]], state: int) -> str:
+    note("step", "finish")
+    return f"{sum(r['charged'] + r['bonus'] for r in results)}/{state}"
+
+
+@durable.workflow(name="torture")
+async def torture(n: int) -> dict[str, Any]:
+    items = await plan(n)
+    results = await durable.parallel("work", items, worker, key=str, limit=2)
+    await durable.sleep(0.05)
+    state = 0
+    for _ in range(LOOP_VISITS):
+        step = await refine(state)
+        state = step["state"]
+        if step["verdict"] == "done":
+            break
+    summary = await finish(results, state)
+    sent = notify(summary)
+    return {"results": results, "loop": state, "summary": summary, "sent": sent}
+
+
+async def main() -> dict[str, Any]:
+    world = durable.local_world(DATA_DIR)
+    print("ready", flush=True)
+    try:
+        out = await durable.run_workflow(
+            torture, ITEMS, world=world, run_id=RUN_ID, models={"writer": "w-1", "judge": "j-1"}
+        )
+        return {"output": out}
+    except durable.UnknownCommitError as exc:
+        return {"unknown_commit": exc.key}
+    finally:
+        world.close()
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main())
+    tmp = RESULT + ".tmp"
+    Path(tmp).write_text(json.dumps(result))
+    os.replace(tmp, RESULT)
