@@ -28,10 +28,8 @@ from ._engine import (
     _step_begin,
     _step_commit,
     _StepCall,
-    error_data,
-    error_type,
-    recordable,
 )
+from ._failures import error_data, error_type, recordable
 from ._replay import Recorded
 from ._retry import Decision, RetryPolicy, decide
 from .errors import NonRetryableError
