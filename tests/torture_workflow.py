@@ -1,13 +1,18 @@
-"""The workflow that ``test_torture.py`` kills: run as a child process, one life per process.
+"""The workflow that ``test_torture.py`` kills, and the process server that runs it.
 
-Usage: ``python tests/torture_workflow.py DATA_DIR EFFECTS_FILE LIFE RUN_ID RESULT_FILE``.
+Run ``python tests/torture_workflow.py`` and write one JSON line per life to
+its stdin: ``[data_dir, effects_file, life, run_id, result_file, kill_after]``.
+The server (which imported everything once) forks a new process for the
+life, SIGKILLs it after ``kill_after`` seconds when it is still running
+(``null``: never), reaps it, and answers ``ended <exit code>`` (``-9`` for a
+kill). Being the parent, the server can kill and reap without any race on
+process ids.
 
-Every side effect appends one line ``LIFE KIND KEY`` to ``EFFECTS_FILE``
+Every side effect appends one line ``LIFE KIND KEY`` to the effects file
 (opened with ``O_APPEND``, each line fsynced), so the counts survive SIGKILL.
 The file also plays the external system: the reconcilable tool's effect is
-its line, and ``reconcile`` looks for it there. The child prints ``ready``
-once the world is open, then runs or resumes the run; when the run ends it
-writes ``RESULT_FILE`` (the output, or the key of an unknown commit).
+its line, and ``reconcile`` looks for it there. When the run ends, the life
+writes the result file (the output, or the key of an unknown commit).
 """
 
 from __future__ import annotations
@@ -15,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
+import time
+import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import durable
 
-DATA_DIR, EFFECTS, LIFE, RUN_ID, RESULT = sys.argv[1:6]
+DATA_DIR = EFFECTS = LIFE = RUN_ID = RESULT = ""
 ITEMS = 4
 LOOP_VISITS = 6
 
@@ -149,7 +157,6 @@ async def torture(n: int) -> dict[str, Any]:
 
 async def main() -> dict[str, Any]:
     world = durable.local_world(DATA_DIR)
-    print("ready", flush=True)
     try:
         out = await durable.run_workflow(
             torture, ITEMS, world=world, run_id=RUN_ID, models={"writer": "w-1", "judge": "j-1"}
@@ -161,8 +168,44 @@ async def main() -> dict[str, Any]:
         world.close()
 
 
+def live(args: list[str]) -> NoReturn:
+    """One life, in a freshly forked process: run or resume, write the result, exit."""
+    global DATA_DIR, EFFECTS, LIFE, RUN_ID, RESULT
+    DATA_DIR, EFFECTS, LIFE, RUN_ID, RESULT = args
+    code = 1
+    try:
+        result = asyncio.run(main())
+        tmp = RESULT + ".tmp"
+        Path(tmp).write_text(json.dumps(result))
+        os.replace(tmp, RESULT)
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> None:
+    """Fork one life per request line; kill it at its deadline; report how it ended."""
+    for line in sys.stdin:
+        *args, kill_after = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            live([str(a) for a in args])
+        deadline = None if kill_after is None else time.monotonic() + float(kill_after)
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                break
+            time.sleep(0.0005)
+        print(f"ended {os.waitstatus_to_exitcode(status)}", flush=True)
+
+
 if __name__ == "__main__":
-    result = asyncio.run(main())
-    tmp = RESULT + ".tmp"
-    Path(tmp).write_text(json.dumps(result))
-    os.replace(tmp, RESULT)
+    serve()
