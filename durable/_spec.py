@@ -173,6 +173,11 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
         raise ConfigurationError(f"@model_call slot= takes a non-empty string, not {slot!r}.")
     if options.get("retry") is not None:
         options["retry"] = as_policy(options["retry"])
+        if inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"@{kind} {fn.__qualname__} streams; retry= is not supported on streaming calls "
+                "(a stream cut by a crash is reissued anyway)."
+            )
         if not inspect.iscoroutinefunction(fn):
             raise ConfigurationError(
                 f"@{kind} {fn.__qualname__} has retry= but is not an async def; the backoff "

@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 import tenacity
+from hypothesis import given
+from hypothesis import strategies as st
 
 import durable
 from durable import ConfigurationError, NondeterminismError, NonRetryableError, RetryPolicy
+from durable._retry import decide
 from durable.testing import FakeClock
 from tests.conftest import Worlds
 from tests.crash import CrashingLog, SimulatedCrash, on
@@ -436,3 +439,35 @@ def test_crash_during_a_retried_steps_backoff_keeps_inner_commits(worlds: Worlds
         run(durable.run_workflow(wf, world=worlds.crashing(second_attempt), run_id="r"))
     assert run(durable.run_workflow(wf, world=worlds.open(), run_id="r")) == "sent ok"
     assert (calls["send"], calls["confirm"]) == (1, 2)
+
+
+def test_retry_on_a_streaming_model_call_fails_at_decoration_time() -> None:
+    """A streaming model call cannot take retry=."""
+    with pytest.raises(ConfigurationError, match="streams"):
+
+        @durable.model_call(retry=RetryPolicy())
+        async def stream() -> Any:
+            yield "chunk"
+
+
+@given(
+    max_attempts=st.integers(min_value=1, max_value=8),
+    backoff=st.floats(min_value=0, max_value=100, allow_nan=False),
+    attempt=st.integers(min_value=1, max_value=10),
+)
+def test_policy_retries_exactly_before_max_attempts(max_attempts: int, backoff: float, attempt: int) -> None:
+    """decide() retries attempt k, with the fixed backoff, exactly when k < max_attempts."""
+    policy = RetryPolicy(max_attempts=max_attempts, backoff=backoff)
+    d = decide(policy, ConnectionError("x"), attempt=attempt, first_attempt_at=0.0, now=1.0, idle_for=0.0)
+    assert d.retry == (attempt < max_attempts)
+    assert d.backoff == (backoff if d.retry else 0.0)
+
+
+@given(kinds=st.lists(st.sampled_from([KeyError, ValueError, OSError, TimeoutError]), min_size=1, max_size=4))
+def test_give_up_on_wins_over_retry_on(kinds: list[type[Exception]]) -> None:
+    """An exception type in give_up_on is never retried, even when retry_on lists it too."""
+    never = kinds[0]
+    policy = RetryPolicy(max_attempts=5, backoff=0, retry_on=tuple(kinds), give_up_on=never)
+    for kind in kinds:
+        d = decide(policy, kind("x"), attempt=1, first_attempt_at=0.0, now=0.0, idle_for=0.0)
+        assert d.retry == (not issubclass(kind, never))
