@@ -471,3 +471,24 @@ def test_give_up_on_wins_over_retry_on(kinds: list[type[Exception]]) -> None:
     for kind in kinds:
         d = decide(policy, kind("x"), attempt=1, first_attempt_at=0.0, now=0.0, idle_for=0.0)
         assert d.retry == (not issubclass(kind, never))
+
+
+def test_changing_the_policy_of_a_declared_tool_is_drift(world: durable.World) -> None:
+    """A resume whose declared tool has another retry policy fails closed with CapabilityDriftError."""
+
+    def make(policy: RetryPolicy) -> Any:
+        @durable.tool(name="send", retry=policy)
+        async def send() -> str:
+            return "sent"
+
+        @durable.workflow(name="wf", uses=[send])
+        async def wf() -> str:
+            await send()
+            return str(durable.interrupt("more?"))
+
+        return wf
+
+    with pytest.raises(durable.RunInterrupted):
+        run(durable.run_workflow(make(RetryPolicy(max_attempts=3)), world=world, run_id="r"))
+    with pytest.raises(durable.CapabilityDriftError, match="retry"):
+        run(durable.run_workflow(make(RetryPolicy(max_attempts=9)), world=world, run_id="r", resume="no"))
