@@ -32,6 +32,7 @@ from ._engine import (
 from ._failures import error_data, error_type, recordable
 from ._replay import Recorded
 from ._retry import Decision, RetryPolicy, decide
+from ._spec import Spec
 from .errors import NonRetryableError
 
 
@@ -101,13 +102,14 @@ def _refresh(run: RunContext) -> None:
 
 
 async def step_with_retry(
-    spec: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@step`` with ``retry=``: run its body until it commits or the policy gives up."""
     call, replayed = _step_begin(spec, args, kwargs)
     if call is _REPLAYED:
         return replayed
     assert isinstance(call, _StepCall)
+    assert spec.retry is not None
     run = call.run
     tries = _Attempts(run, call.path, spec.retry)
     call.attempt = tries.attempt
@@ -160,13 +162,14 @@ async def step_with_retry(
 
 
 async def effect_with_retry(
-    spec: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@tool`` or ``@model_call`` with ``retry=``: one intent and receipt per attempt."""
     call, replayed = _effect_begin(spec, args, kwargs)
     if call is _REPLAYED:
         return replayed
     assert isinstance(call, _EffectCall)
+    assert spec.retry is not None
     run = call.run
     tries = _Attempts(run, call.key, spec.retry)
     try:
