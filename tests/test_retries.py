@@ -492,3 +492,29 @@ def test_changing_the_policy_of_a_declared_tool_is_drift(world: durable.World) -
         run(durable.run_workflow(make(RetryPolicy(max_attempts=3)), world=world, run_id="r"))
     with pytest.raises(durable.CapabilityDriftError, match="retry"):
         run(durable.run_workflow(make(RetryPolicy(max_attempts=9)), world=world, run_id="r", resume="no"))
+
+
+def test_idempotent_tool_cut_during_a_retry_is_redriven_as_the_same_attempt(worlds: Worlds) -> None:
+    """A crash between attempt 2's intent and receipt re-drives attempt 2 with the same key."""
+    calls = Counter[str]()
+
+    @durable.tool(idempotent=True, retry=RetryPolicy(max_attempts=2, backoff=0))
+    async def book(seat: str) -> str:
+        calls[durable.idempotency_key()] += 1
+        if sum(calls.values()) == 1:
+            raise ConnectionError("first try fails")
+        return f"booked {seat}"
+
+    @durable.workflow
+    async def wf(seat: str) -> str:
+        return await book(seat)
+
+    def second_receipt(type_: str, data: str) -> bool:
+        return type_ == "effect.receipt" and '"outcome":"ok"' in data
+
+    with pytest.raises(SimulatedCrash):
+        run(durable.run_workflow(wf, "12A", world=worlds.crashing(second_receipt), run_id="r"))
+    world = worlds.open()
+    assert run(durable.run_workflow(wf, "12A", world=world, run_id="r")) == "booked 12A"
+    assert calls == Counter({"r:tool:book#0": 3})
+    assert [(d.attempt, d.decision) for d in events(world, "r", "retry.decision")] == [(1, "retry")]
