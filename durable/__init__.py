@@ -17,6 +17,7 @@ from ._determinism import interrupt, now, random, sleep, uuid4
 from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
 from ._parallel import branch, parallel
+from ._retry import RetryPolicy
 from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
 from ._sqlite import SqliteLog
@@ -247,6 +248,7 @@ __all__ = [
     "MemoryLog",
     "NonRetryableError",
     "NondeterminismError",
+    "RetryPolicy",
     "RunFailedError",
     "RunInfo",
     "RunInterrupted",

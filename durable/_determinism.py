@@ -8,6 +8,8 @@ behaves like its ordinary counterpart (``interrupt`` needs a run).
 
 from __future__ import annotations
 
+import asyncio
+import math
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable
@@ -17,7 +19,15 @@ from typing import Any
 from ._context import CURRENT, Scope, current_scope
 from ._engine import _check_position
 from ._serde import ANY, to_json
-from .errors import NondeterminismError, RunInterrupted
+from .errors import ConfigurationError, NondeterminismError, RunInterrupted
+
+
+def _seconds(seconds: float) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise ConfigurationError(f"durable.sleep() takes a number of seconds, not {seconds!r}.")
+    if math.isinf(seconds):
+        raise ConfigurationError("durable.sleep() cannot sleep forever; use durable.interrupt() to wait.")
+    return max(0.0, float(seconds))
 
 
 def _record(kind: str, produce: Callable[[], Any]) -> Any:
@@ -72,10 +82,9 @@ async def sleep(seconds: float) -> None:
     """
     scope = CURRENT.get()
     if scope is None:
-        import asyncio
-
-        await asyncio.sleep(max(0.0, seconds))
+        await asyncio.sleep(_seconds(seconds))
         return
+    delay = _seconds(seconds)
     run = scope.run
     n = scope.enter("durable.sleep()")
     try:
@@ -84,7 +93,9 @@ async def sleep(seconds: float) -> None:
         if timer is not None:
             wake = float(timer["wake_at"])
         else:
-            wake = run.clock() + max(0.0, float(seconds))
+            if run.replaying:
+                _check_position(run, scope, n, ("sleep", "sleep", "", key))
+            wake = run.clock() + delay
             run.emit("timer.set", {"path": key, "wake_at": wake, "pos": n})
             await run.flush_async()
         remaining = wake - run.clock()
@@ -113,15 +124,19 @@ def interrupt(value: Any = None) -> Any:
     n = scope.enter("durable.interrupt()")
     try:
         key = f"{scope.prefix}interrupt#{n}"
-        answer = run.recorded.answers.get(key)
+        rec = run.recorded
+        answer = rec.answers.get(key)
         if answer is not None:
             return answer["value"]
-        if run.recorded.terminal is not None:  # pragma: no cover - guarded by the runner
+        if rec.terminal is not None:  # pragma: no cover - guarded by the runner
             raise NondeterminismError("interrupt reached in a finished run", run_id=run.run_id)
         data = to_json(ANY, value, what="the interrupt value", run_id=run.run_id, path=key)
-        if key not in run.recorded.interrupts:
-            run.emit("interrupt", {"path": key, "value": data})
-            run.recorded.interrupts[key] = {"path": key, "value": data}
+        if key not in rec.interrupts:
+            if run.replaying:
+                _check_position(run, scope, n, ("interrupt", "interrupt", "", key))
+            run.emit("interrupt", {"path": key, "value": data, "pos": n})
+            rec.interrupts[key] = {"path": key, "value": data, "pos": n}
+            rec._positions = None
         raise RunInterrupted(
             f"run {run.run_id!r} waits at {key!r} for an answer; call run_workflow again with "
             "the same run_id and resume=<answer>.",

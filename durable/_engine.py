@@ -135,7 +135,7 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
             if failed is not None:
                 raise rebuild_from(failed, run_id=run.run_id, path=path)
             _check_position(run, scope, n, ("step", name, ih, path))
-            call.attempt = rec.attempts.get(path, 0) + 1
+            call.attempt = rec.attempt(path)
         run.emit(
             "step.started",
             {"path": path, "visit": visit, "attempt": call.attempt, "input_hash": ih, "pos": n},
@@ -435,6 +435,11 @@ async def _child_workflow(
 def dispatch(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run one decorated call inside the current run (called by ``DurableFunction``)."""
     kind = spec.kind
+    if spec.retry is not None:  # async only: validated at decoration time
+        attempts = importlib.import_module("durable._attempts")
+        if kind == "step":
+            return attempts.step_with_retry(spec, fn, args, kwargs)
+        return attempts.effect_with_retry(spec, fn, args, kwargs)
     if kind == "step":
         if spec.is_async:
             return _step_async(spec, fn, args, kwargs)

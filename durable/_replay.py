@@ -96,7 +96,12 @@ class Recorded:
     @classmethod
     def from_rows(cls, rows: list[tuple[int, str, str]], run_id: str = "") -> Recorded:
         """Index a run's rows (in seq order) for replay."""
-        rec = cls()
+        return cls().update(rows, run_id)
+
+    def update(self, rows: list[tuple[int, str, str]], run_id: str = "") -> Recorded:
+        """Index further rows (in seq order, after ``last_seq``); returns ``self``."""
+        rec = self
+        rec._positions = None
         loads = json.loads
         for seq, type_, data in rows:
             rec.last_seq = seq
@@ -143,12 +148,13 @@ class Recorded:
                     rec.sessions[d["path"]]["completed"] = True
             elif type_ == "retry.decision":
                 rec.retries.setdefault(d["key"], []).append(d)
+                if d.get("decision") == "retry":
+                    rec.clear_failures(d["key"], keep_own_retries=True)
             elif type_ == "stream.cursor":
                 rec.add_cursor(d)
             elif type_ == "run.retried":
                 for p in d.get("paths", ()):
-                    rec.steps_failed.pop(p, None)
-                    rec.receipts_error_clear(p)
+                    rec.clear_failures(p)
                 if rec.terminal is not None and rec.terminal[0] == "run.failed":
                     rec.terminal = None
             elif type_ == "outer_loop.cycle_completed" and rec.cycle_completed is None:
@@ -172,6 +178,38 @@ class Recorded:
         if r is not None and r.get("outcome") == "error":
             del self.receipts[key]
             self.intents.pop(key, None)
+            self._positions = None
+
+    def clear_failures(self, key: str, *, keep_own_retries: bool = False) -> None:
+        """Forget the failures of ``key`` and of every call inside it, so they run again.
+
+        A retried step runs its body again: what committed inside it replays,
+        what failed inside it runs again, with a fresh attempt count.
+
+        Args:
+            key: A step path or an effect key.
+            keep_own_retries: Keep the retry decisions of ``key`` itself (its
+                attempt count continues); those of the calls inside restart.
+        """
+        inside = key + "."
+        for p in [p for p in self.steps_failed if p == key or p.startswith(inside)]:
+            del self.steps_failed[p]
+        for k in [k for k in self.receipts if k == key or k.startswith(inside)]:
+            self.receipts_error_clear(k)
+        for k in [k for k in self.retries if k.startswith(inside) or (k == key and not keep_own_retries)]:
+            del self.retries[k]
+
+    def attempt(self, key: str) -> int:
+        """The number of the attempt of ``key`` that is due: 1 plus its recorded retries."""
+        return 1 + sum(1 for d in self.retries.get(key, ()) if d.get("decision") == "retry")
+
+    def pending_wake(self, key: str) -> float | None:
+        """The wake time of the backoff that the due attempt of ``key`` waits for, if any."""
+        decisions = self.retries.get(key)
+        if decisions and decisions[-1].get("decision") == "retry":
+            wake = decisions[-1].get("wake_at")
+            return float(wake) if wake is not None else None
+        return None
 
     def position(self, scope: str, pos: int) -> tuple[str, str, str, str] | None:
         """What was recorded as the ``pos``-th durable call of ``scope``.
@@ -201,6 +239,10 @@ class Recorded:
                 at = session_position(path)
                 if at is not None:
                     index[(parent_of(path), at)] = ("session", d["role"], "", path)
+            for key, d in self.timers.items():
+                index[(parent_of(key), d.get("pos", 0))] = ("sleep", "sleep", "", key)
+            for key, d in self.interrupts.items():
+                index[(parent_of(key), d.get("pos", 0))] = ("interrupt", "interrupt", "", key)
             self._positions = index
         return self._positions.get((scope, pos))
 

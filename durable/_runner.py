@@ -15,7 +15,7 @@ from ._failures import error_data, rebuild_from, recordable
 from ._locks import hold
 from ._manifest import diff, drift_error, output_schema_hash, run_manifest
 from ._replay import Recorded
-from ._serde import dumps, from_json, sha256_tag, short_hash, to_json
+from ._serde import ANY, dumps, from_json, sha256_tag, short_hash, to_json
 from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._world import World
@@ -164,6 +164,11 @@ async def drive(
         rec = Recorded.from_rows(world.log.read(run_id), run_id)
         run = RunContext(world, run_id, token, rec, models)
         if rec.started is None:
+            if resume is not _UNSET:
+                raise ConfigurationError(
+                    f"run {run_id!r} does not exist, so it waits for no answer; resume= answers "
+                    "a run that raised RunInterrupted. Start it without resume=."
+                )
             _start(run, spec, data, input_hash, parent)
         else:
             finished = _check_resume(run, spec, input_hash, resume, retry_failed)
@@ -238,9 +243,10 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
                     value=data.get("value"),
                     path=data["path"],
                 )
-            run.emit("interrupt.resumed", {"path": data["path"], "value": resume})
+            answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
+            run.emit("interrupt.resumed", {"path": data["path"], "value": answer})
             run.flush(status="running")
-            rec.answers[data["path"]] = {"path": data["path"], "value": resume}
+            rec.answers[data["path"]] = {"path": data["path"], "value": answer}
             rec.terminal = None
     if retry_failed:
         failed = list(rec.steps_failed) + [k for k, r in rec.receipts.items() if r["outcome"] == "error"]
@@ -248,8 +254,7 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
             run.emit("run.retried", {"paths": failed})
             run.flush(status="running")
             for p in failed:
-                rec.steps_failed.pop(p, None)
-                rec.receipts_error_clear(p)
+                rec.clear_failures(p)
             rec.terminal = None
     return _UNSET
 

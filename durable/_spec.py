@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from ._retry import RetryPolicy, as_policy
 from ._serde import ANY, adapter, dumps, short_hash, to_json
 from .errors import ConfigurationError
 
@@ -55,7 +56,7 @@ class Spec:
         self.qualname = f"{fn.__module__}.{fn.__qualname__}"
         self.version: str | None = options.pop("version", None)
         self.max_visits: int = options.pop("max_visits", 1)
-        self.retry: Any = options.pop("retry", None)
+        self.retry: RetryPolicy | None = as_policy(options.pop("retry", None))
         self.idempotent: bool = options.pop("idempotent", False)
         self.reconcile: Callable[..., Any] | None = options.pop("reconcile", None)
         self.slot: str | None = options.pop("slot", None)
@@ -170,6 +171,19 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
     slot = options.get("slot")
     if slot is not None and (not isinstance(slot, str) or not slot):
         raise ConfigurationError(f"@model_call slot= takes a non-empty string, not {slot!r}.")
+    if options.get("retry") is not None:
+        options["retry"] = as_policy(options["retry"])
+        if inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"@{kind} {fn.__qualname__} streams; retry= is not supported on streaming calls "
+                "(a stream cut by a crash is reissued anyway)."
+            )
+        if not inspect.iscoroutinefunction(fn):
+            raise ConfigurationError(
+                f"@{kind} {fn.__qualname__} has retry= but is not an async def; the backoff "
+                "between attempts is a durable sleep on the event loop. Make it async, or drop "
+                "retry=."
+            )
     if kind == "workflow":
         if inspect.isasyncgenfunction(fn):
             raise ConfigurationError("@workflow cannot decorate an async generator.")

@@ -155,6 +155,7 @@ class RetryDecision(_Event):
     backoff: float = 0.0
     wake_at: float | None = None
     error_type: str | None = None
+    first_attempt_at: float | None = None
 
 
 class SessionStarted(_Event):
@@ -182,6 +183,7 @@ class InterruptRequested(_Event):
     type: Literal["interrupt"] = "interrupt"
     path: str
     value: Any = None
+    pos: int = 0
 
 
 class InterruptResumed(_Event):

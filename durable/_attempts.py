@@ -1,0 +1,217 @@
+"""Steps and effects with a retry policy: attempt after attempt, each decision logged.
+
+After a failed attempt the policy (``_retry.decide``) is asked; the failure
+and the decision are written in one transaction (``step.failed`` or an error
+receipt, then ``retry.decision`` with the backoff and its wake time) before
+the backoff sleep starts. A resume therefore continues where the log stops:
+the attempt count goes on from the recorded decisions and the backoff waits
+only for what is left of it. An attempt cut short by a crash is not a failed
+attempt; it is run again under the same number.
+
+Never retried: failures that are not the code's own outcome (drift,
+nondeterminism, an unknown commit, cancellation) and ``NonRetryableError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
+from ._engine import (
+    _REPLAYED,
+    NEVER_HAPPENED,
+    _effect_begin,
+    _EffectCall,
+    _receipt_ok,
+    _reconcile_async,
+    _step_begin,
+    _step_commit,
+    _StepCall,
+)
+from ._failures import error_data, error_type, recordable
+from ._replay import Recorded
+from ._retry import Decision, RetryPolicy, decide
+from ._spec import Spec
+from .errors import NonRetryableError
+
+
+class _Attempts:
+    """The retry bookkeeping of one call: attempt number, timing and the pending backoff."""
+
+    __slots__ = ("attempt", "first_at", "idle", "key", "policy", "run", "wake")
+
+    def __init__(self, run: RunContext, key: str, policy: RetryPolicy):
+        self.run = run
+        self.key = key
+        self.policy = policy
+        rec: Recorded = run.recorded
+        decisions = [d for d in rec.retries.get(key, ()) if d.get("decision") == "retry"]
+        self.attempt = 1 + len(decisions)
+        self.wake = rec.pending_wake(key)
+        self.idle = sum(float(d.get("backoff") or 0.0) for d in decisions)
+        first = decisions[0].get("first_attempt_at") if decisions else None
+        self.first_at = float(first) if first is not None else run.clock()
+
+    async def wait_backoff(self) -> None:
+        """Sleep what is left of the backoff before the due attempt (nothing when past)."""
+        if self.wake is not None:
+            remaining = self.wake - self.run.clock()
+            self.wake = None
+            if remaining > 0:
+                await self.run.sleep(remaining)
+
+    def decide(self, exc: BaseException) -> Decision:
+        """Ask the policy about ``exc`` (``NonRetryableError`` gives up at once)."""
+        if isinstance(exc, NonRetryableError):
+            return Decision(False, 0.0)
+        return decide(
+            self.policy,
+            exc,
+            attempt=self.attempt,
+            first_attempt_at=self.first_at,
+            now=self.run.clock(),
+            idle_for=self.idle,
+        )
+
+    def record(self, exc: BaseException, decision: Decision) -> None:
+        """Buffer the ``retry.decision`` event and move on to the next attempt when retrying."""
+        wake = self.run.clock() + decision.backoff if decision.retry else None
+        self.run.emit(
+            "retry.decision",
+            {
+                "key": self.key,
+                "attempt": self.attempt,
+                "decision": "retry" if decision.retry else "give_up",
+                "backoff": decision.backoff,
+                "wake_at": wake,
+                "error_type": error_type(exc),
+                "first_attempt_at": self.first_at,
+            },
+        )
+        if decision.retry:
+            self.attempt += 1
+            self.idle += decision.backoff
+            self.wake = wake
+
+
+def _refresh(run: RunContext) -> None:
+    """Index what this driver made durable, so a retried body replays what committed inside it."""
+    run.recorded.update(run.log.read(run.run_id, run.recorded.last_seq), run.run_id)
+    run.replaying = True
+
+
+async def step_with_retry(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """An async ``@step`` with ``retry=``: run its body until it commits or the policy gives up."""
+    call, replayed = _step_begin(spec, args, kwargs)
+    if call is _REPLAYED:
+        return replayed
+    assert isinstance(call, _StepCall)
+    assert spec.retry is not None
+    run = call.run
+    tries = _Attempts(run, call.path, spec.retry)
+    call.attempt = tries.attempt
+    try:
+        while True:
+            await tries.wait_backoff()
+            token = CURRENT.set(Scope(run, call.path))
+            try:
+                try:
+                    out = await fn(*args, **kwargs)
+                finally:
+                    CURRENT.reset(token)
+                _step_commit(call, out)
+            except BaseException as exc:
+                if not recordable(exc):
+                    raise
+                decision = tries.decide(exc)
+                run.emit(
+                    "step.failed",
+                    {
+                        "path": call.path,
+                        "visit": call.visit,
+                        "attempt": call.attempt,
+                        **error_data(exc),
+                        "final": not decision.retry,
+                    },
+                )
+                tries.record(exc, decision)
+                await run.flush_async()
+                if not decision.retry:
+                    raise
+                _refresh(run)
+                call.attempt = tries.attempt
+                _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=call.path)
+                run.emit(
+                    "step.started",
+                    {
+                        "path": call.path,
+                        "visit": call.visit,
+                        "attempt": call.attempt,
+                        "input_hash": ih,
+                        "pos": call.n,
+                    },
+                )
+                continue
+            await run.flush_async()
+            return out
+    finally:
+        call.scope.busy = None
+
+
+async def effect_with_retry(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """An async ``@tool`` or ``@model_call`` with ``retry=``: one intent and receipt per attempt."""
+    call, replayed = _effect_begin(spec, args, kwargs)
+    if call is _REPLAYED:
+        return replayed
+    assert isinstance(call, _EffectCall)
+    assert spec.retry is not None
+    run = call.run
+    tries = _Attempts(run, call.key, spec.retry)
+    try:
+        while True:
+            await tries.wait_backoff()
+            try:
+                if call.mode == "reconcile":
+                    answer = await _reconcile_async(call)
+                    if answer is not NEVER_HAPPENED:
+                        _receipt_ok(call, answer)
+                        await run.flush_async()
+                        return answer
+                elif call.mode == "call":
+                    await run.flush_async()  # the intent is durable before anything leaves
+                token = EFFECT_KEY.set(f"{run.run_id}:{call.key}")
+                try:
+                    result = await fn(*args, **kwargs)
+                finally:
+                    EFFECT_KEY.reset(token)
+                _receipt_ok(call, result)
+            except BaseException as exc:
+                if not recordable(exc):
+                    raise
+                decision = tries.decide(exc)
+                run.emit("effect.receipt", {"key": call.key, "outcome": "error", **error_data(exc)})
+                tries.record(exc, decision)
+                await run.flush_async()
+                if not decision.retry:
+                    raise
+                call.mode = "call"
+                run.emit(
+                    "effect.intent",
+                    {
+                        "key": call.key,
+                        "kind": spec.kind,
+                        "name": spec.name,
+                        "input_hash": call.ih,
+                        "pos": int(call.key.rsplit("#", 1)[1]),
+                    },
+                )
+                continue
+            run.flush_soon()
+            return result
+    finally:
+        call.scope.busy = None
