@@ -16,6 +16,7 @@ from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4
 from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
+from ._outer import Continue, Cycle, CycleRecord, Done, OuterLoopResult, run_outer_loop
 from ._parallel import branch, parallel
 from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
@@ -33,6 +34,7 @@ from .errors import (
     MaxVisitsExceededError,
     NondeterminismError,
     NonRetryableError,
+    OuterLoopError,
     RunFailedError,
     RunInterrupted,
     RunNotFoundError,
@@ -238,6 +240,10 @@ __all__ = [
     "CapabilityDriftError",
     "CheckpointNotFoundError",
     "ConfigurationError",
+    "Continue",
+    "Cycle",
+    "CycleRecord",
+    "Done",
     "DurableError",
     "DurableFunction",
     "FencedError",
@@ -247,6 +253,8 @@ __all__ = [
     "MemoryLog",
     "NonRetryableError",
     "NondeterminismError",
+    "OuterLoopError",
+    "OuterLoopResult",
     "RunFailedError",
     "RunInfo",
     "RunInterrupted",
@@ -267,6 +275,7 @@ __all__ = [
     "now",
     "parallel",
     "random",
+    "run_outer_loop",
     "run_workflow",
     "scratch_dir",
     "session",
