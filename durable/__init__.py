@@ -16,7 +16,8 @@ from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4
 from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
-from ._outer import Continue, Cycle, CycleRecord, Done, OuterLoopResult, run_outer_loop
+from ._outer import run_outer_loop
+from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult
 from ._parallel import branch, parallel
 from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
