@@ -108,6 +108,19 @@ def test_max_cycles_without_done_ends_with_the_last_output(world: durable.World)
     }
 
 
+def test_done_on_the_last_cycle_counts_as_done(world: durable.World) -> None:
+    """Supervise is asked about the last cycle too, and its Done there ends the loop as done."""
+    h = Harness(accept_at=2)
+    seen: list[bool] = []
+
+    def supervise(cycle: durable.Cycle) -> Done[Draft] | Continue[Draft]:
+        seen.append(cycle.is_last)
+        return h.supervise(cycle)
+
+    result = run(h.run(world, supervise=supervise, max_cycles=2))
+    assert (result.ended, result.final_output, seen) == ("done", Draft(text="d**", round=2), [False, True])
+
+
 def test_manifest_holds_goal_input_cycles_and_result(world: durable.World) -> None:
     """The manifest has exactly the documented fields, in camelCase, with the committed cycles."""
     h = Harness()
