@@ -623,3 +623,31 @@ def test_waiting_caller_can_be_cancelled(worlds: Worlds) -> None:
 
     assert run(scenario()).final_output == FINAL
     assert h.runs == expected_counts()
+
+
+def test_interrupted_cycle_is_answered_then_the_loop_resumes(worlds: Worlds) -> None:
+    """A cycle waiting on an interrupt stops the loop; answered through run_workflow, the loop goes on."""
+
+    @durable.workflow
+    async def approve(x: int) -> int:
+        if x == 2:
+            return x + int(durable.interrupt("need approval"))
+        return x + 1
+
+    def supervise(cycle: durable.Cycle) -> Done[int] | Continue[int]:
+        return Done(cycle.output) if cycle.number == 3 else Continue(cycle.output)
+
+    def loop(world: durable.World) -> durable.OuterLoopResult:
+        return run(  # type: ignore[no-any-return]
+            durable.run_outer_loop(
+                approve, 1, supervise=supervise, max_cycles=3, outer_loop_id="ol", world=world
+            )
+        )
+
+    with pytest.raises(durable.RunInterrupted) as info:
+        loop(worlds.open())
+    world = worlds.open()
+    assert info.value.run_id == manifest_json(world, "ol")["pendingCycleRunId"]
+    assert run(durable.run_workflow(approve, 2, world=world, run_id=info.value.run_id, resume="10")) == 12
+    result = loop(worlds.open())
+    assert (result.final_output, result.cycles[1].run_id) == (13, info.value.run_id)
