@@ -4,18 +4,26 @@ The workflow revises a draft in two steps (``write`` then ``polish``); the
 supervisor continues with the polished draft until cycle 3, which it accepts.
 Counts go to ``runs`` (in-process tests) and, when ``count_file`` is set, to
 an append-only file fsynced after each line (tests that kill processes).
+Below it are the helpers the in-process outer-loop tests share: reading and
+replacing a manifest, and making a first "process" die at a commit point.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 import durable
+from durable._outer_manifest import ManifestStore, OuterLoopManifest
+from tests.conftest import Worlds
+from tests.crash import SimulatedCrash
 
 ACCEPT_AT = 3
 MAX_CYCLES = 5
@@ -100,3 +108,69 @@ def read_counts(count_file: Path) -> Counter[str]:
     if not count_file.exists():
         return Counter()
     return Counter(count_file.read_text().split())
+
+
+# -- helpers of the in-process tests ------------------------------------------------
+
+
+def run(coro: Any) -> Any:
+    """Run a coroutine to its end on a fresh event loop."""
+    return asyncio.run(coro)
+
+
+def manifest_json(world: durable.World, outer_loop_id: str = "ol_test") -> dict[str, Any]:
+    """The stored manifest as JSON data, read the way a person would read the file."""
+    store = ManifestStore(world, outer_loop_id)
+    text = (
+        store.path.read_text() if store.path is not None else world.extensions["outer_loops"][outer_loop_id]
+    )
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def write_manifest_text(world: durable.World, text: str, outer_loop_id: str = "ol_test") -> None:
+    """Replace the stored manifest with ``text`` (damaged or legacy content)."""
+    store = ManifestStore(world, outer_loop_id)
+    if store.path is not None:
+        store.path.parent.mkdir(parents=True, exist_ok=True)
+        store.path.write_text(text)
+    else:
+        world.extensions.setdefault("outer_loops", {})[outer_loop_id] = text
+
+
+FINAL = Draft(text="d***", round=3)
+
+
+def arm_crash(monkeypatch: pytest.MonkeyPatch, h: Harness, point: str, cycle: int) -> None:
+    """Make the first process 'die' at ``point`` of cycle ``cycle``."""
+    if point == "mid_cycle":
+        h.crash_in_polish, h.crash = cycle, SimulatedCrash
+        return
+    original = ManifestStore.save
+    armed = [True]
+
+    def save(self: ManifestStore, m: OuterLoopManifest) -> None:
+        pending_write = m.pendingCycleRunId is not None and len(m.cycles) == cycle - 1
+        cycle_write = m.pendingCycleRunId is None and len(m.cycles) == cycle
+        if armed[0] and point == "before_pending" and pending_write:
+            armed[0] = False
+            raise SimulatedCrash
+        if armed[0] and point == "after_commit" and cycle_write:
+            armed[0] = False
+            raise SimulatedCrash
+        original(self, m)
+        if armed[0] and point == "after_manifest" and cycle_write:
+            armed[0] = False
+            raise SimulatedCrash
+
+    monkeypatch.setattr(ManifestStore, "save", save)
+
+
+def crash_after_cycle_1(worlds: Worlds, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    """A loop whose first process died right after cycle 1's manifest update."""
+    h = Harness()
+    with monkeypatch.context() as m:
+        arm_crash(m, h, "after_manifest", 1)
+        with pytest.raises(SimulatedCrash):
+            run(h.run(worlds.open()))
+    return h
