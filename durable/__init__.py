@@ -16,6 +16,8 @@ from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4
 from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
+from ._outer import run_outer_loop
+from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult
 from ._parallel import branch, parallel
 from ._retry import RetryPolicy
 from ._runner import run_workflow
@@ -34,6 +36,7 @@ from .errors import (
     MaxVisitsExceededError,
     NondeterminismError,
     NonRetryableError,
+    OuterLoopError,
     RunFailedError,
     RunInterrupted,
     RunNotFoundError,
@@ -239,6 +242,10 @@ __all__ = [
     "CapabilityDriftError",
     "CheckpointNotFoundError",
     "ConfigurationError",
+    "Continue",
+    "Cycle",
+    "CycleRecord",
+    "Done",
     "DurableError",
     "DurableFunction",
     "FencedError",
@@ -248,6 +255,8 @@ __all__ = [
     "MemoryLog",
     "NonRetryableError",
     "NondeterminismError",
+    "OuterLoopError",
+    "OuterLoopResult",
     "RetryPolicy",
     "RunFailedError",
     "RunInfo",
@@ -269,6 +278,7 @@ __all__ = [
     "now",
     "parallel",
     "random",
+    "run_outer_loop",
     "run_workflow",
     "scratch_dir",
     "session",

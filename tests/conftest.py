@@ -24,6 +24,7 @@ class Worlds:
         self.data_dir = tmp_path / "data"
         self._memory_log: durable.MemoryLog | None = None
         self._memory_locks: object | None = None
+        self._memory_extensions: dict[str, object] = {}
         self.opened: list[World] = []
 
     def open(self, **kwargs: object) -> World:
@@ -36,6 +37,7 @@ class Worlds:
                 self._memory_log = durable.MemoryLog()
                 self._memory_locks = MemoryLocks()
             world = World(self._memory_log, self._memory_locks, **kwargs)  # type: ignore[arg-type]
+            world.extensions = self._memory_extensions  # outer-loop manifests survive like files
         self.opened.append(world)
         return world
 
@@ -44,7 +46,9 @@ class Worlds:
         from tests.crash import CrashingLog
 
         inner = self.open(**kwargs)
-        return World(CrashingLog(inner.log, when), inner.locks, data_dir=inner.data_dir)  # type: ignore[arg-type]
+        world = World(CrashingLog(inner.log, when), inner.locks, data_dir=inner.data_dir)  # type: ignore[arg-type]
+        world.extensions = inner.extensions
+        return world
 
     def close(self) -> None:
         for w in self.opened:
