@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
+from ._context import current_scope
 from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4
 from ._engine import NEVER_HAPPENED, current_effect_key
@@ -19,10 +20,12 @@ from ._log import MemoryLog, RunInfo
 from ._outer import run_outer_loop
 from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult
 from ._parallel import branch, parallel
+from ._recovery import Compaction, compact, gc, recover
 from ._retry import RetryPolicy
 from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
 from ._sqlite import SqliteLog
+from ._timetravel import Checkpoint, Fork, Restored, checkpoints, fork, restore
 from ._world import World, local_world, memory_world
 from .errors import (
     ArtifactIntegrityError,
@@ -62,6 +65,30 @@ def idempotency_key() -> str:
         ConfigurationError: Called outside an effect body in a run.
     """
     return current_effect_key()
+
+
+def model_for(slot: str, default: str | None = None) -> str:
+    """The model the running run maps ``slot`` to (``run_workflow(models=...)``).
+
+    A ``@model_call`` body asks this which model to call, so a fork with
+    another model mapping calls other models after its checkpoint.
+
+    Args:
+        slot: The slot name, e.g. ``"worker"``.
+        default: What to return when the run maps no model to ``slot``.
+
+    Raises:
+        ConfigurationError: Called outside a run, or the slot is unmapped and there is no default.
+    """
+    models = current_scope("durable.model_for()").run.models
+    if slot in models:
+        return models[slot]
+    if default is None:
+        raise ConfigurationError(
+            f"this run maps no model to slot {slot!r} (mapped: {sorted(models)}); pass "
+            f"models={{{slot!r}: ...}} to run_workflow, or give model_for a default."
+        )
+    return default
 
 
 @overload
@@ -240,7 +267,9 @@ __all__ = [
     "NEVER_HAPPENED",
     "ArtifactIntegrityError",
     "CapabilityDriftError",
+    "Checkpoint",
     "CheckpointNotFoundError",
+    "Compaction",
     "ConfigurationError",
     "Continue",
     "Cycle",
@@ -249,6 +278,7 @@ __all__ = [
     "DurableError",
     "DurableFunction",
     "FencedError",
+    "Fork",
     "LogCorruptedError",
     "LogFormatError",
     "MaxVisitsExceededError",
@@ -257,6 +287,7 @@ __all__ = [
     "NondeterminismError",
     "OuterLoopError",
     "OuterLoopResult",
+    "Restored",
     "RetryPolicy",
     "RunFailedError",
     "RunInfo",
@@ -270,14 +301,21 @@ __all__ = [
     "UnknownCommitError",
     "World",
     "branch",
+    "checkpoints",
+    "compact",
+    "fork",
+    "gc",
     "idempotency_key",
     "interrupt",
     "local_world",
     "memory_world",
     "model_call",
+    "model_for",
     "now",
     "parallel",
     "random",
+    "recover",
+    "restore",
     "run_outer_loop",
     "run_workflow",
     "scratch_dir",

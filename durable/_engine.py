@@ -121,12 +121,18 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
             rec = run.recorded
             started = rec.steps_started.get(path)
             if started is not None and started["input_hash"] != ih:
-                raise _mismatch(
-                    run,
-                    f"step {path!r}",
-                    ("step", name, started["input_hash"], path),
-                    ("step", name, ih, path),
-                )
+                if started.get("inherited"):
+                    # A fork's inherited result whose arguments changed: it depends on
+                    # what the fork changed, so it runs again.
+                    rec.forget(path)
+                    started = None
+                else:
+                    raise _mismatch(
+                        run,
+                        f"step {path!r}",
+                        ("step", name, started["input_hash"], path),
+                        ("step", name, ih, path),
+                    )
             done = rec.steps_completed.get(path)
             if done is not None:
                 scope.busy = None
@@ -252,12 +258,16 @@ def _effect_begin(
             rec = run.recorded
             intent = rec.intents.get(key)
             if intent is not None and (intent["name"] != spec.name or intent["input_hash"] != ih):
-                raise _mismatch(
-                    run,
-                    f"effect {key!r}",
-                    (intent["kind"], intent["name"], intent["input_hash"], key),
-                    (kind, spec.name, ih, key),
-                )
+                if intent.get("inherited") and intent["name"] == spec.name:
+                    rec.forget(key)  # a fork's inherited effect whose input changed runs again
+                    intent = None
+                else:
+                    raise _mismatch(
+                        run,
+                        f"effect {key!r}",
+                        (intent["kind"], intent["name"], intent["input_hash"], key),
+                        (kind, spec.name, ih, key),
+                    )
             receipt = rec.receipts.get(key)
             if receipt is not None:
                 scope.busy = None

@@ -2,19 +2,48 @@
 
 ``Recorded.from_rows`` reads a run's rows once and indexes them; the engine
 then asks it, per call, for the recorded outcome. Nothing here does I/O.
+
+The index is also the run's canonical state: ``to_state()`` gives it as JSON
+(what a ``snapshot`` event stores) and ``from_state()`` rebuilds it, so a log
+that starts with a snapshot recovers to the same index as the full log.
+A ``run.restored`` event rolls the index back to the state at its checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .errors import LogFormatError
+from ._serde import sha256_tag
+from .errors import LogCorruptedError, LogFormatError
 from .events import LOG_FORMAT_VERSION
 
 Json = dict[str, Any]
+
+_STATE_FIELDS = (
+    "started",
+    "steps_started",
+    "steps_completed",
+    "steps_failed",
+    "attempts",
+    "intents",
+    "receipts",
+    "values",
+    "timers",
+    "interrupts",
+    "answers",
+    "sessions",
+    "retries",
+    "streams",
+    "state_version",
+    "cycle_completed",
+)
+"""The attributes of ``Recorded`` that make up the canonical state (``terminal`` is added)."""
+
+STATE_FORMAT = 1
+"""The version of the canonical state's JSON layout, stored in every snapshot."""
 
 
 def parent_of(path: str) -> str:
@@ -39,6 +68,18 @@ def session_position(path: str) -> int | None:
     """The ordinal a ``session:<role>#<n>`` path took in its parent scope, else ``None``."""
     m = _SESSION_SEGMENT.search(path)
     return int(m.group(1)) if m else None
+
+
+def _until(rows: list[tuple[int, str, str]], seq: int, run_id: str) -> list[tuple[int, str, str]]:
+    """The rows up to and including ``seq`` (seqs are consecutive within a log)."""
+    first = rows[0][0] if rows else 1
+    if not first <= seq <= rows[-1][0]:
+        raise LogCorruptedError(
+            f"run {run_id!r} restores to seq {seq}, which is not in its log (first seq {first}); "
+            "the log was edited by hand or truncated.",
+            run_id=run_id,
+        )
+    return rows[: seq - first + 1]
 
 
 def step_name(path: str) -> str:
@@ -159,6 +200,15 @@ class Recorded:
                     rec.terminal = None
             elif type_ == "outer_loop.cycle_completed" and rec.cycle_completed is None:
                 rec.cycle_completed = d
+            elif type_ == "snapshot":
+                rec._become(Recorded.from_state(d["state"], run_id))
+                rec.last_seq = seq
+            elif type_ == "run.restored":
+                # Rebuilt from the rows up to the checkpoint: they must be in ``rows`` (recover
+                # passes the whole log; an incremental update never sees a restore under its lock).
+                rec._become(Recorded.from_rows(_until(rows, d["checkpoint"], run_id), run_id))
+                rec.state_version = d["state_version"]
+                rec.last_seq = seq
         return rec
 
     def add_cursor(self, d: Json) -> None:
@@ -171,6 +221,54 @@ class Recorded:
             prev["data"].extend(batch)
             prev["chunks"] = d["chunks"]
             prev["terminal"] = d["terminal"]
+
+    def _become(self, other: Recorded) -> None:
+        """Take every attribute of ``other`` (a snapshot or a restore replaces the index)."""
+        for f in fields(self):
+            setattr(self, f.name, getattr(other, f.name))
+
+    def to_state(self) -> Json:
+        """The canonical state as JSON-safe data: what a snapshot stores.
+
+        Everything a resume needs (committed outputs by path, visit counts in
+        the paths, confirmed effects, recorded values, status, state version);
+        not the log position, which belongs to the log.
+        """
+        state: Json = {"format": STATE_FORMAT}
+        for name in _STATE_FIELDS:
+            state[name] = getattr(self, name)
+        state["terminal"] = list(self.terminal) if self.terminal is not None else None
+        return state
+
+    @classmethod
+    def from_state(cls, state: Json, run_id: str = "") -> Recorded:
+        """Rebuild the index from ``to_state()`` data (a snapshot's ``state``).
+
+        Raises:
+            LogFormatError: The state was written in a newer layout.
+        """
+        if state.get("format", 1) > STATE_FORMAT:
+            raise LogFormatError(
+                f"run {run_id!r} has a snapshot in state format {state['format']}, written by a "
+                f"newer durable; this one reads format {STATE_FORMAT}. Upgrade little-workflow.",
+                run_id=run_id,
+            )
+        rec = cls()
+        for name in _STATE_FIELDS:
+            if name in state:
+                setattr(rec, name, state[name])
+        terminal = state.get("terminal")
+        rec.terminal = (terminal[0], terminal[1]) if terminal else None
+        return rec
+
+    def state_hash(self) -> str:
+        """``sha256:<hex>`` of the canonical state: equal states have equal hashes."""
+        return sha256_tag(self.to_state())
+
+    def forget(self, key: str) -> None:
+        """Drop what was recorded for one step path or effect key, so the call runs again."""
+        for index in (self.steps_started, self.steps_completed, self.attempts, self.intents, self.receipts):
+            index.pop(key, None)
 
     def receipts_error_clear(self, key: str) -> None:
         """Forget an error receipt (and its intent) so a retry calls the effect again."""

@@ -14,7 +14,7 @@ from ._context import CURRENT, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
 from ._locks import hold
 from ._manifest import diff, drift_error, output_schema_hash, run_manifest
-from ._replay import Recorded
+from ._recovery import recover_log
 from ._serde import ANY, dumps, from_json, sha256_tag, short_hash, to_json
 from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
@@ -161,7 +161,7 @@ async def drive(
     value, data, input_hash = validate_input(spec, input, run_id)
     async with hold(world.locks, f"run:{run_id}"):
         token = world.log.fence(run_id)
-        rec = Recorded.from_rows(world.log.read(run_id), run_id)
+        rec = recover_log(world.log, run_id)
         run = RunContext(world, run_id, token, rec, models)
         if rec.started is None:
             if resume is not _UNSET:

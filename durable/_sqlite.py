@@ -208,6 +208,8 @@ class SqliteLog:
         with self._lock:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self._db.execute("VACUUM")
+            # In WAL mode VACUUM writes the rebuilt file through the WAL: check it back in.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # -- reading -------------------------------------------------------------
 

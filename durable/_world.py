@@ -11,6 +11,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,6 +79,27 @@ class World:
     ) -> list[RunInfo]:
         """Runs in this world, newest first, optionally filtered."""
         return self.log.runs(status=status, workflow=workflow, limit=limit, offset=offset)
+
+    def vacuum(self) -> None:
+        """Give the space of deleted and compacted events back to the disk (SQLite ``VACUUM``).
+
+        A log without a file (``MemoryLog``) has nothing to give back.
+        """
+        vacuum = getattr(self.log, "vacuum", None)
+        if vacuum is not None:
+            vacuum()
+
+    def gc(self, *, older_than: float | timedelta, dry_run: bool = False) -> list[str]:
+        """Delete finished runs not updated for ``older_than`` (seconds or a ``timedelta``).
+
+        See ``durable.gc``; running and interrupted runs are always kept.
+
+        Returns:
+            The ids of the runs deleted (or, with ``dry_run``, that would be).
+        """
+        from ._recovery import gc  # the maintenance module builds on worlds
+
+        return gc(world=self, older_than=older_than, dry_run=dry_run)
 
     def close(self) -> None:
         """Close the log (the world is unusable afterwards)."""

@@ -1,0 +1,186 @@
+"""Recovery and log maintenance: ``recover``, ``compact``, ``gc`` and ``vacuum``.
+
+``recover`` is the one function that turns a run's log into its canonical
+state; the runner resumes from it. ``compact`` writes that state as a
+``snapshot`` event and drops every event before it in one transaction, so
+recovery from the compacted log equals recovery from the full log. ``gc``
+deletes finished runs older than a given age.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+
+from ._log import TERMINAL, EventLog
+from ._replay import Recorded
+from ._serde import dumps
+from ._world import World
+from .errors import ConfigurationError, RunFailedError, RunNotFoundError
+
+
+def recover(run_id: str, *, world: World) -> Recorded:
+    """Rebuild a run's canonical state: the newest snapshot plus the events after it.
+
+    This is the same function the engine resumes from.
+
+    Args:
+        run_id: The run.
+        world: The world holding its log.
+
+    Returns:
+        The run's index of committed outputs by path, confirmed effects,
+        recorded values, status and state version (``Recorded.to_state()``
+        gives it as JSON).
+
+    Raises:
+        RunNotFoundError: The world has no run with that id.
+
+    Example:
+        >>> import asyncio, durable
+        >>> @durable.workflow
+        ... async def hello() -> str:
+        ...     return "hi"
+        >>> world = durable.memory_world()
+        >>> _ = asyncio.run(durable.run_workflow(hello, world=world, run_id="r1"))
+        >>> durable.recover("r1", world=world).status()
+        'completed'
+    """
+    rows = world.log.read(run_id)
+    if not rows:
+        raise _not_found(world, run_id)
+    return Recorded.from_rows(rows, run_id)
+
+
+def recover_log(log: EventLog, run_id: str) -> Recorded:
+    """``recover`` over a bare log (the runner's entry point); an unknown run is empty."""
+    return Recorded.from_rows(log.read(run_id), run_id)
+
+
+def _not_found(world: World, run_id: str) -> RunNotFoundError:
+    where = f"data directory {str(world.data_dir)!r}" if world.data_dir else "this world"
+    return RunNotFoundError(
+        f"no run {run_id!r} in {where}; list runs with `little runs`.",
+        run_id=run_id,
+    )
+
+
+@contextlib.contextmanager
+def locked(world: World, run_id: str, what: str) -> Iterator[int]:
+    """Hold the run's lock and a fresh fencing token, or fail at once when a driver holds it.
+
+    Raises:
+        RunFailedError: Another caller is driving the run right now (reason ``run_busy``).
+    """
+    handle = world.locks.try_acquire(f"run:{run_id}")
+    if handle is None:
+        raise RunFailedError(
+            f"cannot {what} run {run_id!r}: another caller is driving it right now. "
+            "Wait until it stops, then try again.",
+            cause_code="runtime_config_error",
+            reason="run_busy",
+            run_id=run_id,
+        )
+    try:
+        yield world.log.fence(run_id)
+    finally:
+        world.locks.release(handle)
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What ``compact`` did.
+
+    Attributes:
+        run_id: The run.
+        snapshot_seq: The seq of the new ``snapshot`` event (its base seq).
+        removed: How many events it replaced.
+        state_hash: The hash of the state it holds.
+    """
+
+    run_id: str
+    snapshot_seq: int
+    removed: int
+    state_hash: str
+
+
+def compact(run_id: str, *, world: World) -> Compaction:
+    """Replace a run's events with one ``snapshot`` of its canonical state.
+
+    The snapshot is appended and every event before it removed in one
+    transaction: a crash leaves either the old log or the compacted one.
+    Recovery (and so a resume) gives the same state afterwards. Checkpoints
+    before the snapshot are gone; the snapshot itself becomes the oldest
+    checkpoint. Call ``world.vacuum()`` to give the space back to the disk.
+
+    Args:
+        run_id: The run to compact (not one being driven right now).
+        world: The world holding its log.
+
+    Returns:
+        The snapshot's seq, how many events it replaced and its state hash.
+
+    Raises:
+        RunNotFoundError: The world has no run with that id.
+        RunFailedError: Another caller is driving the run right now.
+    """
+    with locked(world, run_id, "compact") as token:
+        rows = world.log.read(run_id)
+        if not rows:
+            raise _not_found(world, run_id)
+        rec = Recorded.from_rows(rows, run_id)
+        seq = rows[-1][0] + 1
+        digest = rec.state_hash()
+        data = {"state": rec.to_state(), "state_hash": digest, "base_seq": seq}
+        world.log.compact(run_id, (seq, "snapshot", dumps(data)), token)
+    return Compaction(run_id, seq, len(rows), digest)
+
+
+def _seconds(older_than: float | timedelta) -> float:
+    value = older_than.total_seconds() if isinstance(older_than, timedelta) else older_than
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigurationError(
+            f"older_than must be a non-negative number of seconds or a timedelta, not {older_than!r}."
+        )
+    return float(value)
+
+
+def gc(*, world: World, older_than: float | timedelta, dry_run: bool = False) -> list[str]:
+    """Delete finished runs (completed or failed) not updated for ``older_than``.
+
+    Running and interrupted runs are kept whatever their age, and so is a run
+    some caller is driving right now. Call ``world.vacuum()`` afterwards to
+    give the space back to the disk.
+
+    Args:
+        world: The world to clean.
+        older_than: The age (seconds or a ``timedelta``) past which a finished run goes.
+        dry_run: Only list what would be deleted.
+
+    Returns:
+        The ids of the runs deleted (or that would be), oldest first.
+
+    Raises:
+        ConfigurationError: ``older_than`` is negative or not a duration.
+    """
+    cutoff = world.clock() - _seconds(older_than)
+    doomed = sorted(
+        (i for i in world.log.runs() if i.status in TERMINAL and i.updated_at < cutoff),
+        key=lambda i: (i.updated_at, i.run_id),
+    )
+    deleted: list[str] = []
+    for info in doomed:
+        if dry_run:
+            deleted.append(info.run_id)
+            continue
+        handle = world.locks.try_acquire(f"run:{info.run_id}")
+        if handle is None:
+            continue
+        try:
+            world.log.delete_run(info.run_id)
+        finally:
+            world.locks.release(handle)
+        deleted.append(info.run_id)
+    return deleted
