@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ._replay import Recorded
 from ._world import World, local_world
@@ -21,6 +21,8 @@ from .errors import DurableError, RunNotFoundError
 Handler = Callable[[World, argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 """Command name → (help, add-arguments, handler); each handler returns JSON-able data."""
+HUMAN: dict[str, Callable[[Any], str]] = {}
+"""Command name → how its data is shown without ``--json`` (when not the default)."""
 
 
 class CliError(Exception):
@@ -28,12 +30,21 @@ class CliError(Exception):
 
 
 def command(
-    name: str, help: str, args: Callable[[argparse.ArgumentParser], None] | None = None
+    name: str,
+    help: str,
+    args: Callable[[argparse.ArgumentParser], None] | None = None,
+    *,
+    human: Callable[[Any], str] | None = None,
 ) -> Callable[[Handler], Handler]:
-    """Register a ``little`` subcommand."""
+    """Register a ``little`` subcommand (``human`` formats its data for people).
+
+    A handler that prints as it goes (``events --follow``) returns ``None``.
+    """
 
     def register(fn: Handler) -> Handler:
         COMMANDS[name] = (help, args or (lambda p: None), fn)
+        if human is not None:
+            HUMAN[name] = human
         return fn
 
     return register
@@ -43,7 +54,8 @@ def _run_id_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", help="the run's id (see `little runs`)")
 
 
-def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """Rows as an aligned text table with upper-case headers (``(none)`` when empty)."""
     if not rows:
         return "(none)"
     cells = [[str(r.get(c, "")) for c in columns] for r in rows]
@@ -95,12 +107,38 @@ def _runs(world: World, a: argparse.Namespace) -> Any:
 def _events_args(p: argparse.ArgumentParser) -> None:
     _run_id_arg(p)
     p.add_argument("--type", action="append", dest="types", help="only events of this type (repeatable)")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep printing new events until the run stops running (--json prints one object a line)",
+    )
+    p.add_argument(
+        "--interval", type=float, default=0.5, help="seconds between polls with --follow (default 0.5)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="stop following after this many seconds (default 300)"
+    )
 
 
 @command("events", "print a run's events in order", _events_args)
 def _events(world: World, a: argparse.Namespace) -> Any:
+    if a.follow:
+        if a.interval <= 0 or a.timeout < 0:
+            raise CliError("--interval must be above 0 and --timeout at least 0")
+        from ._cli_history import follow_events
+
+        for e in follow_events(world, a.run_id, interval=a.interval, timeout=a.timeout):
+            if not a.types or e.type in a.types:
+                data = e.model_dump(mode="json")
+                print(json.dumps(data, default=str) if a.json else _event_line(data), flush=True)
+        return None
     events = world.events(a.run_id)
     return [e.model_dump(mode="json") for e in events if not a.types or e.type in a.types]
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    where = e.get("path") or e.get("key") or ""
+    return f"{e['seq']:>6}  {e['type']:<28} {where}".rstrip()
 
 
 @command("replay", "rebuild a run's state from its log without calling anything", _run_id_arg)
@@ -133,14 +171,12 @@ def _replay(world: World, a: argparse.Namespace) -> Any:
 
 
 def _human(name: str, data: Any) -> str:
+    if name in HUMAN:
+        return HUMAN[name](data)
     if name == "runs":
-        return _table(data, ["run_id", "workflow", "status"])
+        return table(data, ["run_id", "workflow", "status"])
     if name == "events":
-        lines = []
-        for e in data:
-            where = e.get("path") or e.get("key") or ""
-            lines.append(f"{e['seq']:>6}  {e['type']:<28} {where}")
-        return "\n".join(lines) or "(none)"
+        return "\n".join(_event_line(e) for e in data) or "(none)"
     if isinstance(data, dict):
         out = []
         for k, v in data.items():
@@ -154,9 +190,16 @@ def _human(name: str, data: Any) -> str:
     return json.dumps(data, indent=2)
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (exit status 2, reported as 1)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``little`` argument parser with every registered command."""
-    parser = argparse.ArgumentParser(prog="little", description="Inspect and maintain durable runs.")
+    parser = _Parser(prog="little", description="Inspect and maintain durable runs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (help_, add_args, _) in COMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)
@@ -199,9 +242,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         world.close()
-    print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, data))
+    if data is not None:
+        print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, data))
     return 0
 
 
+from . import _cli_history  # noqa: E402, F401  (registers the history and maintenance commands)
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # Run as ``python -m durable.cli``: use the imported module, where every command registered.
+    from durable.cli import main as _main
+
+    sys.exit(_main())
