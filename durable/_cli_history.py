@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._recovery import compact, gc
+from ._replay import decode_state
 from ._timetravel import UNCHANGED, checkpoints, fork, restore
 from ._world import World
 from .cli import CliError, command, table
@@ -173,7 +174,7 @@ def _parent_models(rows: list[tuple[int, str, str]]) -> dict[str, str]:
         if type_ == "run.started":
             return dict(json.loads(data).get("models") or {})
         if type_ == "snapshot":
-            started = json.loads(data)["state"].get("started") or {}
+            started = decode_state(json.loads(data)["state"]).get("started") or {}
             return dict(started.get("models") or {})
     return {}
 

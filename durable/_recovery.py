@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ._log import TERMINAL, EventLog
-from ._replay import Recorded
+from ._replay import Recorded, encode_state
 from ._serde import dumps
 from ._world import World
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
@@ -133,7 +133,7 @@ def compact(run_id: str, *, world: World) -> Compaction:
         rec = Recorded.from_rows(rows, run_id)
         seq = rows[-1][0] + 1
         digest = rec.state_hash()
-        data = {"state": rec.to_state(), "state_hash": digest, "base_seq": seq}
+        data = {"state": encode_state(rec.to_state()), "state_hash": digest, "base_seq": seq}
         world.log.compact(run_id, (seq, "snapshot", dumps(data)), token)
     return Compaction(run_id, seq, len(rows), digest)
 

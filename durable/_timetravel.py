@@ -22,7 +22,7 @@ from typing import Any
 
 from ._log import Append, Row
 from ._recovery import _not_found, locked
-from ._replay import Recorded, _until
+from ._replay import Recorded, _until, decode_state, encode_state
 from ._runner import new_run_id as fresh_run_id
 from ._serde import ANY, dumps, sha256_tag, to_json
 from ._world import World
@@ -98,7 +98,7 @@ def _checkpoints(rows: list[Row]) -> list[Checkpoint]:
             d = loads(data)
             found.append(Checkpoint(seq, d["path"], "step", d["state_version"]))
         elif type_ == "snapshot":
-            state = loads(data)["state"]
+            state = decode_state(loads(data)["state"])
             found = [Checkpoint(seq, "", "snapshot", state.get("state_version", 0))]
     return found
 
@@ -267,7 +267,7 @@ def fork(
         started["manifest_hash"] = sha256_tag(manifest)
     inherited = _inherit(at, started)
     state = inherited.to_state()
-    snapshot = {"state": state, "state_hash": sha256_tag(state), "base_seq": 2}
+    snapshot = {"state": encode_state(state), "state_hash": sha256_tag(state), "base_seq": 2}
     with locked(world, rid, "fork into") as token:
         if world.log.read(rid):
             raise ConfigurationError(

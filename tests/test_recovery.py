@@ -11,6 +11,7 @@ import pytest
 
 import durable
 from durable import World
+from durable._replay import decode_state, encode_state
 
 calls: Counter[str] = Counter()
 
@@ -232,3 +233,26 @@ def test_gc_rejects_a_negative_age(world: World) -> None:
     """Retention with a negative age raises ConfigurationError."""
     with pytest.raises(durable.ConfigurationError, match="non-negative"):
         world.gc(older_than=-1)
+
+
+def test_snapshot_state_is_packed_and_decodes_to_the_same_state(world: World) -> None:
+    """A snapshot stores the state compressed, and decoding it gives the state back exactly."""
+    run(world, "r1")
+    state = durable.recover("r1", world=world).to_state()
+    durable.compact("r1", world=world)
+    stored = world.events("r1")[0].state  # type: ignore[union-attr]
+    assert stored["encoding"] == "zlib+base64"
+    assert decode_state(stored) == state
+    assert decode_state(encode_state(state)) == state
+
+
+def test_a_damaged_snapshot_is_reported_as_corruption() -> None:
+    """A snapshot whose data is not valid base64 zlib raises LogCorruptedError naming the run."""
+    with pytest.raises(durable.LogCorruptedError, match="'r9'"):
+        decode_state({"encoding": "zlib+base64", "data": "not base64!"}, "r9")
+
+
+def test_a_snapshot_in_an_unknown_encoding_asks_for_an_upgrade() -> None:
+    """A snapshot encoded in a way this SDK does not know raises LogFormatError."""
+    with pytest.raises(durable.LogFormatError, match="Upgrade"):
+        decode_state({"encoding": "zstd", "data": ""}, "r9")
