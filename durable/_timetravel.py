@@ -28,7 +28,15 @@ from ._serde import ANY, dumps, sha256_tag, to_json
 from ._world import World
 from .errors import CheckpointNotFoundError, ConfigurationError
 
-UNCHANGED: Any = object()
+
+class _Unchanged:
+    """The default of ``fork(input=...)``: keep the parent's input."""
+
+    def __repr__(self) -> str:
+        return "<the parent's input>"
+
+
+UNCHANGED: Any = _Unchanged()
 """The default of ``fork(input=...)``: keep the parent's input."""
 
 

@@ -267,3 +267,48 @@ def test_model_for_outside_a_run_raises() -> None:
     """model_for needs a running run."""
     with pytest.raises(durable.ConfigurationError, match="inside a durable run"):
         durable.model_for("writer")
+
+
+knobs = {"arg": 1, "fail": False}
+
+
+@durable.step
+async def begin() -> str:
+    return "begun"
+
+
+@durable.step
+async def use(x: int) -> int:
+    return x
+
+
+@durable.step
+async def finish() -> str:
+    if knobs["fail"]:
+        raise RuntimeError("finish failed")
+    return "done"
+
+
+@durable.workflow
+async def knobbed() -> str:
+    await begin()
+    await use(knobs["arg"])
+    return await finish()
+
+
+def test_a_forks_own_record_called_with_other_arguments_is_nondeterminism(world: World) -> None:
+    """A call the fork recorded itself fails closed on changed arguments; only inherited ones re-run."""
+    knobs.update(arg=1, fail=False)
+    asyncio.run(durable.run_workflow(knobbed, world=world, run_id="parent"))
+    forked = durable.fork("parent", "begin", world=world, new_run_id="f")
+    knobs["fail"] = True
+    with pytest.raises(RuntimeError, match="finish failed"):
+        asyncio.run(durable.run_workflow(knobbed, world=world, run_id="f"))
+    knobs.update(arg=2, fail=False)
+    with pytest.raises(durable.NondeterminismError, match="'use'"):
+        asyncio.run(durable.run_workflow(knobbed, world=world, run_id=forked.run_id, retry_failed=True))
+    knobs["arg"] = 1
+    second = durable.fork("parent", "use", world=world)
+    knobs["arg"] = 2
+    assert asyncio.run(durable.run_workflow(knobbed, world=world, run_id=second.run_id)) == "done"
+    assert durable.recover(second.run_id, world=world).steps_completed["use"]["output"] == 2
