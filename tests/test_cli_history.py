@@ -268,3 +268,30 @@ def test_module_entry_point_knows_the_history_commands(data_dir: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert [c["path"] for c in json.loads(proc.stdout)] == ["plan", "act"]
+
+
+@durable.workflow
+async def other() -> int:
+    return 0
+
+
+def test_runs_filters_and_pages_newest_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`little runs` filters by status and workflow and pages through runs newest first."""
+    with durable.local_world(tmp_path) as world:
+        for rid in ("r1", "r2", "r3"):
+            asyncio.run(durable.run_workflow(agent, "tea", world=world, run_id=rid, models={"worker": "m"}))
+        asyncio.run(durable.run_workflow(other, world=world, run_id="r4"))
+        durable.restore("r2", "plan", world=world)
+    d = ["--data-dir", str(tmp_path), "--json"]
+
+    def ids(*argv: str) -> list[str]:
+        code, out, _ = little(capsys, "runs", *argv, *d)
+        assert code == 0
+        return [r["run_id"] for r in json.loads(out)]
+
+    assert ids() == ["r4", "r3", "r2", "r1"]
+    assert ids("--workflow", "agent") == ["r3", "r2", "r1"]
+    assert ids("--status", "running") == ["r2"]
+    assert ids("--status", "completed", "--workflow", "agent") == ["r3", "r1"]
+    assert ids("--limit", "2") == ["r4", "r3"]
+    assert ids("--limit", "2", "--offset", "2") == ["r2", "r1"]
