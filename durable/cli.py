@@ -127,10 +127,13 @@ def _events(world: World, a: argparse.Namespace) -> Any:
             raise CliError("--interval must be above 0 and --timeout at least 0")
         from ._cli_history import follow_events
 
-        for e in follow_events(world, a.run_id, interval=a.interval, timeout=a.timeout):
-            if not a.types or e.type in a.types:
-                data = e.model_dump(mode="json")
-                print(json.dumps(data, default=str) if a.json else _event_line(data), flush=True)
+        try:
+            for e in follow_events(world, a.run_id, interval=a.interval, timeout=a.timeout):
+                if not a.types or e.type in a.types:
+                    data = e.model_dump(mode="json")
+                    print(json.dumps(data, default=str) if a.json else _event_line(data), flush=True)
+        except KeyboardInterrupt:  # Ctrl-C is how people stop following
+            pass
         return None
     events = world.events(a.run_id)
     return [e.model_dump(mode="json") for e in events if not a.types or e.type in a.types]
