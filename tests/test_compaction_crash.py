@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def child(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tests.crash_programs", *args],
+        [sys.executable, "-m", "tests.procs.compaction", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,6 +1,6 @@
 """Programs that the crash tests run in child processes.
 
-``python -m tests.crash_programs run DATA_DIR RUN_ID CALLS [KILL_AT_STEP]`` drives
+``python -m tests.procs.compaction run DATA_DIR RUN_ID CALLS [KILL_AT_STEP]`` drives
 the five-step workflow (SIGKILLing itself inside step ``KILL_AT_STEP``);
 ``compact DATA_DIR RUN_ID STATEMENT`` compacts the run and SIGKILLs itself
 when SQLite starts executing a statement of the compaction's transaction
