@@ -312,3 +312,37 @@ def test_a_forks_own_record_called_with_other_arguments_is_nondeterminism(world:
     knobs["arg"] = 2
     assert asyncio.run(durable.run_workflow(knobbed, world=world, run_id=second.run_id)) == "done"
     assert durable.recover(second.run_id, world=world).steps_completed["use"]["output"] == 2
+
+
+@durable.step(role="researcher")
+async def investigate(topic: str) -> str:
+    calls["investigate"] += 1
+    return f"{durable.model_for('researcher')} on {topic}"
+
+
+@durable.step(role="writer")
+async def compose(notes: str) -> str:
+    calls["compose"] += 1
+    return f"{durable.model_for('writer')} writes {notes}"
+
+
+@durable.workflow
+async def agent_sessions(topic: str) -> str:
+    return await compose(await investigate(topic))
+
+
+def test_fork_with_new_models_reopens_sessions_after_the_checkpoint(world: World) -> None:
+    """A fork with other models is not drift: inherited sessions replay, later ones record the new model."""
+    models = {"researcher": "r-small", "writer": "w-small"}
+    asyncio.run(durable.run_workflow(agent_sessions, "owls", world=world, run_id="p", models=models))
+    calls.clear()
+    forked = durable.fork("p", "investigate", world=world, models={**models, "writer": "w-big"})
+    out = asyncio.run(
+        durable.run_workflow(agent_sessions, "owls", world=world, run_id=forked.run_id, models=forked.models)
+    )
+    assert out == "w-big writes r-small on owls"
+    assert calls == Counter({"compose": 1})
+    with pytest.raises(durable.CapabilityDriftError):
+        asyncio.run(
+            durable.run_workflow(agent_sessions, "owls", world=world, run_id="p", models=forked.models)
+        )
