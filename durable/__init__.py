@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
+from ._artifacts import ArtifactRef, save_artifact
 from ._context import current_scope
 from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4
@@ -266,6 +267,7 @@ def model_call(
 __all__ = [
     "NEVER_HAPPENED",
     "ArtifactIntegrityError",
+    "ArtifactRef",
     "CapabilityDriftError",
     "Checkpoint",
     "CheckpointNotFoundError",
@@ -318,6 +320,7 @@ __all__ = [
     "restore",
     "run_outer_loop",
     "run_workflow",
+    "save_artifact",
     "scratch_dir",
     "session",
     "sleep",

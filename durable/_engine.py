@@ -155,17 +155,21 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
 def _step_commit(call: _StepCall, out: Any) -> None:
     run = call.run
     data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
+    text = dumps(data)
     run.state_version += 1
-    run.emit(
-        "step.completed",
-        {
-            "path": call.path,
-            "visit": call.visit,
-            "output": data,
-            "output_hash": short_hash(dumps(data)),
-            "state_version": run.state_version,
-        },
-    )
+    event = {
+        "path": call.path,
+        "visit": call.visit,
+        "output": data,
+        "output_hash": short_hash(text),
+        "state_version": run.state_version,
+    }
+    if len(text) > run.world.artifact_threshold:  # large outputs live beside the log
+        from ._artifacts import store_output
+
+        event["output"] = None
+        event["artifact"] = store_output(run, call.path, text)
+    run.emit("step.completed", event)
 
 
 def _step_fail(call: _StepCall, exc: BaseException) -> bool:

@@ -1,56 +1,135 @@
 """Canonical descriptions of decorated functions, run manifests, hashes and diffs.
 
-Pure: every function takes data and returns data.
+Pure: every function takes data (specs, recorded manifests) and returns
+data. A run's manifest is a JSON object whose flattened keys name what drift
+reports, for example ``tools.score.signature``, ``models.worker`` or
+``workflows.scoring.definition_hash``::
+
+    {
+      "workflow":    {<description of the workflow>},
+      "declared":    ["tools.score", ...],        # named with @workflow(uses=[...])
+      "steps":       {"worker": {<description>}},
+      "tools":       {"score": {<description>}},
+      "model_calls": {"ask": {<description>}},
+      "workflows":   {"scoring": {"definition_hash": "sha256:..."}},
+      "models":      {"worker": "gpt-5"}
+    }
 """
 
 from __future__ import annotations
 
 import inspect
-import typing
+import re
+from collections.abc import Iterable
 from typing import Any
 
+from ._capabilities import reachable
+from ._replay import Recorded, step_name
 from ._serde import canonical, sha256_tag
-from ._spec import Spec
+from ._spec import Spec, spec_of
 from .errors import CapabilityDriftError, DriftChange
 
+SECTIONS = {"step": "steps", "tool": "tools", "model": "model_calls", "workflow": "workflows"}
+"""The manifest section of each kind of decorated function."""
 
-def _annotation_text(annotation: Any) -> str:
-    if annotation is inspect.Parameter.empty:
-        return ""
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_P = inspect.Parameter
+
+
+def _stable(text: str) -> str:
+    """``text`` without memory addresses, which differ between processes."""
+    return _ADDRESS.sub("", text)
+
+
+def _annotation_text(annotation: Any, module: str) -> str:
     if isinstance(annotation, str):
         return annotation
-    return inspect.formatannotation(annotation)
+    # Names from the function's own module are shown bare, also inside generics.
+    return _stable(inspect.formatannotation(annotation, module)).replace(module + ".", "")
+
+
+def _hints(spec: Spec) -> dict[str, Any]:
+    hints: dict[str, Any] = spec._hints()
+    return hints
+
+
+def _params(spec: Spec) -> list[inspect.Parameter]:
+    params = list(spec.signature.parameters.values())
+    if spec.binding in ("method", "classmethod") and params:
+        params = params[1:]
+    return params
 
 
 def signature_text(spec: Spec) -> str:
-    """The signature as people read it, e.g. ``(candidate_id: str) -> int``."""
-    sig = spec.signature
-    params = list(sig.parameters.values())
-    if spec.binding in ("method", "classmethod") and params:
-        params = params[1:]
-    return str(sig.replace(parameters=params))
+    """The signature as people read it, e.g. ``(candidate_id: str) -> int``.
+
+    Annotations are shown resolved (the same text with or without
+    ``from __future__ import annotations``); defaults by their ``repr``
+    without memory addresses.
+    """
+    hints = _hints(spec)
+    module = spec.fn.__module__
+    parts: list[str] = []
+    params = _params(spec)
+    star_done = False
+    for i, p in enumerate(params):
+        if p.kind is _P.KEYWORD_ONLY and not star_done:
+            parts.append("*")
+            star_done = True
+        text = p.name
+        if p.kind is _P.VAR_POSITIONAL:
+            text, star_done = "*" + text, True
+        elif p.kind is _P.VAR_KEYWORD:
+            text = "**" + text
+        annotation = hints.get(p.name, p.annotation)
+        if annotation is not _P.empty:
+            text += ": " + _annotation_text(annotation, module)
+        if p.default is not _P.empty:
+            text += (" = " if annotation is not _P.empty else "=") + _stable(repr(p.default))
+        parts.append(text)
+        last_positional_only = p.kind is _P.POSITIONAL_ONLY and (
+            i + 1 == len(params) or params[i + 1].kind is not _P.POSITIONAL_ONLY
+        )
+        if last_positional_only:
+            parts.append("/")
+    text = f"({', '.join(parts)})"
+    ret = hints.get("return", spec.signature.return_annotation)
+    if ret is not _P.empty:
+        text += " -> " + _annotation_text(ret, module)
+    return text
 
 
 def _schema(spec: Spec) -> Any:
     try:
         return spec.out.json_schema()
-    except Exception:
-        hints: dict[str, Any]
-        try:
-            hints = typing.get_type_hints(spec.fn)
-        except Exception:
-            hints = {}
-        return {"annotation": _annotation_text(hints.get("return", inspect.Parameter.empty))}
+    except Exception:  # pydantic cannot describe every annotation; fall back to its text
+        ret = _hints(spec).get("return", _P.empty)
+        return {"annotation": "" if ret is _P.empty else _annotation_text(ret, spec.fn.__module__)}
+
+
+def retry_text(retry: Any) -> str:
+    """A stable text of a retry policy (its ``describe()`` or repr, without memory addresses)."""
+    describe_ = getattr(retry, "describe", None)
+    if callable(describe_):
+        return _stable(str(describe_()))
+    return _stable(repr(retry))
 
 
 def describe(spec: Spec) -> dict[str, Any]:
-    """The canonical description of one decorated function (what drift compares)."""
-    params = list(spec.signature.parameters.values())
-    if spec.binding in ("method", "classmethod") and params:
-        params = params[1:]
+    """The canonical description of one decorated function (what drift compares).
+
+    Args:
+        spec: The spec of a decorated function.
+
+    Returns:
+        Its kind, name, qualified name, signature text, return schema and
+        decorator options, as JSON-safe data.
+    """
     options: dict[str, Any] = {"version": spec.version}
     if spec.kind == "step":
         options["max_visits"] = spec.max_visits
+        if spec.role is not None:
+            options["role"] = spec.role
     if spec.kind == "tool":
         options["idempotent"] = spec.idempotent
         options["reconcile"] = getattr(spec.reconcile, "__qualname__", None)
@@ -63,32 +142,18 @@ def describe(spec: Spec) -> dict[str, Any]:
         "name": spec.name,
         "qualname": spec.qualname,
         "signature": signature_text(spec),
-        "params": [
-            {
-                "name": p.name,
-                "kind": p.kind.name,
-                "annotation": _annotation_text(p.annotation),
-                "default": None if p.default is inspect.Parameter.empty else repr(p.default),
-            }
-            for p in params
-        ],
         "returns": _schema(spec),
         "options": options,
     }
 
 
-def retry_text(retry: Any) -> str:
-    """A stable text of a retry policy (its repr, without memory addresses)."""
-    describe_ = getattr(retry, "describe", None)
-    if callable(describe_):
-        return str(describe_())
-    text = repr(retry)
-    return text if " at 0x" not in text else type(retry).__qualname__
-
-
 def output_schema_hash(spec: Spec) -> str:
     """The hash of a workflow's output schema."""
     return sha256_tag(_schema(spec))
+
+
+def _declared(spec: Spec) -> list[Spec]:
+    return [s for s in (spec_of(u) for u in spec.uses) if s is not None]
 
 
 def definition_hash(spec: Spec) -> str:
@@ -97,35 +162,117 @@ def definition_hash(spec: Spec) -> str:
     return sha256_tag({"workflow": describe(spec), "uses": uses})
 
 
-def _declared(spec: Spec) -> list[Spec]:
-    from ._spec import spec_of
+def capability_key(spec: Spec) -> str:
+    """The manifest key of a capability, e.g. ``tools.score``."""
+    return f"{SECTIONS[spec.kind]}.{spec.name}"
 
-    found = []
-    for u in spec.uses:
-        s = spec_of(u)
-        if s is not None:
-            found.append(s)
-    return found
+
+def _entry(spec: Spec) -> dict[str, Any]:
+    if spec.kind == "workflow":
+        return {"definition_hash": definition_hash(spec)}
+    return describe(spec)
 
 
 def run_manifest(spec: Spec, models: dict[str, str]) -> dict[str, Any]:
-    """The manifest a run records at its start: the workflow, what it declares, the models."""
-    caps: dict[str, Any] = {}
-    for s in _declared(spec):
-        caps[f"{_plural(s.kind)}.{s.name}"] = describe(s)
-    return {
-        "workflow": describe(spec),
-        "capabilities": caps,
-        "models": dict(sorted(models.items())),
-    }
+    """The manifest a run records at its start.
+
+    It covers the workflow, every capability its code reaches or declares
+    (so that a resume can compare whichever of them the log shows used),
+    the names of the declared ones, and the model slot mapping.
+
+    Args:
+        spec: The workflow's spec.
+        models: The model slot mapping given to ``run_workflow``.
+
+    Returns:
+        The manifest, as JSON-safe data.
+    """
+    manifest: dict[str, Any] = {"workflow": describe(spec)}
+    declared = _declared(spec)
+    manifest["declared"] = sorted({capability_key(s) for s in declared})
+    for section in SECTIONS.values():
+        manifest[section] = {}
+    # Declared capabilities first, so a declared one wins a name clash with a reached one.
+    for s in [*declared, *reachable(spec)]:
+        if s is spec:
+            continue
+        manifest[SECTIONS[s.kind]].setdefault(s.name, _entry(s))
+    manifest["models"] = dict(sorted(models.items()))
+    return manifest
 
 
-def _plural(kind: str) -> str:
-    return {"tool": "tools", "model": "models_calls", "step": "steps", "workflow": "workflows"}[kind]
+def manifest_hash(manifest: dict[str, Any]) -> str:
+    """``sha256:<hex>`` over the manifest's canonical JSON."""
+    return sha256_tag(manifest)
+
+
+def used_keys(rec: Recorded) -> set[str]:
+    """The capability keys (``tools.score``, ``steps.worker``, …) the recorded log used."""
+    keys = {f"steps.{step_name(path)}" for path in rec.steps_started}
+    for intent in rec.intents.values():
+        section = SECTIONS.get(intent.get("kind", ""))
+        if section is not None:
+            keys.add(f"{section}.{intent['name']}")
+    return keys
+
+
+def _relevant(manifest: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    wanted = set(keys)
+    out: dict[str, Any] = {"workflow": manifest.get("workflow")}
+    for section in SECTIONS.values():
+        entries = manifest.get(section) or {}
+        chosen = {n: d for n, d in entries.items() if f"{section}.{n}" in wanted}
+        if chosen:
+            out[section] = chosen
+    out["models"] = manifest.get("models") or {}
+    return out
+
+
+def resume_changes(recorded: dict[str, Any], current: dict[str, Any], used: set[str]) -> list[DriftChange]:
+    """What changed between a run's recorded manifest and the current one, as far as it matters.
+
+    Compared: the workflow, the model mapping, every declared capability
+    (then or now), and every capability the log used that the recorded
+    manifest describes. Capabilities never used and never declared may
+    change freely.
+
+    Args:
+        recorded: The manifest in ``run.started``.
+        current: The manifest the current code and caller give.
+        used: The capability keys the log shows used (``used_keys``).
+
+    Returns:
+        The changes, in key order (empty when the run may resume).
+    """
+    described = {f"{section}.{n}" for section in SECTIONS.values() for n in recorded.get(section) or {}}
+    keys = (used & described) | set(recorded.get("declared") or ()) | set(current.get("declared") or ())
+    return diff(_relevant(recorded, keys), _relevant(current, keys))
+
+
+def run_drift(
+    started: dict[str, Any], spec: Spec, models: dict[str, str], rec: Recorded
+) -> list[DriftChange]:
+    """Every drift between a run's ``run.started`` record and the current code and models.
+
+    Args:
+        started: The run's ``run.started`` data.
+        spec: The workflow's spec as the code defines it now.
+        models: The model slot mapping the caller gives now.
+        rec: The run's recorded events (for what the log used).
+
+    Returns:
+        The manifest changes, then the output schema change if any.
+    """
+    changes = resume_changes(started.get("manifest") or {}, run_manifest(spec, models), used_keys(rec))
+    schema = output_schema_hash(spec)
+    recorded_schema = started.get("output_schema_hash")
+    if recorded_schema not in (None, "", schema):
+        changes.append(DriftChange("workflow.output_schema_hash", recorded_schema, schema))
+    return changes
 
 
 def flatten(manifest: Any, prefix: str = "") -> dict[str, Any]:
-    """Flatten a manifest to ``{"a.b[0].c": leaf}`` for diffs."""
+    """Flatten a manifest to ``{"a.b[0].c": leaf}``."""
     out: dict[str, Any] = {}
     if isinstance(manifest, dict):
         for k, v in manifest.items():
@@ -138,28 +285,48 @@ def flatten(manifest: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def diff(old: dict[str, Any], new: dict[str, Any]) -> list[DriftChange]:
-    """Each leaf that differs between two manifests, as ``DriftChange``s in key order."""
-    a, b = flatten(old), flatten(new)
-    return [
-        DriftChange(key, a.get(key), b.get(key))
-        for key in sorted(a.keys() | b.keys())
-        if a.get(key) != b.get(key)
-    ]
+def diff(old: Any, new: Any, prefix: str = "") -> list[DriftChange]:
+    """Each difference between two manifests, as ``DriftChange``s in key order.
+
+    Where a whole entry exists on one side only (a capability added or
+    removed), the change is reported once for the entry, not per leaf.
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        changes: list[DriftChange] = []
+        for k in sorted(old.keys() | new.keys()):
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if k not in old:
+                changes.append(DriftChange(key, None, new[k]))
+            elif k not in new:
+                changes.append(DriftChange(key, old[k], None))
+            else:
+                changes += diff(old[k], new[k], key)
+        return changes
+    if old != new:
+        return [DriftChange(prefix, old, new)]
+    return []
 
 
-def _show(value: Any) -> str:
-    return "(none)" if value is None else canonical(value)
+def show(value: Any, limit: int = 160) -> str:
+    """A value as a drift message shows it: JSON, ``(none)`` when absent, long ones shortened."""
+    if value is None:
+        return "(none)"
+    text = canonical(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def change_lines(changes: list[DriftChange]) -> str:
+    """The ``- key: old → new`` lines of a drift report."""
+    return "\n".join(f"- {c.key}: {show(c.old)} → {show(c.new)}" for c in changes)
 
 
 def drift_error(
     run_id: str, changes: list[DriftChange], what: str = "code or configuration"
 ) -> CapabilityDriftError:
     """The ``CapabilityDriftError`` listing ``changes`` as ``key: old → new``."""
-    lines = "\n".join(f"- {c.key}: {_show(c.old)} → {_show(c.new)}" for c in changes)
     return CapabilityDriftError(
         f"Run {run_id!r} was started with a different {what}.\n\n"
-        f"Changes detected:\n{lines}\n\n"
+        f"Changes detected:\n{change_lines(changes)}\n\n"
         "To resume cleanly, restore the prior code or configuration and resume.\n"
         "To start fresh, run with a new run_id.",
         run_id=run_id,

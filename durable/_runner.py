@@ -10,10 +10,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ._artifacts import check_artifacts
 from ._context import CURRENT, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
 from ._locks import hold
-from ._manifest import diff, drift_error, output_schema_hash, run_manifest
+from ._manifest import drift_error, manifest_hash, output_schema_hash, run_drift, run_manifest
 from ._recovery import recover_log
 from ._serde import ANY, dumps, from_json, sha256_tag, short_hash, to_json
 from ._sessions import recorded_model_drift
@@ -21,7 +22,6 @@ from ._spec import Spec, spec_of
 from ._world import World
 from .errors import (
     ConfigurationError,
-    DriftChange,
     RunFailedError,
     RunInterrupted,
     RunTimeoutError,
@@ -184,7 +184,7 @@ def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tupl
         "input": data,
         "input_hash": input_hash,
         "manifest": manifest,
-        "manifest_hash": sha256_tag(manifest),
+        "manifest_hash": manifest_hash(manifest),
         "models": run.models,
         "output_schema_hash": output_schema_hash(spec),
         "format_version": LOG_FORMAT_VERSION,
@@ -220,12 +220,10 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
     if model_drift is not None:
         raise model_drift
-    changes = diff(started.get("manifest", {}), run_manifest(spec, run.models))
-    schema = output_schema_hash(spec)
-    if started.get("output_schema_hash") not in (None, "", schema):
-        changes.append(DriftChange("workflow.output_schema_hash", started["output_schema_hash"], schema))
+    changes = run_drift(started, spec, run.models, rec)
     if changes:
         raise drift_error(rid, changes)
+    check_artifacts(run.world, rec, rid)
     terminal = rec.terminal
     if terminal is not None:
         kind, data = terminal

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+from ._artifacts import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._log import EventLog, MemoryLog, RunInfo
 from ._sqlite import SqliteLog
@@ -35,6 +36,9 @@ class World:
         durability: ``"process"`` or ``"power"``.
         clock: The wall clock (seconds since the epoch), injectable for tests.
         sleep: The async sleep, injectable for tests.
+        artifacts: Where artifact payloads live (files under ``artifacts/``, or memory).
+        artifact_threshold: Step outputs whose JSON is longer than this many
+            characters are stored as artifacts and referenced from the log.
     """
 
     def __init__(
@@ -46,7 +50,17 @@ class World:
         durability: Durability = "process",
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Awaitable[None]] | None = None,
+        artifacts: ArtifactStore | None = None,
+        artifact_threshold: int = DEFAULT_THRESHOLD,
     ):
+        if (
+            isinstance(artifact_threshold, bool)
+            or not isinstance(artifact_threshold, int)
+            or (artifact_threshold < 0)
+        ):
+            raise ConfigurationError(
+                f"artifact_threshold must be an int >= 0 (characters of JSON), not {artifact_threshold!r}."
+            )
         self.log = log
         self.locks = locks
         self.data_dir = data_dir
@@ -54,6 +68,14 @@ class World:
         self.clock: Callable[[], float] = clock or time.time
         self.sleep: Callable[[float], Awaitable[None]] = sleep or asyncio.sleep
         self.extensions: dict[str, Any] = {}
+        if artifacts is None:
+            artifacts = (
+                MemoryArtifacts()
+                if data_dir is None
+                else FileArtifacts(data_dir, fsync=durability == "power")
+            )
+        self.artifacts: ArtifactStore = artifacts
+        self.artifact_threshold = artifact_threshold
 
     def events(self, run_id: str) -> list[Event]:
         """The run's events, in seq order.
@@ -124,6 +146,7 @@ def local_world(
     durability: Durability = "process",
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    artifact_threshold: int = DEFAULT_THRESHOLD,
 ) -> World:
     """A world in a data directory: ``events.db`` (SQLite, WAL) and folders beside it.
 
@@ -133,6 +156,8 @@ def local_world(
             ``"power"`` also survives power loss (``synchronous=FULL``, one fsync per commit).
         clock: Replaces ``time.time`` (tests).
         sleep: Replaces ``asyncio.sleep`` for durable sleeps and backoffs (tests).
+        artifact_threshold: Step outputs whose JSON is longer than this many characters
+            are stored under ``artifacts/`` and referenced from the log.
 
     Returns:
         The world. Close it with ``world.close()`` or use it as a context manager.
@@ -170,6 +195,7 @@ def local_world(
         durability=durability,
         clock=clock,
         sleep=sleep,
+        artifact_threshold=artifact_threshold,
     )
 
 
@@ -177,11 +203,12 @@ def memory_world(
     *,
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    artifact_threshold: int = DEFAULT_THRESHOLD,
 ) -> World:
-    """A world held in this process (``MemoryLog``): for tests and experiments.
+    """A world held in this process (``MemoryLog``, artifacts in memory): for tests and experiments.
 
     Example:
         >>> memory_world().runs()
         []
     """
-    return World(MemoryLog(), MemoryLocks(), clock=clock, sleep=sleep)
+    return World(MemoryLog(), MemoryLocks(), clock=clock, sleep=sleep, artifact_threshold=artifact_threshold)

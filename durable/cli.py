@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ._replay import Recorded
+from ._verify import import_workflow, parse_models, report_text, verify_run
 from ._world import World, local_world
 from .errors import DurableError, RunNotFoundError
 
@@ -170,6 +171,37 @@ def _replay(world: World, a: argparse.Namespace) -> Any:
     }
 
 
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    _run_id_arg(p)
+    p.add_argument(
+        "--workflow",
+        metavar="MODULE:FUNCTION",
+        help="also check drift against this @workflow in the current code",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="SLOT=ID",
+        help="a model slot mapping to compare (repeatable; default: the recorded mapping)",
+    )
+
+
+@command(
+    "verify",
+    "check a run's log integrity, artifact hashes and (with --workflow) drift; exit 1 on any finding",
+    _verify_args,
+    human=report_text,
+)
+def _verify(world: World, a: argparse.Namespace) -> Any:
+    spec = import_workflow(a.workflow) if a.workflow else None
+    models = parse_models(a.model) if a.model else None
+    report = verify_run(world, a.run_id, spec, models)
+    if not report["ok"]:
+        a.exit_status = 1
+    return report
+
+
 # -- output -------------------------------------------------------------------
 
 
@@ -247,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         world.close()
     if data is not None:
         print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, data))
-    return 0
+    return int(getattr(a, "exit_status", 0))
 
 
 from . import _cli_history  # noqa: E402, F401  (registers the history and maintenance commands)

@@ -216,7 +216,28 @@ class CapabilityDriftError(DurableError):
 
 
 class ArtifactIntegrityError(DurableError):
-    """An artifact's payload is missing or no longer matches its recorded hash."""
+    """An artifact's payload is missing or no longer matches its recorded hash.
+
+    Attributes:
+        artifact: The artifact's name.
+        expected: The hash the log recorded (``sha256:<hex>``).
+        actual: The hash of the payload found, or ``None`` when it is missing.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None = None,
+        path: str | None = None,
+        artifact: str | None = None,
+        expected: str | None = None,
+        actual: str | None = None,
+    ):
+        super().__init__(message, run_id=run_id, path=path)
+        self.artifact = artifact
+        self.expected = expected
+        self.actual = actual
 
 
 class CheckpointNotFoundError(DurableError):

@@ -96,6 +96,8 @@ class StepCompleted(_Event):
     output: Any = None
     output_hash: str
     state_version: int
+    artifact: dict[str, Any] | None = None
+    """The artifact holding the output when it was too large for the log (``output`` is then null)."""
 
 
 class StepFailed(_Event):

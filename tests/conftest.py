@@ -16,7 +16,7 @@ class Worlds:
 
     ``open()`` returns a new ``World`` over the same storage: for ``sqlite`` a new
     connection to the same file, for ``memory`` a new world around the same
-    ``MemoryLog`` (the in-process stand-in for a file that survives).
+    ``MemoryLog`` and artifact store (the in-process stand-in for files that survive).
     """
 
     def __init__(self, kind: str, tmp_path: Path):
@@ -25,18 +25,26 @@ class Worlds:
         self._memory_log: durable.MemoryLog | None = None
         self._memory_locks: object | None = None
         self._memory_extensions: dict[str, object] = {}
+        self._memory_artifacts: object | None = None
         self.opened: list[World] = []
 
     def open(self, **kwargs: object) -> World:
         if self.kind == "sqlite":
             world = durable.local_world(self.data_dir, **kwargs)  # type: ignore[arg-type]
         else:
+            from durable._artifacts import MemoryArtifacts
             from durable._locks import MemoryLocks
 
             if self._memory_log is None:
                 self._memory_log = durable.MemoryLog()
                 self._memory_locks = MemoryLocks()
-            world = World(self._memory_log, self._memory_locks, **kwargs)  # type: ignore[arg-type]
+                self._memory_artifacts = MemoryArtifacts()
+            world = World(
+                self._memory_log,
+                self._memory_locks,  # type: ignore[arg-type]
+                artifacts=self._memory_artifacts,  # type: ignore[arg-type]
+                **kwargs,  # type: ignore[arg-type]
+            )
             world.extensions = self._memory_extensions  # outer-loop manifests survive like files
         self.opened.append(world)
         return world

@@ -1,0 +1,43 @@
+"""Load the recorded runs under ``tests/data/`` into a world of either backend."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from conftest import Worlds
+
+from durable import World
+from durable._artifacts import MemoryArtifacts
+from durable._log import Append
+
+DATA = Path(__file__).parent / "data"
+RUN_ID = "run_recorded"
+
+
+def load(worlds: Worlds, case: str) -> World:
+    """A world holding the recorded case's runs and artifacts, as a restarted process finds them."""
+    world = worlds.open()
+    rows = [json.loads(line) for line in (DATA / case / "events.jsonl").read_text().splitlines()]
+    runs: dict[str, list[dict[str, object]]] = {}
+    for row in rows:
+        runs.setdefault(str(row["run_id"]), []).append(row)
+    for run_id, run_rows in runs.items():
+        first = run_rows[0]
+        token = world.log.fence(run_id)
+        stored = [(int(r["seq"]), str(r["type"]), json.dumps(r["data"])) for r in run_rows]  # type: ignore[call-overload]
+        created = (str(first["workflow"]), first["parent_run_id"])
+        world.log.append([Append(run_id, stored, token, str(first["status"]), created)])  # type: ignore[arg-type]
+    for blob in sorted((DATA / case / "artifacts").rglob("*")):
+        if not blob.is_file():
+            continue
+        if isinstance(world.artifacts, MemoryArtifacts):
+            if blob.suffix != ".json":
+                world.artifacts.blobs["sha256:" + blob.name] = blob.read_bytes()
+        else:
+            assert world.data_dir is not None
+            target = world.data_dir / blob.relative_to(DATA / case)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(blob, target)
+    return world
