@@ -221,9 +221,7 @@ def _relevant(manifest: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"workflow": manifest.get("workflow")}
     for section in SECTIONS.values():
         entries = manifest.get(section) or {}
-        chosen = {n: d for n, d in entries.items() if f"{section}.{n}" in wanted}
-        if chosen:
-            out[section] = chosen
+        out[section] = {n: d for n, d in entries.items() if f"{section}.{n}" in wanted}
     out["models"] = manifest.get("models") or {}
     return out
 
@@ -302,7 +300,7 @@ def diff(old: Any, new: Any, prefix: str = "") -> list[DriftChange]:
             else:
                 changes += diff(old[k], new[k], key)
         return changes
-    if old != new:
+    if canonical(old) != canonical(new):  # True == 1 in Python, not in a manifest
         return [DriftChange(prefix, old, new)]
     return []
 
