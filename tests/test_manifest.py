@@ -58,7 +58,10 @@ def test_signature_text_shows_every_parameter_kind() -> None:
 
 def test_signature_text_is_the_same_with_postponed_annotations(monkeypatch: pytest.MonkeyPatch) -> None:
     """``from __future__ import annotations`` does not change a description."""
-    body = "import durable\n\n@durable.tool\nasync def f(x: int, y: list[str]) -> dict[str, int]:\n    return {}\n"
+    body = (
+        "import durable\n\n@durable.tool\n"
+        "async def f(x: int, y: list[str]) -> dict[str, int]:\n    return {}\n"
+    )
     plain = load_source(monkeypatch, "sig_mod", body)
     eager = describe(_spec(plain.f))
     postponed = load_source(monkeypatch, "sig_mod", "from __future__ import annotations\n" + body)
