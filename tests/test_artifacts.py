@@ -174,7 +174,7 @@ def test_tampered_artifact_stops_the_resume_before_anything_runs(worlds: Worlds)
     _tamper(world, ref, b"changed")
     STOP["on"] = False
     before = world.log.read("p1")
-    with pytest.raises(ArtifactIntegrityError, match="report.md"):
+    with pytest.raises(ArtifactIntegrityError, match=r"report\.md"):
         _publish(worlds.open())
     assert worlds.open().log.read("p1") == before
 
