@@ -58,6 +58,11 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _is_code(value: Any) -> bool:
+    # A decorated function passes isfunction too: its proxy reports the wrapped class.
+    return inspect.isfunction(value) or isinstance(value, staticmethod | classmethod | functools.partial)
+
+
 class _Walk:
     def __init__(self) -> None:
         self.seen: set[int] = set()
@@ -87,7 +92,8 @@ class _Walk:
                 self.function(fn)
         elif inspect.isclass(obj):
             if not _is_library(obj.__module__):
-                self.many(vars(obj).values())
+                # Methods only: class-level data (a pydantic model's schema, say) is not code.
+                self.many([v for v in vars(obj).values() if _is_code(v)])
         elif isinstance(obj, list | tuple | set | frozenset):
             self.many(obj)
         elif isinstance(obj, dict):

@@ -115,16 +115,32 @@ def retry_text(retry: Any) -> str:
     return _stable(repr(retry))
 
 
-def describe(spec: Spec) -> dict[str, Any]:
+Cache = dict[Spec, dict[str, Any]]
+"""Descriptions already computed, per spec (a world keeps one; specs do not change)."""
+
+
+def manifest_cache(world: Any) -> Cache:
+    """The description cache a world keeps in ``world.extensions`` (one per world, no global)."""
+    cache: Cache = world.extensions.setdefault("durable.descriptions", {})
+    return cache
+
+
+def describe(spec: Spec, cache: Cache | None = None) -> dict[str, Any]:
     """The canonical description of one decorated function (what drift compares).
 
     Args:
         spec: The spec of a decorated function.
+        cache: Descriptions computed before, reused and filled (never mutate its values).
 
     Returns:
         Its kind, name, qualified name, signature text, return schema and
         decorator options, as JSON-safe data.
     """
+    if cache is not None:
+        found = cache.get(spec)
+        if found is None:
+            found = cache[spec] = describe(spec)
+        return found
     options: dict[str, Any] = {"version": spec.version}
     if spec.kind == "step":
         options["max_visits"] = spec.max_visits
@@ -147,19 +163,19 @@ def describe(spec: Spec) -> dict[str, Any]:
     }
 
 
-def output_schema_hash(spec: Spec) -> str:
+def output_schema_hash(spec: Spec, cache: Cache | None = None) -> str:
     """The hash of a workflow's output schema."""
-    return sha256_tag(_schema(spec))
+    return sha256_tag(describe(spec, cache)["returns"])
 
 
 def _declared(spec: Spec) -> list[Spec]:
     return [s for s in (spec_of(u) for u in spec.uses) if s is not None]
 
 
-def definition_hash(spec: Spec) -> str:
+def definition_hash(spec: Spec, cache: Cache | None = None) -> str:
     """The hash of a workflow's own description and of the capabilities it declares."""
-    uses = sorted((describe(u) for u in _declared(spec)), key=canonical)
-    return sha256_tag({"workflow": describe(spec), "uses": uses})
+    uses = sorted((describe(u, cache) for u in _declared(spec)), key=canonical)
+    return sha256_tag({"workflow": describe(spec, cache), "uses": uses})
 
 
 def capability_key(spec: Spec) -> str:
@@ -167,13 +183,13 @@ def capability_key(spec: Spec) -> str:
     return f"{SECTIONS[spec.kind]}.{spec.name}"
 
 
-def _entry(spec: Spec) -> dict[str, Any]:
+def _entry(spec: Spec, cache: Cache | None) -> dict[str, Any]:
     if spec.kind == "workflow":
-        return {"definition_hash": definition_hash(spec)}
-    return describe(spec)
+        return {"definition_hash": definition_hash(spec, cache)}
+    return describe(spec, cache)
 
 
-def run_manifest(spec: Spec, models: dict[str, str]) -> dict[str, Any]:
+def run_manifest(spec: Spec, models: dict[str, str], cache: Cache | None = None) -> dict[str, Any]:
     """The manifest a run records at its start.
 
     It covers the workflow, every capability its code reaches or declares
@@ -183,11 +199,12 @@ def run_manifest(spec: Spec, models: dict[str, str]) -> dict[str, Any]:
     Args:
         spec: The workflow's spec.
         models: The model slot mapping given to ``run_workflow``.
+        cache: Descriptions computed before (see ``describe``).
 
     Returns:
         The manifest, as JSON-safe data.
     """
-    manifest: dict[str, Any] = {"workflow": describe(spec)}
+    manifest: dict[str, Any] = {"workflow": describe(spec, cache)}
     declared = _declared(spec)
     manifest["declared"] = sorted({capability_key(s) for s in declared})
     for section in SECTIONS.values():
@@ -196,7 +213,9 @@ def run_manifest(spec: Spec, models: dict[str, str]) -> dict[str, Any]:
     for s in [*declared, *reachable(spec)]:
         if s is spec:
             continue
-        manifest[SECTIONS[s.kind]].setdefault(s.name, _entry(s))
+        section = manifest[SECTIONS[s.kind]]
+        if s.name not in section:
+            section[s.name] = _entry(s, cache)
     manifest["models"] = dict(sorted(models.items()))
     return manifest
 
@@ -248,7 +267,11 @@ def resume_changes(recorded: dict[str, Any], current: dict[str, Any], used: set[
 
 
 def run_drift(
-    started: dict[str, Any], spec: Spec, models: dict[str, str], rec: Recorded
+    started: dict[str, Any],
+    spec: Spec,
+    models: dict[str, str],
+    rec: Recorded,
+    cache: Cache | None = None,
 ) -> list[DriftChange]:
     """Every drift between a run's ``run.started`` record and the current code and models.
 
@@ -257,12 +280,14 @@ def run_drift(
         spec: The workflow's spec as the code defines it now.
         models: The model slot mapping the caller gives now.
         rec: The run's recorded events (for what the log used).
+        cache: Descriptions computed before (see ``describe``).
 
     Returns:
         The manifest changes, then the output schema change if any.
     """
-    changes = resume_changes(started.get("manifest") or {}, run_manifest(spec, models), used_keys(rec))
-    schema = output_schema_hash(spec)
+    current = run_manifest(spec, models, cache)
+    changes = resume_changes(started.get("manifest") or {}, current, used_keys(rec))
+    schema = output_schema_hash(spec, cache)
     recorded_schema = started.get("output_schema_hash")
     if recorded_schema not in (None, "", schema):
         changes.append(DriftChange("workflow.output_schema_hash", recorded_schema, schema))

@@ -14,7 +14,14 @@ from ._artifacts import check_artifacts
 from ._context import CURRENT, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
 from ._locks import hold
-from ._manifest import drift_error, manifest_hash, output_schema_hash, run_drift, run_manifest
+from ._manifest import (
+    drift_error,
+    manifest_cache,
+    manifest_hash,
+    output_schema_hash,
+    run_drift,
+    run_manifest,
+)
 from ._recovery import recover_log
 from ._serde import ANY, dumps, from_json, sha256_tag, short_hash, to_json
 from ._sessions import recorded_model_drift
@@ -178,7 +185,8 @@ async def drive(
 
 
 def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tuple[str, str] | None) -> None:
-    manifest = run_manifest(spec, run.models)
+    cache = manifest_cache(run.world)
+    manifest = run_manifest(spec, run.models, cache)
     started = {
         "workflow": spec.name,
         "input": data,
@@ -186,7 +194,7 @@ def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tupl
         "manifest": manifest,
         "manifest_hash": manifest_hash(manifest),
         "models": run.models,
-        "output_schema_hash": output_schema_hash(spec),
+        "output_schema_hash": output_schema_hash(spec, cache),
         "format_version": LOG_FORMAT_VERSION,
     }
     if parent is not None:
@@ -220,7 +228,7 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
     if model_drift is not None:
         raise model_drift
-    changes = run_drift(started, spec, run.models, rec)
+    changes = run_drift(started, spec, run.models, rec, manifest_cache(run.world))
     if changes:
         raise drift_error(rid, changes)
     check_artifacts(run.world, rec, rid)
