@@ -6,11 +6,10 @@ import json
 import shutil
 from pathlib import Path
 
-from conftest import Worlds
-
 from durable import World
 from durable._artifacts import MemoryArtifacts
 from durable._log import Append
+from tests.conftest import Worlds
 
 DATA = Path(__file__).parent / "data"
 RUN_ID = "run_recorded"

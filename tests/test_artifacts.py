@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Worlds
 
 import durable
 from durable import ArtifactIntegrityError, ArtifactRef, ConfigurationError, World
 from durable._artifacts import MemoryArtifacts
+from tests.conftest import Worlds
 
 
 class Crash(BaseException):

@@ -7,11 +7,11 @@ import types
 from typing import Any
 
 import pytest
-from codegen import load_source
-from conftest import Worlds
 
 import durable
 from durable import CapabilityDriftError, World
+from tests.codegen import load_source
+from tests.conftest import Worlds
 
 SOURCE = """
 import durable

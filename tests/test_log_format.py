@@ -8,13 +8,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import Worlds
 
 import durable
 from durable import LogFormatError
 from durable._log import Append
 from durable.cli import main
 from durable.events import LOG_FORMAT_VERSION
+from tests.conftest import Worlds
 
 
 @durable.workflow

@@ -10,9 +10,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-import drift_app
 import pytest
-from codegen import load_source
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +26,8 @@ from durable._manifest import (
     signature_text,
 )
 from durable._spec import Spec, spec_of
+from tests import drift_app
+from tests.codegen import load_source
 
 
 def _spec(fn: Any) -> Spec:
@@ -51,7 +51,7 @@ async def _kinds(a: int, /, b: str = "x", *args: int, c: _Opaque = _OPAQUE, **kw
 def test_signature_text_shows_every_parameter_kind() -> None:
     """Positional-only, defaults, ``*args``, keyword-only and ``**kw`` all appear as Python writes them."""
     assert signature_text(_spec(_kinds)) == (
-        "(a: int, /, b: str = 'x', *args: int, c: _Opaque = <test_manifest._Opaque object>, "
+        "(a: int, /, b: str = 'x', *args: int, c: _Opaque = <tests.test_manifest._Opaque object>, "
         "**kw: float) -> list[int]"
     )
 
@@ -115,7 +115,7 @@ def test_manifest_keys_follow_the_documented_sections() -> None:
 _HASH_SCRIPT = """
 import sys
 sys.path.insert(0, sys.argv[1])
-import drift_app
+from tests import drift_app
 from durable._manifest import manifest_hash, run_manifest
 from durable._spec import spec_of
 print(manifest_hash(run_manifest(spec_of(drift_app.review), {"worker": "gpt-5", "planner": "o3"})))
@@ -124,12 +124,12 @@ print(manifest_hash(run_manifest(spec_of(drift_app.review), {"worker": "gpt-5", 
 
 def test_manifest_hash_is_stable_across_processes_and_hash_seeds() -> None:
     """Two processes with different hash seeds compute the same manifest hash as this one."""
-    here = str(Path(__file__).parent)
+    root = str(Path(__file__).parent.parent)
     hashes = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         out = subprocess.run(
-            [sys.executable, "-c", _HASH_SCRIPT, here], env=env, capture_output=True, text=True, check=True
+            [sys.executable, "-c", _HASH_SCRIPT, root], env=env, capture_output=True, text=True, check=True
         )
         hashes.add(out.stdout.strip())
     local = manifest_hash(run_manifest(_spec(drift_app.review), {"planner": "o3", "worker": "gpt-5"}))

@@ -10,10 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-import drift_app
 import pytest
-from conftest import Worlds
-from recorded import RUN_ID, load
 
 import durable
 from durable import (
@@ -23,6 +20,9 @@ from durable import (
     RunFailedError,
     World,
 )
+from tests import drift_app
+from tests.conftest import Worlds
+from tests.recorded import RUN_ID, load
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import Worlds
-from recorded import RUN_ID, load
 
 from durable import SqliteLog
 from durable.cli import main
+from tests.conftest import Worlds
+from tests.recorded import RUN_ID, load
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def _verify(data_dir: Path, *args: str) -> int:
 def test_clean_run_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A sound log with intact artifacts and unchanged code exits 0."""
     data = _load(tmp_path, "clean")
-    assert _verify(data, "--workflow", "drift_app:review", "--json") == 0
+    assert _verify(data, "--workflow", "tests.drift_app:review", "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is True
     assert report["problems"] == []
@@ -46,7 +46,7 @@ def test_clean_run_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_drift_is_reported_with_the_change_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """With ``--workflow`` a drifted run exits 1 and prints the same ``key: old → new`` lines."""
     data = _load(tmp_path, "signature")
-    assert _verify(data, "--workflow", "drift_app:review") == 1
+    assert _verify(data, "--workflow", "tests.drift_app:review") == 1
     out = capsys.readouterr().out
     assert (
         '- tools.score.signature: "(candidate_id: str) -> int" → '
@@ -67,7 +67,9 @@ def test_drift_is_not_checked_without_the_workflow(
 def test_model_mapping_can_be_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--model SLOT=ID`` compares another mapping, for the run and each child run."""
     data = _load(tmp_path, "clean")
-    assert _verify(data, "--workflow", "drift_app:review", "--model", "worker=gpt-4o-mini", "--json") == 1
+    assert (
+        _verify(data, "--workflow", "tests.drift_app:review", "--model", "worker=gpt-4o-mini", "--json") == 1
+    )
     changes = json.loads(capsys.readouterr().out)["changes"]
     assert changes[0] == {"key": "models.worker", "old": "gpt-5", "new": "gpt-4o-mini"}
     assert [c["key"] for c in changes[1:]] == [
@@ -125,7 +127,9 @@ def test_unknown_run_is_one_line_and_exit_1(tmp_path: Path, capsys: pytest.Captu
     assert "no run 'nope'" in err
 
 
-@pytest.mark.parametrize("target", ["drift_app", "drift_app:nothing", "no_such_module:x", "drift_app:score"])
+@pytest.mark.parametrize(
+    "target", ["tests.drift_app", "tests.drift_app:nothing", "no_such_module:x", "tests.drift_app:score"]
+)
 def test_bad_workflow_target_is_one_line_and_exit_1(
     tmp_path: Path, target: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

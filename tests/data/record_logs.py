@@ -47,14 +47,14 @@ DERIVED = {"tampered_artifact": "clean", "missing_artifact": "clean", "newer_for
 
 
 def _load_app(old: str, new: str) -> types.ModuleType:
-    """Import the app as module ``drift_app``, with ``old`` replaced by ``new`` in its source."""
+    """Import the app as module ``tests.drift_app``, with ``old`` replaced by ``new`` in its source."""
     source = APP.read_text()
     if old:
         assert old in source, f"{old!r} is not in {APP.name}"
         source = source.replace(old, new)
-    module = types.ModuleType("drift_app")
+    module = types.ModuleType("tests.drift_app")
     module.__file__ = str(APP)
-    sys.modules["drift_app"] = module
+    sys.modules["tests.drift_app"] = module
     exec(compile(source, str(APP), "exec"), module.__dict__)
     return module
 
