@@ -235,6 +235,17 @@ def used_keys(rec: Recorded) -> set[str]:
     return keys
 
 
+def undescribed(recorded: dict[str, Any], rec: Recorded) -> list[str]:
+    """Capability keys the log used that the recorded manifest does not describe.
+
+    Drift cannot be checked for these (the workflow reached them in a way the
+    walk of its code did not see); declaring them with ``uses=`` fixes that.
+    ``save_artifact``, durable's own effect, is not a capability and is left out.
+    """
+    described = {f"{section}.{n}" for section in SECTIONS.values() for n in recorded.get(section) or {}}
+    return sorted(used_keys(rec) - described - {"tools.save_artifact"})
+
+
 def _relevant(manifest: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     wanted = set(keys)
     out: dict[str, Any] = {"workflow": manifest.get("workflow")}

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from ._artifacts import referenced, verify_payload
 from ._capabilities import reachable
-from ._manifest import change_lines, run_drift
+from ._manifest import change_lines, run_drift, undescribed
 from ._replay import Recorded
 from ._spec import Spec, spec_of
 from ._world import World
@@ -88,6 +88,8 @@ def _check_run(
         except ArtifactIntegrityError as exc:
             report["problems"].append(str(exc).splitlines()[0])
     started = rec.started or {}
+    prefix = "" if run_id == report["run_id"] else f"{run_id}: "
+    report["undescribed"] += [prefix + key for key in undescribed(started.get("manifest") or {}, rec)]
     if spec is not None:
         if started.get("workflow") != spec.name:
             report["problems"].append(
@@ -96,9 +98,7 @@ def _check_run(
         else:
             use = models if models is not None else dict(started.get("models") or {})
             for c in run_drift(started, spec, use, rec):
-                report["drift"].append(
-                    DriftChange(c.key if run_id == report["run_id"] else f"{run_id}: {c.key}", c.old, c.new)
-                )
+                report["drift"].append(DriftChange(prefix + c.key, c.old, c.new))
     children = {s.name: s for s in reachable(spec)} if spec is not None else {}
     for intent in rec.intents.values():
         child = intent.get("child_run_id")
@@ -132,6 +132,7 @@ def verify_run(
         "artifacts": 0,
         "problems": [],
         "drift": [],
+        "undescribed": [],
     }
     integrity = getattr(world.log, "integrity_check", None)
     if callable(integrity):
@@ -155,6 +156,11 @@ def report_text(report: dict[str, Any]) -> str:
         f"{report['artifacts']} artifact(s)"
         + ("" if report["drift_checked"] else "; drift not checked (pass --workflow module:function)"),
     ]
+    if report["undescribed"]:
+        lines += [
+            "",
+            "Used but not in the recorded manifest (drift not checked; declare them with uses=[...]):",
+        ] + [f"- {key}" for key in report["undescribed"]]
     if report["problems"]:
         lines += ["", "Problems:"] + [f"- {p}" for p in report["problems"]]
     if report["changes"]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+import durable
 from durable import SqliteLog
 from durable.cli import main
+from tests.codegen import load_source
 from tests.conftest import Worlds
 from tests.recorded import RUN_ID, load
 
@@ -39,6 +42,7 @@ def test_clean_run_verifies(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert report["ok"] is True
     assert report["problems"] == []
     assert report["changes"] == []
+    assert report["undescribed"] == []
     assert report["artifacts"] == 2
     assert len(report["runs"]) == 3
 
@@ -166,3 +170,31 @@ def test_real_integrity_check_of_a_sound_file_is_ok(tmp_path: Path) -> None:
         assert log.integrity_check() == "ok"
     finally:
         log.close()
+
+
+_HIDDEN = """
+import durable
+
+
+@durable.tool
+async def hidden(x: int) -> int:
+    return x
+
+
+@durable.workflow
+async def sneaky(x: int) -> int:
+    return await globals()["hid" + "den"](x)
+"""
+
+
+def test_capability_the_walk_cannot_see_is_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tool reached by a computed name is listed as used but not described, with the fix to apply."""
+    mod = load_source(monkeypatch, "hidden_app", _HIDDEN)
+    with durable.local_world(tmp_path) as world:
+        assert asyncio.run(durable.run_workflow(mod.sneaky, 3, world=world, run_id=RUN_ID)) == 3
+    assert _verify(tmp_path, "--workflow", "hidden_app:sneaky") == 0
+    out = capsys.readouterr().out
+    assert "Used but not in the recorded manifest (drift not checked; declare them with uses=[...]):" in out
+    assert "- tools.hidden" in out
