@@ -54,7 +54,12 @@ class Worlds:
         from tests.crash import CrashingLog
 
         inner = self.open(**kwargs)
-        world = World(CrashingLog(inner.log, when), inner.locks, data_dir=inner.data_dir)  # type: ignore[arg-type]
+        world = World(
+            CrashingLog(inner.log, when),  # type: ignore[arg-type]
+            inner.locks,
+            data_dir=inner.data_dir,
+            artifacts=inner.artifacts,
+        )
         world.extensions = inner.extensions
         return world
 
