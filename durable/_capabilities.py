@@ -58,6 +58,14 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _spec(value: Any) -> Spec | None:
+    """``spec_of``, for any object at all: a hostile ``__getattr__`` counts as not decorated."""
+    try:
+        return spec_of(value)
+    except Exception:
+        return None
+
+
 def _is_code(value: Any) -> bool:
     # A decorated function passes isfunction too: its proxy reports the wrapped class.
     return inspect.isfunction(value) or isinstance(value, staticmethod | classmethod | functools.partial)
@@ -72,7 +80,7 @@ class _Walk:
         if id(obj) in self.seen:
             return
         self.seen.add(id(obj))
-        spec = spec_of(obj)
+        spec = _spec(obj)
         if spec is not None:
             self.found[id(spec)] = spec
             if spec.kind == "workflow":  # a child run: its own manifest covers what it uses
@@ -132,11 +140,13 @@ class _Walk:
         self.many((getattr(fn, "__kwdefaults__", None) or {}).values())
 
     def module_attrs(self, module: types.ModuleType, names: set[str]) -> None:
+        library = _is_library(module.__name__)
         for name in sorted(names):
-            value = getattr(module, name, None)
-            if value is None:
+            try:
+                value = getattr(module, name, None)
+            except Exception:  # a module's own __getattr__ may raise anything
                 continue
-            if spec_of(value) is not None or not _is_library(module.__name__):
+            if value is not None and (not library or _spec(value) is not None):
                 self.visit(value)
 
 

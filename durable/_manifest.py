@@ -48,6 +48,13 @@ def _annotation_text(annotation: Any, module: str) -> str:
     return _stable(inspect.formatannotation(annotation, module)).replace(module + ".", "")
 
 
+def _default_text(value: Any) -> str:
+    try:
+        return _stable(repr(value))
+    except Exception:  # a repr that fails still names a stable type
+        return f"<{type(value).__qualname__}>"
+
+
 def _hints(spec: Spec) -> dict[str, Any]:
     hints: dict[str, Any] = spec._hints()
     return hints
@@ -85,7 +92,7 @@ def signature_text(spec: Spec) -> str:
         if annotation is not _P.empty:
             text += ": " + _annotation_text(annotation, module)
         if p.default is not _P.empty:
-            text += (" = " if annotation is not _P.empty else "=") + _stable(repr(p.default))
+            text += (" = " if annotation is not _P.empty else "=") + _default_text(p.default)
         parts.append(text)
         last_positional_only = p.kind is _P.POSITIONAL_ONLY and (
             i + 1 == len(params) or params[i + 1].kind is not _P.POSITIONAL_ONLY

@@ -345,3 +345,37 @@ def test_reachable_follows_globals_closures_modules_registries_and_classes(
         ("tool", "via_closure"),
         ("workflow", "child"),
     }
+
+
+_HOSTILE = """
+import durable
+
+
+class Hostile:
+    def __getattr__(self, name):
+        raise RuntimeError("no attributes here")
+
+    def __repr__(self):
+        raise RuntimeError("no repr either")
+
+
+THING = Hostile()
+
+
+@durable.tool
+async def use(x: int, thing: object = THING) -> int:
+    return x
+
+
+@durable.workflow
+async def flow(x: int) -> int:
+    THING
+    return await use(x)
+"""
+
+
+def test_hostile_objects_in_the_code_do_not_break_a_manifest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects whose attribute access or repr raises are skipped or named by their type."""
+    mod = load_source(monkeypatch, "hostile_app", _HOSTILE)
+    manifest = run_manifest(_spec(mod.flow), {})
+    assert manifest["tools"]["use"]["signature"] == "(x: int, thing: object = <Hostile>) -> int"
