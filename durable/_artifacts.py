@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ._context import CURRENT, RunContext
 from ._decorators import make_decorator
@@ -109,14 +109,6 @@ class FileArtifacts:
     def resolve(self, location: str | None) -> Path | None:
         return None if location is None else self.data_dir / location
 
-    def manifest(self, sha256: str) -> dict[str, Any] | None:
-        """The JSON manifest written with the payload, or ``None``."""
-        try:
-            data: dict[str, Any] = json.loads(self._blob(_hex(sha256)).with_suffix(".json").read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-        return data
-
 
 class MemoryArtifacts:
     """Artifacts held in this process (``memory_world()``)."""
@@ -161,7 +153,7 @@ class ArtifactRef(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    sha256: str
+    sha256: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
     size: int
     media_type: str | None = None
     run_id: str | None = None
@@ -329,12 +321,29 @@ def _is_ref(value: Any) -> bool:
     )
 
 
-def referenced(rec: Recorded) -> list[tuple[ArtifactRef, str | None]]:
-    """Every artifact a run's log references, with the step path whose output it holds."""
+def _ref(data: dict[str, Any], run_id: str) -> ArtifactRef:
+    try:
+        return ArtifactRef.model_validate(data)
+    except ValidationError as exc:  # never let a damaged log name a file outside artifacts/
+        raise ArtifactIntegrityError(
+            f"run {run_id!r}: the log holds a malformed artifact reference {data!r}; the log is "
+            "damaged. Restore it from a backup, or start a new run id.",
+            run_id=run_id,
+            artifact=str(data.get("name")),
+            expected=str(data.get("sha256")),
+        ) from exc
+
+
+def referenced(rec: Recorded, run_id: str = "") -> list[tuple[ArtifactRef, str | None]]:
+    """Every artifact a run's log references, with the step path whose output it holds.
+
+    Raises:
+        ArtifactIntegrityError: A reference in the log is malformed.
+    """
     refs: list[tuple[ArtifactRef, str | None]] = []
     for path, d in rec.steps_completed.items():
         if _is_ref(d.get("artifact")):
-            refs.append((ArtifactRef.model_validate(d["artifact"]), path))
+            refs.append((_ref(d["artifact"], run_id), path))
     for key, intent in rec.intents.items():
         receipt = rec.receipts.get(key)
         if (
@@ -344,7 +353,7 @@ def referenced(rec: Recorded) -> list[tuple[ArtifactRef, str | None]]:
             and receipt.get("outcome") == "ok"
             and _is_ref(receipt.get("result"))
         ):
-            refs.append((ArtifactRef.model_validate(receipt["result"]), None))
+            refs.append((_ref(receipt["result"], run_id), None))
     return refs
 
 
@@ -354,7 +363,7 @@ def check_artifacts(world: World, rec: Recorded, run_id: str) -> None:
     Raises:
         ArtifactIntegrityError: A payload is missing or changed.
     """
-    for ref, path in referenced(rec):
+    for ref, path in referenced(rec, run_id):
         data = world.artifacts.get(ref.sha256)
         verify_payload(ref, data, run_id=run_id)
         if path is not None:

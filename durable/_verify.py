@@ -81,7 +81,12 @@ def _check_run(
     except (KeyError, TypeError, ValueError) as exc:
         report["problems"].append(f"run {run_id!r}: the log cannot be replayed ({type(exc).__name__}: {exc})")
         return
-    for ref, _path in referenced(rec):
+    try:
+        refs = referenced(rec, run_id)
+    except ArtifactIntegrityError as exc:
+        report["problems"].append(str(exc).splitlines()[0])
+        refs = []
+    for ref, _path in refs:
         report["artifacts"] += 1
         try:
             verify_payload(ref, world.artifacts.get(ref.sha256), run_id=run_id)

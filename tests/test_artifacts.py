@@ -12,7 +12,8 @@ import pytest
 
 import durable
 from durable import ArtifactIntegrityError, ArtifactRef, ConfigurationError, World
-from durable._artifacts import MemoryArtifacts
+from durable._artifacts import MemoryArtifacts, check_artifacts
+from durable._replay import Recorded
 from tests.conftest import Worlds
 
 
@@ -219,3 +220,17 @@ def test_small_step_output_stays_in_the_event(world: World) -> None:
     done = next(e for e in world.events("t") if e.type == "step.completed")
     assert done.output == ["row 0", "row 1"]
     assert done.artifact is None
+
+
+def test_malformed_reference_in_the_log_is_refused(worlds: Worlds) -> None:
+    """A reference whose hash is not ``sha256:<64 hex>`` (say ``../``) fails as damage, reading nothing."""
+    world = worlds.open()
+    with pytest.raises(Crash):
+        _publish(world)
+    rows = world.log.read("p1")
+    seq, _, data = next(r for r in rows if r[1] == "effect.receipt")
+    bad = json.loads(data)
+    bad["result"]["sha256"] = "sha256:../../events.db"
+    rec = Recorded.from_rows([(s, t, json.dumps(bad) if s == seq else d) for s, t, d in rows], "p1")
+    with pytest.raises(ArtifactIntegrityError, match="malformed artifact reference"):
+        check_artifacts(world, rec, "p1")
