@@ -232,13 +232,40 @@ def manifest_hash(manifest: dict[str, Any]) -> str:
     return sha256_tag(manifest)
 
 
+_SESSION_LISTS = {"tools": "availableTools", "workflows": "availableWorkflows"}
+
+
+def _session_covers(rec: Recorded, where: str, section: str, name: str) -> bool:
+    """Whether a recorded session around ``where`` lists this tool or workflow in its manifest.
+
+    Such a capability is compared by the session's own manifest when the session
+    is entered again, in the session's terms (``availableTools[0].signature``).
+    """
+    listed_in = _SESSION_LISTS.get(section)
+    if listed_in is None:
+        return False
+    for path, started in rec.sessions.items():
+        if where.startswith(path + "."):
+            listed = (started.get("manifest") or {}).get(listed_in) or []
+            if any(isinstance(e, dict) and e.get("name") == name for e in listed):
+                return True
+    return False
+
+
 def used_keys(rec: Recorded) -> set[str]:
-    """The capability keys (``tools.score``, ``steps.worker``, …) the recorded log used."""
+    """The capability keys (``tools.score``, ``steps.worker``, …) the recorded log used.
+
+    A tool or workflow used only inside agent sessions that offer it is left to
+    those sessions' own manifests.
+    """
     keys = {f"steps.{step_name(path)}" for path in rec.steps_started}
-    for intent in rec.intents.values():
+    for key, intent in rec.intents.items():
         section = SECTIONS.get(intent.get("kind", ""))
-        if section is not None:
-            keys.add(f"{section}.{intent['name']}")
+        if section is None:
+            continue
+        name = intent["name"]
+        if not (rec.sessions and _session_covers(rec, key, section, name)):
+            keys.add(f"{section}.{name}")
     return keys
 
 

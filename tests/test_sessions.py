@@ -74,7 +74,8 @@ def crash_after_lookup(worlds: Worlds, calls: Counter[str]) -> None:
             durable.run_workflow(
                 wf,
                 "c7",
-                world=worlds.crashing(on("run.started", "candidate-scoring")),
+                # The child's own start: the parent's manifest names the child workflow too.
+                world=worlds.crashing(on("run.started", '"workflow":"candidate-scoring"')),
                 run_id="r",
                 models=MODELS,
             )
