@@ -15,6 +15,7 @@ from durable import ArtifactIntegrityError, ArtifactRef, ConfigurationError, Wor
 from durable._artifacts import MemoryArtifacts, check_artifacts
 from durable._replay import Recorded
 from tests.conftest import Worlds
+from tests.crash import SimulatedCrash, on
 
 
 class Crash(BaseException):
@@ -234,3 +235,19 @@ def test_malformed_reference_in_the_log_is_refused(worlds: Worlds) -> None:
     rec = Recorded.from_rows([(s, t, json.dumps(bad) if s == seq else d) for s, t, d in rows], "p1")
     with pytest.raises(ArtifactIntegrityError, match="malformed artifact reference"):
         check_artifacts(world, rec, "p1")
+
+
+def test_save_cut_between_intent_and_receipt_is_redriven(worlds: Worlds) -> None:
+    """A save whose receipt never became durable is re-driven (idempotent) and recorded once."""
+    STOP["on"] = False
+    with pytest.raises(SimulatedCrash):
+        _publish(worlds.crashing(on("effect.receipt", '"sha256":"sha256:')))
+    world = worlds.open()
+    assert [e.type for e in world.events("p1")][-1] == "effect.intent"
+    sha = _publish(world)
+    events = world.events("p1")
+    assert [e.type for e in events].count("effect.intent") == 1
+    assert [e.type for e in events].count("effect.receipt") == 1
+    ref = ArtifactRef.model_validate(next(e for e in events if e.type == "effect.receipt").result)
+    assert ref.sha256 == sha
+    assert ref.bound(world.artifacts).read() == b"hello"
