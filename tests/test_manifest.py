@@ -81,7 +81,9 @@ def test_description_holds_every_decorator_option() -> None:
     @durable.tool(idempotent=True, reconcile=check)
     async def t() -> None: ...
 
-    @durable.model_call(slot="planner", retry="three tries")
+    policy = durable.RetryPolicy(max_attempts=2, backoff=0)
+
+    @durable.model_call(slot="planner", retry=policy)
     async def m() -> None: ...
 
     assert describe(_spec(s))["options"] == {"version": "7", "max_visits": 3}
@@ -90,7 +92,8 @@ def test_description_holds_every_decorator_option() -> None:
         "idempotent": True,
         "reconcile": "test_description_holds_every_decorator_option.<locals>.check",
     }
-    assert describe(_spec(m))["options"] == {"version": None, "slot": "planner", "retry": "'three tries'"}
+    assert describe(_spec(m))["options"] == {"version": None, "slot": "planner", "retry": policy.describe()}
+    assert policy.describe().startswith("stop=stop_after_attempt(max_attempt_number=2)")
 
 
 def test_manifest_keys_follow_the_documented_sections() -> None:
@@ -227,7 +230,7 @@ def test_declared_capabilities_hash_the_same_in_any_order(order: list[int]) -> N
 _OPTION_CHANGES = {
     "version": ("@durable.step", '@durable.step(version="2")'),
     "max_visits": ("@durable.step", "@durable.step(max_visits=2)"),
-    "retry": ("@durable.step", '@durable.step(retry="tenacity.stop_after_attempt(2)")'),
+    "retry": ("@durable.step", "@durable.step(retry=durable.RetryPolicy(max_attempts=2, backoff=0))"),
     "name": ("@durable.step", '@durable.step(name="renamed")'),
     "parameter": ("(x: int)", "(x: int, y: int = 0)"),
     "annotation": ("(x: int)", "(x: float)"),
