@@ -200,3 +200,12 @@ def test_new_run_id_starts_fresh_after_drift(worlds: Worlds, monkeypatch: pytest
         _run(mod, world)
     assert asyncio.run(durable.run_workflow(mod.flow, 1, world=world, run_id="r2")) == 2
     assert mod.CALLS == ["common", "halt"]
+
+
+def test_compacted_run_still_knows_what_it_used(worlds: Worlds, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After compaction into a snapshot, a changed used tool is still drift."""
+    _crashed_run(worlds, monkeypatch)
+    durable.compact("r1", world=worlds.open())
+    assert [e.type for e in worlds.open().events("r1")] == ["snapshot"]
+    mod = _deploy(monkeypatch, common_extra=", strict: bool = True")
+    assert _drift_keys(mod, worlds.open()) == ["tools.common.signature"]
