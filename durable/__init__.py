@@ -12,7 +12,8 @@ import contextlib
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
-from ._artifacts import ArtifactRef, save_artifact
+from ._artifact_save import save_artifact
+from ._artifacts import ArtifactRef
 from ._context import current_scope
 from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4

@@ -16,119 +16,21 @@ A memory world keeps artifacts in memory.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
-import os
-import tempfile
-import threading
-from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from ._artifact_store import ArtifactStore, hex_of, sha256_of
 from ._context import CURRENT, RunContext
-from ._decorators import make_decorator
 from ._replay import Recorded
 from .errors import ArtifactIntegrityError, ConfigurationError
 
 if TYPE_CHECKING:
     from ._world import World
 
-DEFAULT_THRESHOLD = 256 * 1024
-"""Step outputs whose JSON text is longer than this (in characters) become artifacts."""
-
 _OUTPUT_MEDIA_TYPE = "application/json"
-
-
-def sha256_of(data: bytes) -> str:
-    """``sha256:<hex>`` of raw bytes."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _hex(tag: str) -> str:
-    return tag.partition(":")[2]
-
-
-class ArtifactStore(Protocol):
-    """Where artifact payloads and their manifests live."""
-
-    def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
-        """Store ``data`` under its hash (once); return its location, or ``None`` in memory."""
-
-    def get(self, sha256: str) -> bytes | None:
-        """The stored payload for ``sha256:<hex>``, or ``None`` when it is missing."""
-
-    def resolve(self, location: str | None) -> Path | None:
-        """The file of a location returned by ``put`` (``None`` in memory)."""
-
-
-class FileArtifacts:
-    """Artifacts in a folder, one file per content plus a JSON manifest beside it."""
-
-    def __init__(self, data_dir: Path, *, fsync: bool = False):
-        self.data_dir = data_dir
-        self.root = data_dir / "artifacts"
-        self.fsync = fsync
-
-    def _blob(self, hexdigest: str) -> Path:
-        return self.root / hexdigest[:2] / hexdigest
-
-    def _write(self, target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-
-    def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
-        hexdigest = _hex(manifest["sha256"])
-        blob = self._blob(hexdigest)
-        if self.get(manifest["sha256"]) != data:  # absent, or damaged: (re)write it
-            self._write(blob, data)
-        meta = blob.with_name(hexdigest + ".json")
-        if not meta.exists():
-            self._write(meta, json.dumps(manifest, indent=2, sort_keys=True).encode())
-        return blob.relative_to(self.data_dir).as_posix()
-
-    def get(self, sha256: str) -> bytes | None:
-        try:
-            return self._blob(_hex(sha256)).read_bytes()
-        except FileNotFoundError:
-            return None
-
-    def resolve(self, location: str | None) -> Path | None:
-        return None if location is None else self.data_dir / location
-
-
-class MemoryArtifacts:
-    """Artifacts held in this process (``memory_world()``)."""
-
-    def __init__(self) -> None:
-        self.blobs: dict[str, bytes] = {}
-        self.manifests: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
-
-    def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
-        with self._lock:
-            self.blobs[manifest["sha256"]] = data
-            self.manifests.setdefault(manifest["sha256"], manifest)
-        return None
-
-    def get(self, sha256: str) -> bytes | None:
-        return self.blobs.get(sha256)
-
-    def resolve(self, location: str | None) -> Path | None:
-        return None
 
 
 class ArtifactRef(BaseModel):
@@ -228,78 +130,13 @@ def store_bytes(
     sha = sha256_of(data)
     meta = _manifest(name, sha, len(data), media_type, run_id)
     if world.data_dir is not None:
-        hexdigest = _hex(sha)
+        hexdigest = hex_of(sha)
         meta["path"] = f"artifacts/{hexdigest[:2]}/{hexdigest}"
     location = world.artifacts.put(data, meta)
     ref = ArtifactRef(
         name=name, sha256=sha, size=len(data), media_type=media_type, run_id=run_id, location=location
     )
     return ref.bound(world.artifacts)
-
-
-_PAYLOAD: ContextVar[bytes | None] = ContextVar("durable_artifact_payload", default=None)
-
-
-async def _save_effect(name: str, sha256: str, size: int, media_type: str | None) -> ArtifactRef:
-    run = CURRENT.get().run  # type: ignore[union-attr]
-    data = _PAYLOAD.get()
-    if data is None or sha256_of(data) != sha256:  # pragma: no cover - guarded by save_artifact
-        raise ConfigurationError("save_artifact's payload was lost between its intent and its write.")
-    return store_bytes(run.world, name, data, media_type, run.run_id)
-
-
-_save = make_decorator("tool", _save_effect, {"name": "save_artifact", "idempotent": True})
-
-
-async def save_artifact(
-    name: str,
-    data: bytes | bytearray | memoryview,
-    media_type: str | None = None,
-    *,
-    world: World | None = None,
-) -> ArtifactRef:
-    """Store bytes by content (sha256) and return a reference to them.
-
-    Inside a run the save is an idempotent effect: the log records the
-    reference, a resume returns it without writing again, and the payload is
-    checked against its hash before the resumed run executes anything.
-
-    Args:
-        name: A name for people (file name, report title); not part of the address.
-        data: The payload.
-        media_type: For example ``"text/markdown"``.
-        world: Where to store it when called outside a run (inside a run, the run's world).
-
-    Returns:
-        The ``ArtifactRef`` (``.read()``, ``.path``, ``.sha256``).
-
-    Raises:
-        ConfigurationError: ``data`` is not bytes, or there is no run and no ``world``.
-    """
-    if not isinstance(name, str) or not name:
-        raise ConfigurationError(f"save_artifact needs a non-empty name, not {name!r}.")
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise ConfigurationError(
-            f"save_artifact stores bytes, not {type(data).__name__}; encode text first "
-            "(for example text.encode())."
-        )
-    if media_type is not None and not isinstance(media_type, str):
-        raise ConfigurationError(f"media_type must be a string, not {media_type!r}.")
-    payload = bytes(data)
-    scope = CURRENT.get()
-    if scope is None:
-        if world is None:
-            raise ConfigurationError("save_artifact outside a run needs world=.")
-        return store_bytes(world, name, payload, media_type, None)
-    run = scope.run
-    if world is not None and world is not run.world:
-        raise ConfigurationError("inside a run, save_artifact stores in the run's own world; drop world=.")
-    token = _PAYLOAD.set(payload)
-    try:
-        ref: ArtifactRef = await _save(name, sha256_of(payload), len(payload), media_type)
-    finally:
-        _PAYLOAD.reset(token)
-    return ref.bound(run.world.artifacts)
 
 
 def store_output(run: RunContext, path: str, text: str) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``little`` commands that go back in a run's history or maintain it.
 
 ``checkpoints``, ``restore``, ``fork``, ``compact`` and ``gc``, registered in
-the ``little`` command table, plus ``follow_events`` behind ``events --follow``.
+the ``little`` command table.
 """
 
 from __future__ import annotations
@@ -9,49 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import time
-from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._cli_registry import CliError, command, table
 from ._recovery import compact, gc
 from ._replay import decode_state
 from ._timetravel import UNCHANGED, checkpoints, fork, restore
 from ._world import World
-from .cli import CliError, command, table
-from .errors import RunNotFoundError
-from .events import Event, parse_event
-
-
-def follow_events(
-    world: World,
-    run_id: str,
-    *,
-    interval: float = 0.5,
-    timeout: float = 300.0,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> Iterator[Event]:
-    """Yield a run's events as they are written, until it stops running or ``timeout`` passes.
-
-    The status is read before the rows, and a status change is written in the
-    same transaction as its rows, so the last events are never missed.
-
-    Raises:
-        RunNotFoundError: The world has no run with that id.
-    """
-    if not world.log.read(run_id):
-        raise RunNotFoundError(f"no run {run_id!r} in this data directory; list runs with `little runs`.")
-    deadline = clock() + timeout
-    last = 0
-    while True:
-        info = world.log.info(run_id)
-        for seq, type_, data in world.log.read(run_id, after_seq=last):
-            last = seq
-            yield parse_event(run_id, seq, type_, data)
-        if info is None or info.status != "running" or clock() >= deadline:
-            return
-        sleep(interval)
-
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

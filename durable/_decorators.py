@@ -15,7 +15,7 @@ from typing import Any
 import wrapt
 
 from ._context import CURRENT
-from ._engine import dispatch
+from ._dispatch import dispatch
 from ._sessions import session_step_body
 from ._spec import Spec, unwrap, validate
 from .errors import ConfigurationError

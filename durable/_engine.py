@@ -12,11 +12,11 @@ the events that make it durable:
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any
 
+from ._artifacts import store_output
 from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
 from ._serde import dumps, from_json, short_hash, to_json
@@ -165,8 +165,6 @@ def _step_commit(call: _StepCall, out: Any) -> None:
         "state_version": run.state_version,
     }
     if len(text) > run.world.artifact_threshold:  # large outputs live beside the log
-        from ._artifacts import store_output
-
         event["output"] = None
         event["artifact"] = store_output(run, call.path, text)
     run.emit("step.completed", event)
@@ -401,79 +399,6 @@ def _effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwar
         call.scope.busy = None
     run.flush()
     return result
-
-
-# -- child workflows ------------------------------------------------------------
-
-
-async def _child_workflow(
-    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
-    from ._runner import drive  # the runner imports this module; bind at call time
-
-    if EFFECT_KEY.get() is not None and CURRENT.get().busy is not None:  # type: ignore[union-attr]
-        from ._subruns import child_of_effect  # inside a tool body: the tool brackets the child
-
-        return await child_of_effect(spec, args, kwargs)
-    parent_id = CURRENT.get().run.run_id  # type: ignore[union-attr]
-    call, replayed = _effect_begin(spec, args, kwargs, child_run_id=lambda key: f"{parent_id}:{key}")
-    if call is _REPLAYED:
-        return replayed
-    run = call.run
-    try:
-        if call.mode == "call":
-            await run.flush_async()
-        value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
-        result = await drive(
-            spec,
-            value,
-            run.world,
-            run_id=f"{run.run_id}:{call.key}",
-            models=run.models,
-            parent=(run.run_id, call.key),
-        )
-        _receipt_ok(call, result)
-    except BaseException as exc:
-        if _receipt_error(call, exc):
-            await run.flush_async()
-        raise
-    finally:
-        call.scope.busy = None
-    run.flush_soon()
-    return result
-
-
-# -- dispatch -------------------------------------------------------------------
-
-
-def dispatch(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run one decorated call inside the current run (called by ``DurableFunction``)."""
-    kind = spec.kind
-    if spec.retry is not None:  # async only: validated at decoration time
-        attempts = importlib.import_module("durable._attempts")
-        if kind == "step":
-            return attempts.step_with_retry(spec, fn, args, kwargs)
-        return attempts.effect_with_retry(spec, fn, args, kwargs)
-    if kind == "step":
-        if spec.is_async:
-            return _step_async(spec, fn, args, kwargs)
-        return _step_sync(spec, fn, args, kwargs)
-    if kind == "workflow":
-        if not spec.is_async:
-            from .errors import ConfigurationError
-
-            raise ConfigurationError(
-                f"@workflow {spec.name!r} is sync; a workflow called inside another run starts a "
-                "child run, which needs an async def."
-            )
-        return _child_workflow(spec, fn, args, kwargs)
-    if spec.is_asyncgen:
-        # Streaming lives in its own module, loaded on first use.
-        streams = importlib.import_module("durable._streams")
-        return streams.stream_effect(spec, fn, args, kwargs)
-    if spec.is_async:
-        return _effect_async(spec, fn, args, kwargs)
-    return _effect_sync(spec, fn, args, kwargs)
 
 
 def current_effect_key() -> str:

@@ -11,11 +11,10 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from ._artifacts import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
+from ._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._log import EventLog, MemoryLog, RunInfo
 from ._sqlite import SqliteLog
@@ -110,18 +109,6 @@ class World:
         vacuum = getattr(self.log, "vacuum", None)
         if vacuum is not None:
             vacuum()
-
-    def gc(self, *, older_than: float | timedelta, dry_run: bool = False) -> list[str]:
-        """Delete finished runs not updated for ``older_than`` (seconds or a ``timedelta``).
-
-        See ``durable.gc``; running and interrupted runs are always kept.
-
-        Returns:
-            The ids of the runs deleted (or, with ``dry_run``, that would be).
-        """
-        from ._recovery import gc  # the maintenance module builds on worlds
-
-        return gc(world=self, older_than=older_than, dry_run=dry_run)
 
     def close(self) -> None:
         """Close the log (the world is unusable afterwards)."""

@@ -32,7 +32,7 @@ class Worlds:
         if self.kind == "sqlite":
             world = durable.local_world(self.data_dir, **kwargs)  # type: ignore[arg-type]
         else:
-            from durable._artifacts import MemoryArtifacts
+            from durable._artifact_store import MemoryArtifacts
             from durable._locks import MemoryLocks
 
             if self._memory_log is None:

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from durable import World
-from durable._artifacts import MemoryArtifacts
+from durable._artifact_store import MemoryArtifacts
 from durable._log import Append
 from tests.conftest import Worlds
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from durable._cli_docs import render_markdown
-from durable.cli import COMMANDS
+from durable._cli_registry import COMMANDS
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md"
 

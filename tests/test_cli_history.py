@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable._cli_history import follow_events, parse_duration
+from durable._cli_history import parse_duration
+from durable._cli_registry import COMMANDS, CliError
+from durable._cli_runs import follow_events
 from durable._log import Append
-from durable.cli import COMMANDS, CliError, main
+from durable.cli import main
 
 calls: Counter[str] = Counter()
 

@@ -215,7 +215,7 @@ def test_gc_deletes_only_finished_runs_older_than_the_age(worlds) -> None:
     run(world, "new-done")
     for old in ("old-done", "old-failed", "old-waiting"):
         finished_ago(world, old, 7200)
-    deleted = world.gc(older_than=timedelta(hours=1))
+    deleted = durable.gc(world=world, older_than=timedelta(hours=1))
     assert sorted(deleted) == ["old-done", "old-failed"]
     assert sorted(i.run_id for i in world.runs()) == ["new-done", "old-waiting"]
     assert world.log.read("old-done") == []
@@ -225,14 +225,14 @@ def test_gc_dry_run_deletes_nothing(world: World) -> None:
     """A dry run of retention lists what would go and keeps it."""
     run(world, "r1")
     finished_ago(world, "r1", 120)
-    assert world.gc(older_than=60, dry_run=True) == ["r1"]
+    assert durable.gc(world=world, older_than=60, dry_run=True) == ["r1"]
     assert [i.run_id for i in world.runs()] == ["r1"]
 
 
 def test_gc_rejects_a_negative_age(world: World) -> None:
     """Retention with a negative age raises ConfigurationError."""
     with pytest.raises(durable.ConfigurationError, match="non-negative"):
-        world.gc(older_than=-1)
+        durable.gc(world=world, older_than=-1)
 
 
 def test_snapshot_state_is_packed_and_decodes_to_the_same_state(world: World) -> None:
