@@ -17,8 +17,10 @@ from ._artifacts import ArtifactRef
 from ._context import current_scope
 from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4
+from ._embedders import Embedder, lexical_embedder
 from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
+from ._memory import MemoryItem, MemoryStore, NewItem, SearchHit
 from ._outer import run_outer_loop
 from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult
 from ._parallel import branch, parallel
@@ -39,6 +41,7 @@ from .errors import (
     LogCorruptedError,
     LogFormatError,
     MaxVisitsExceededError,
+    MemoryStoreError,
     NondeterminismError,
     NonRetryableError,
     OuterLoopError,
@@ -280,12 +283,17 @@ __all__ = [
     "Done",
     "DurableError",
     "DurableFunction",
+    "Embedder",
     "FencedError",
     "Fork",
     "LogCorruptedError",
     "LogFormatError",
     "MaxVisitsExceededError",
+    "MemoryItem",
     "MemoryLog",
+    "MemoryStore",
+    "MemoryStoreError",
+    "NewItem",
     "NonRetryableError",
     "NondeterminismError",
     "OuterLoopError",
@@ -297,6 +305,7 @@ __all__ = [
     "RunInterrupted",
     "RunNotFoundError",
     "RunTimeoutError",
+    "SearchHit",
     "SerializationError",
     "Session",
     "SqliteLog",
@@ -310,6 +319,7 @@ __all__ = [
     "gc",
     "idempotency_key",
     "interrupt",
+    "lexical_embedder",
     "local_world",
     "memory_world",
     "model_call",

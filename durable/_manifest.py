@@ -196,7 +196,12 @@ def _entry(spec: Spec, cache: Cache | None) -> dict[str, Any]:
     return describe(spec, cache)
 
 
-def run_manifest(spec: Spec, models: dict[str, str], cache: Cache | None = None) -> dict[str, Any]:
+def run_manifest(
+    spec: Spec,
+    models: dict[str, str],
+    cache: Cache | None = None,
+    memory: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The manifest a run records at its start.
 
     It covers the workflow, every capability its code reaches or declares
@@ -207,6 +212,8 @@ def run_manifest(spec: Spec, models: dict[str, str], cache: Cache | None = None)
         spec: The workflow's spec.
         models: The model slot mapping given to ``run_workflow``.
         cache: Descriptions computed before (see ``describe``).
+        memory: The world's memory store (embedder name, dimension, metric),
+            recorded when the store is configured.
 
     Returns:
         The manifest, as JSON-safe data.
@@ -224,6 +231,8 @@ def run_manifest(spec: Spec, models: dict[str, str], cache: Cache | None = None)
         if s.name not in section:
             section[s.name] = _entry(s, cache)
     manifest["models"] = dict(sorted(models.items()))
+    if memory is not None:
+        manifest["memory"] = memory
     return manifest
 
 
@@ -287,6 +296,7 @@ def _relevant(manifest: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:
         entries = manifest.get(section) or {}
         out[section] = {n: d for n, d in entries.items() if f"{section}.{n}" in wanted}
     out["models"] = manifest.get("models") or {}
+    out["memory"] = manifest.get("memory")
     return out
 
 
@@ -317,6 +327,7 @@ def run_drift(
     models: dict[str, str],
     rec: Recorded,
     cache: Cache | None = None,
+    memory: dict[str, Any] | None = None,
 ) -> list[DriftChange]:
     """Every drift between a run's ``run.started`` record and the current code and models.
 
@@ -326,11 +337,12 @@ def run_drift(
         models: The model slot mapping the caller gives now.
         rec: The run's recorded events (for what the log used).
         cache: Descriptions computed before (see ``describe``).
+        memory: The world's memory store as ``run_manifest`` records it.
 
     Returns:
         The manifest changes, then the output schema change if any.
     """
-    current = run_manifest(spec, models, cache)
+    current = run_manifest(spec, models, cache, memory)
     changes = resume_changes(started.get("manifest") or {}, current, used_keys(rec))
     schema = output_schema_hash(spec, cache)
     recorded_schema = started.get("output_schema_hash")

@@ -184,9 +184,19 @@ async def drive(
         return await _execute(run, spec, value)
 
 
+def _memory_manifest(world: World) -> dict[str, Any] | None:
+    """The world's memory store as the manifest records it (``None`` when it was not opened).
+
+    Read through ``world.extensions`` so that the runner does not import the store,
+    whose effects are decorated functions that reach back to the runner.
+    """
+    store = world.extensions.get("memory")
+    return None if store is None else store.manifest()
+
+
 def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tuple[str, str] | None) -> None:
     cache = manifest_cache(run.world)
-    manifest = run_manifest(spec, run.models, cache)
+    manifest = run_manifest(spec, run.models, cache, _memory_manifest(run.world))
     started = {
         "workflow": spec.name,
         "input": data,
@@ -228,7 +238,9 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
     if model_drift is not None:
         raise model_drift
-    changes = run_drift(started, spec, run.models, rec, manifest_cache(run.world))
+    changes = run_drift(
+        started, spec, run.models, rec, manifest_cache(run.world), _memory_manifest(run.world)
+    )
     if changes:
         raise drift_error(rid, changes)
     check_artifacts(run.world, rec, rid)

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
 from ._locks import FileLocks, Locks, MemoryLocks
@@ -20,6 +20,9 @@ from ._log import EventLog, MemoryLog, RunInfo
 from ._sqlite import SqliteLog
 from .errors import ConfigurationError, RunNotFoundError
 from .events import Event, parse_event
+
+if TYPE_CHECKING:
+    from ._memory import MemoryStore
 
 Durability = Literal["process", "power"]
 
@@ -110,8 +113,24 @@ class World:
         if vacuum is not None:
             vacuum()
 
+    @property
+    def memory(self) -> MemoryStore:
+        """The world's memory store, opened on first use (``memory/`` in the data directory).
+
+        Raises:
+            MemoryStoreError: The ``memory`` extra is not installed; the message
+                names the command that installs it.
+        """
+        # Bound late: the store's effects reach the runner, which imports worlds.
+        from ._memory import open_world_memory
+
+        return open_world_memory(self)
+
     def close(self) -> None:
-        """Close the log (the world is unusable afterwards)."""
+        """Close the log and the memory store (the world is unusable afterwards)."""
+        store = self.extensions.pop("memory", None)
+        if store is not None:
+            store.close()
         self.log.close()
 
     def __enter__(self) -> World:
