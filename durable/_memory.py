@@ -183,17 +183,14 @@ class MemoryStore:
         if isinstance(embedder, Embedder):
             if dim is not None and dim != embedder.dim:
                 raise MemoryStoreError(
-                    f"configure got dim={dim} but embedder {embedder.name!r} has "
-                    f"dim={embedder.dim}."
+                    f"configure got dim={dim} but embedder {embedder.name!r} has dim={embedder.dim}."
                 )
             dim = embedder.dim
         if metric is not None and metric not in ("cosine", "l2"):
             raise MemoryStoreError(f"metric must be 'cosine' or 'l2', not {metric!r}.")
         if dim is None:
             if self._rows.dim is None:
-                raise MemoryStoreError(
-                    "configure needs an embedder or dim= for a new memory store."
-                )
+                raise MemoryStoreError("configure needs an embedder or dim= for a new memory store.")
         else:
             self._rows.ensure_vectors(dim, metric or "cosine")
         if metric is not None and metric != self._rows.metric:
@@ -330,11 +327,9 @@ class MemoryStore:
                     f"memory store {self.path!r} holds {dim}-dimension vectors. Use the embedder "
                     "the store was made with, or another data directory."
                 )
-        rows = [
-            _Row(namespace=n.namespace, key=n.key, text=n.text, metadata=n.metadata) for n in new
-        ]
         if not _durable():
-            return self._rows.write(rows, vectors)
+            return self._rows.write(new, vectors)
+        rows = [_Row(namespace=n.namespace, key=n.key, text=n.text, metadata=n.metadata) for n in new]
         token = _VECTORS.set(vectors)
         try:
             return int(await self._put_effect(rows))
@@ -499,8 +494,7 @@ def _new_item(item: NewItem | Mapping[str, Any]) -> NewItem:
         return NewItem.model_validate(item)
     except ValidationError as exc:
         raise MemoryStoreError(
-            f"an item to put needs namespace, key and text (and may have metadata and "
-            f"embedding): {exc}"
+            f"an item to put needs namespace, key and text (and may have metadata and embedding): {exc}"
         ) from exc
 
 

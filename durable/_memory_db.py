@@ -26,8 +26,7 @@ BUSY_TIMEOUT_MS = 30_000
 
 def _missing(what: str) -> MemoryStoreError:
     return MemoryStoreError(
-        f"the memory store needs {what}, which is not installed. Install the memory extra: "
-        f"{INSTALL_HINT}"
+        f"the memory store needs {what}, which is not installed. Install the memory extra: {INSTALL_HINT}"
     )
 
 
@@ -87,9 +86,7 @@ class VecDb:
         try:
             apsw = importlib.import_module("apsw")
         except ImportError:
-            raise _missing(
-                "the apsw binding (this Python's sqlite3 module cannot load extensions)"
-            ) from None
+            raise _missing("the apsw binding (this Python's sqlite3 module cannot load extensions)") from None
         try:
             conn = apsw.Connection(self.path)
             conn.enable_load_extension(True)

@@ -102,14 +102,11 @@ def _operator(column: str, field: str, path: str, op: str, value: Any) -> tuple[
             in_params.extend(p)
         return "(" + " OR ".join(parts) + ")", in_params
     raise MemoryStoreError(
-        f"filter {field!r} uses the unknown operator {op!r}; the operators are "
-        f"{', '.join(OPERATORS)}."
+        f"filter {field!r} uses the unknown operator {op!r}; the operators are {', '.join(OPERATORS)}."
     )
 
 
-def compile_filter(
-    filter: Mapping[str, Any] | None, column: str = "metadata"
-) -> tuple[str, list[Any]]:
+def compile_filter(filter: Mapping[str, Any] | None, column: str = "metadata") -> tuple[str, list[Any]]:
     """The SQL condition and parameters that select the items ``filter`` matches.
 
     Args:

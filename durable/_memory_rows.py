@@ -14,14 +14,25 @@ import json
 import math
 from array import array
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ._memory_db import VecDb
 from ._memory_filter import compile_filter
 from .errors import MemoryStoreError
 
-if TYPE_CHECKING:
-    from ._memory import _Row
+
+class Row(Protocol):
+    """An item to write: what ``NewItem`` and a recorded put both have."""
+
+    @property
+    def namespace(self) -> tuple[str, ...]: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def metadata(self) -> dict[str, Any]: ...
+
 
 SCHEMA_VERSION = 1
 _KEY_CHUNK = 500  # stays far below SQLite's limit of bound parameters
@@ -59,7 +70,7 @@ def prefix_condition(prefix: tuple[str, ...], column: str = "ns") -> tuple[str, 
     return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [exact, below, below + "\x80"]
 
 
-def _metadata_text(row: _Row) -> str:
+def _metadata_text(row: Row) -> str:
     try:
         return json.dumps(row.metadata, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -90,9 +101,7 @@ class StoredRows:
                 )
             if version == SCHEMA_VERSION:
                 return
-            tables = {
-                r[0] for r in self.db.query("SELECT name FROM sqlite_master WHERE type='table'")
-            }
+            tables = {r[0] for r in self.db.query("SELECT name FROM sqlite_master WHERE type='table'")}
             if tables:
                 raise MemoryStoreError(
                     f"{self.db.path!r} is an SQLite database but not a memory store; point the "
@@ -106,8 +115,7 @@ class StoredRows:
                     " created_at REAL NOT NULL, updated_at REAL NOT NULL, UNIQUE (ns, key))"
                 )
                 self.db.run(
-                    "CREATE TABLE IF NOT EXISTS settings"
-                    " (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
+                    "CREATE TABLE IF NOT EXISTS settings (name TEXT PRIMARY KEY, value TEXT NOT NULL)"
                 )
                 self.db.run(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except self.db.errors as exc:
@@ -145,7 +153,7 @@ class StoredRows:
             self._load_settings()
         return self.dim
 
-    def _pack(self, row: _Row, vector: Sequence[float]) -> bytes:
+    def _pack(self, row: Row, vector: Sequence[float]) -> bytes:
         packed = array("f", vector)
         if not math.isfinite(sum(packed)):
             raise MemoryStoreError(
@@ -160,17 +168,18 @@ class StoredRows:
             )
         return packed.tobytes()
 
-    def write(self, rows: list[_Row], vectors: list[list[float]]) -> int:
+    def write(self, rows: Sequence[Row], vectors: list[list[float]]) -> int:
         """Insert or replace ``rows`` and their vectors in one transaction."""
         packed = [self._pack(r, v) for r, v in zip(rows, vectors, strict=True)]
         metas = [_metadata_text(r) for r in rows]
         now = self.clock()
+        texts: dict[tuple[str, ...], str] = {}
+        ns_of = [texts.get(r.namespace) or texts.setdefault(r.namespace, ns_text(r.namespace)) for r in rows]
         with self.db.write():
-            existing = self._ids(rows)
+            existing = self._ids(rows, ns_of)
             next_id = int(self.db.query("SELECT COALESCE(MAX(id), 0) FROM items")[0][0]) + 1
             new_items, new_vecs, upd_items, upd_vecs = [], [], [], []
-            for row, blob, meta in zip(rows, packed, metas, strict=True):
-                ns = ns_text(row.namespace)
+            for row, ns, blob, meta in zip(rows, ns_of, packed, metas, strict=True):
                 rowid = existing.get((ns, row.key))
                 if rowid is None:
                     new_items.append((next_id, ns, row.key, row.text, meta, now, now))
@@ -190,10 +199,10 @@ class StoredRows:
                 self.db.run_many("UPDATE vectors SET embedding = ? WHERE rowid = ?", upd_vecs)
         return len(rows)
 
-    def _ids(self, rows: list[_Row]) -> dict[tuple[str, str], int]:
+    def _ids(self, rows: Sequence[Row], ns_of: list[str]) -> dict[tuple[str, str], int]:
         by_ns: dict[str, list[str]] = {}
-        for r in rows:
-            by_ns.setdefault(ns_text(r.namespace), []).append(r.key)
+        for r, ns in zip(rows, ns_of, strict=True):
+            by_ns.setdefault(ns, []).append(r.key)
         found: dict[tuple[str, str], int] = {}
         for ns, keys in by_ns.items():
             for start in range(0, len(keys), _KEY_CHUNK):
@@ -208,9 +217,7 @@ class StoredRows:
     def delete(self, namespace: tuple[str, ...], key: str) -> bool:
         """Delete one item and its vector together; whether it existed."""
         with self.db.write():
-            got = self.db.query(
-                "SELECT id FROM items WHERE ns = ? AND key = ?", [ns_text(namespace), key]
-            )
+            got = self.db.query("SELECT id FROM items WHERE ns = ? AND key = ?", [ns_text(namespace), key])
             if not got:
                 return False
             rowid = got[0][0]
