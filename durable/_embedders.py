@@ -87,7 +87,8 @@ class Embedder:
             got = fn(batch)
             if inspect.isawaitable(got):
                 got = await got
-            vectors = [list(map(float, v)) for v in got]
+            # Arrays (NumPy and friends) become lists; vectors are checked, not copied.
+            vectors = [v.tolist() if hasattr(v, "tolist") else v for v in got]
             if len(vectors) != len(batch):
                 raise MemoryStoreError(
                     f"embedder {self.name!r} returned {len(vectors)} vectors for {len(batch)} "

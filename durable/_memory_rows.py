@@ -154,7 +154,12 @@ class StoredRows:
         return self.dim
 
     def _pack(self, row: Row, vector: Sequence[float]) -> bytes:
-        packed = array("f", vector)
+        try:
+            packed = array("f", vector)
+        except TypeError as exc:
+            raise MemoryStoreError(
+                f"the embedding of {row.key!r} in {row.namespace!r} is not a list of numbers: {exc}"
+            ) from exc
         if not math.isfinite(sum(packed)):
             raise MemoryStoreError(
                 f"the embedding of {row.key!r} in {row.namespace!r} has a NaN or infinite "
@@ -244,7 +249,10 @@ class StoredRows:
         """
         if self.dim is None:
             return []
-        blob = array("f", vector).tobytes()
+        try:
+            blob = array("f", vector).tobytes()
+        except TypeError as exc:
+            raise MemoryStoreError(f"the query vector is not a list of numbers: {exc}") from exc
         ns_sql, ns_params = prefix_condition(prefix)
         f_sql, f_params = compile_filter(filter)
         candidates = ""
