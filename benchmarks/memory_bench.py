@@ -79,7 +79,20 @@ def timed_searches(search: Callable[[str], list[int]], queries: int) -> tuple[li
     return got, took
 
 
-def summary(name: str, n: int, put_s: float, took: list[float], rec: float, disk: int) -> dict[str, Any]:
+def rss_mb() -> float:
+    """This process's resident memory (Linux), or NaN where /proc is not there."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def summary(
+    name: str, n: int, put_s: float, took: list[float], rec: float, disk: int, search_rss: float
+) -> dict[str, Any]:
     return {
         "store": name,
         "items": n,
@@ -89,6 +102,7 @@ def summary(name: str, n: int, put_s: float, took: list[float], rec: float, disk
         "search_qps": len(took) / sum(took),
         "recall_at_k": rec,
         "disk_mb": disk / 1e6,
+        "search_rss_growth_mb": search_rss,
     }
 
 
@@ -96,9 +110,11 @@ def bench_durable(
     folder: Path, items: np.ndarray, queries: np.ndarray, k: int, want: list[list[int]]
 ) -> dict[str, Any]:
     n, dim = items.shape
-    embed = lookup_embedder(items, queries)
+    embedder = durable.Embedder(
+        lookup_embedder(items, queries), dim=dim, name="bench-lookup", batch_size=BATCH
+    )
     with durable.local_world(folder) as world:
-        mem = world.memory.configure(durable.Embedder(embed, dim=dim, name="bench-lookup", batch_size=BATCH))
+        mem = world.memory.configure(embedder)
 
         async def put_all() -> None:
             for start in range(0, n, BATCH):
@@ -110,14 +126,19 @@ def bench_durable(
         start = time.perf_counter()
         asyncio.run(put_all())
         put_s = time.perf_counter() - start
+    rss_before = rss_mb()  # searches run in a fresh world, as a new process would open the store
+    with durable.local_world(folder) as world:
+        mem = world.memory.configure(embedder)
 
         def search(text: str) -> list[int]:
             hits = asyncio.run(mem.search(NAMESPACE, text, k=k))
             return [int(h.key) for h in hits]
 
         got, took = timed_searches(search, len(queries))
-        disk = sum(p.stat().st_size for p in (folder / "memory").iterdir())
-        return summary(f"durable ({mem.driver})", n, put_s, took, recall(got, want), disk)
+        rss_growth = rss_mb() - rss_before
+        driver = mem.driver
+    disk = sum(p.stat().st_size for p in (folder / "memory").iterdir())
+    return summary(f"durable ({driver})", n, put_s, took, recall(got, want), disk, rss_growth)
 
 
 def langgraph_connection(path: Path) -> Any | None:
@@ -143,15 +164,13 @@ def bench_langgraph(
     if conn is None:
         return "no sqlite3 module here can load extensions (pip install pysqlite3-binary)"
     n, dim = items.shape
-    store = SqliteStore(
-        conn,
-        index={
-            "dims": dim,
-            "embed": lookup_embedder(items, queries),
-            "text_fields": ["text"],
-            "distance_type": "cosine",
-        },
-    )
+    index: Any = {
+        "dims": dim,
+        "embed": lookup_embedder(items, queries),
+        "text_fields": ["text"],
+        "distance_type": "cosine",
+    }
+    store = SqliteStore(conn, index=index)
     store.setup()
     start = time.perf_counter()
     for lo in range(0, n, BATCH):
@@ -159,23 +178,33 @@ def bench_langgraph(
             [PutOp(NAMESPACE, str(i), {"text": f"i{i}", "n": i}) for i in range(lo, min(n, lo + BATCH))]
         )
     put_s = time.perf_counter() - start
+    conn.close()
+    rss_before = rss_mb()
+    conn = langgraph_connection(folder / "langgraph.db")
+    store = SqliteStore(conn, index=index)
+    store.setup()
 
     def search(text: str) -> list[int]:
         return [int(h.key) for h in store.search(NAMESPACE, query=text, limit=k)]
 
     got, took = timed_searches(search, len(queries))
+    rss_growth = rss_mb() - rss_before
     conn.close()
     disk = sum(p.stat().st_size for p in folder.glob("langgraph.db*"))
-    return summary("LangGraph SqliteStore", n, put_s, took, recall(got, want), disk)
+    return summary("LangGraph SqliteStore", n, put_s, took, recall(got, want), disk, rss_growth)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = "| items | store | put (items/s) | search p50 (ms) | search mean (ms) | recall@k | disk (MB) |"
-    lines = [head, "|---:|---|---:|---:|---:|---:|---:|"]
+    head = (
+        "| items | store | put (items/s) | search p50 (ms) | search mean (ms) | recall@k | disk (MB) "
+        "| memory growth while searching (MB) |"
+    )
+    lines = [head, "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(
             f"| {r['items']:,} | {r['store']} | {r['put_items_per_s']:,.0f} | {r['search_ms_p50']:.1f} "
-            f"| {r['search_ms_mean']:.1f} | {r['recall_at_k']:.3f} | {r['disk_mb']:.0f} |"
+            f"| {r['search_ms_mean']:.1f} | {r['recall_at_k']:.3f} | {r['disk_mb']:.0f} "
+            f"| {r['search_rss_growth_mb']:.1f} |"
         )
     return "\n".join(lines)
 
