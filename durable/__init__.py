@@ -20,7 +20,8 @@ from ._determinism import interrupt, now, random, sleep, uuid4
 from ._embedders import Embedder, lexical_embedder
 from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
-from ._memory import MemoryItem, MemoryStore, NewItem, SearchHit
+from ._memory import MemoryStore
+from ._memory_items import MemoryItem, NewItem, SearchHit
 from ._outer import run_outer_loop
 from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult
 from ._parallel import branch, parallel

@@ -22,13 +22,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
 from ._context import CURRENT, EFFECT_KEY
 from ._decorators import make_decorator
 from ._embedders import Embedder, EmbedFn
 from ._memory_db import Driver, VecDb
 from ._memory_filter import compile_filter
+from ._memory_items import MemoryItem, NewItem, RecordedRow, SearchHit, new_item
 from ._memory_rows import StoredRows, check_namespace
 from .errors import MemoryStoreError
 
@@ -38,75 +37,6 @@ if TYPE_CHECKING:
 Metric = Literal["cosine", "l2"]
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_K = 4096  # sqlite-vec's own ceiling on k
-
-
-class MemoryItem(BaseModel):
-    """One stored item, as ``get`` returns it.
-
-    Attributes:
-        namespace: The item's namespace, e.g. ``("users", "u1", "facts")``.
-        key: The item's key inside its namespace.
-        text: The text that was embedded.
-        metadata: The metadata that filters match on.
-        created_at: When the item was first put (seconds since the epoch).
-        updated_at: When the item was last put.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    namespace: tuple[str, ...]
-    key: str
-    text: str
-    metadata: dict[str, Any]
-    created_at: float
-    updated_at: float
-
-
-class SearchHit(BaseModel):
-    """One result of ``search``, nearest first.
-
-    Attributes:
-        namespace: The item's namespace.
-        key: The item's key.
-        text: The item's text.
-        metadata: The item's metadata.
-        distance: Cosine distance (``1 - cos``) or Euclidean distance, by the store's metric.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    namespace: tuple[str, ...]
-    key: str
-    text: str
-    metadata: dict[str, Any]
-    distance: float
-
-
-class NewItem(BaseModel):
-    """One item to ``put_many`` (a dict with the same fields works too).
-
-    Attributes:
-        namespace: The item's namespace.
-        key: The item's key inside its namespace.
-        text: The text (embedded unless ``embedding`` is given).
-        metadata: JSON metadata that filters match on.
-        embedding: A vector to store instead of embedding ``text``.
-    """
-
-    namespace: tuple[str, ...]
-    key: str
-    text: str
-    metadata: dict[str, Any] = {}
-    embedding: list[float] | None = None
-
-
-class _Row(BaseModel):
-    """What a put records as its input: everything but the vector."""
-
-    namespace: tuple[str, ...]
-    key: str
-    text: str
-    metadata: dict[str, Any]
 
 
 # Vectors reach the effect bodies beside their recorded input, not inside it: an
@@ -301,7 +231,7 @@ class MemoryStore:
         Returns:
             How many items were written.
         """
-        new = [_new_item(i) for i in items]
+        new = [new_item(i) for i in items]
         if not new:
             return 0
         dim = self._need_dim()
@@ -329,7 +259,7 @@ class MemoryStore:
                 )
         if not _durable():
             return self._rows.write(new, vectors)
-        rows = [_Row(namespace=n.namespace, key=n.key, text=n.text, metadata=n.metadata) for n in new]
+        rows = [RecordedRow(namespace=n.namespace, key=n.key, text=n.text, metadata=n.metadata) for n in new]
         token = _VECTORS.set(vectors)
         try:
             return int(await self._put_effect(rows))
@@ -337,7 +267,7 @@ class MemoryStore:
             _VECTORS.reset(token)
 
     @_tool("memory_put")
-    async def _put_effect(self, rows: list[_Row]) -> int:
+    async def _put_effect(self, rows: list[RecordedRow]) -> int:
         vectors = _VECTORS.get()
         assert vectors is not None, "memory_put runs only through put_many"
         return self._rows.write(rows, vectors)
@@ -485,17 +415,6 @@ class MemoryStore:
     @_tool("memory_count")
     async def _count_effect(self, namespace: tuple[str, ...]) -> int:
         return self._rows.count(namespace)
-
-
-def _new_item(item: NewItem | Mapping[str, Any]) -> NewItem:
-    if isinstance(item, NewItem):
-        return item
-    try:
-        return NewItem.model_validate(item)
-    except ValidationError as exc:
-        raise MemoryStoreError(
-            f"an item to put needs namespace, key and text (and may have metadata and embedding): {exc}"
-        ) from exc
 
 
 def open_world_memory(world: World) -> MemoryStore:
