@@ -20,6 +20,12 @@ from .errors import MemoryStoreError
 
 Driver = Literal["auto", "sqlite3", "apsw"]
 
+# sqlite-vec keeps the SQLite API table it was loaded with in one process-wide
+# variable, so it can serve one SQLite library per process at a time: loading it
+# through apsw's SQLite while a sqlite3 connection still uses it crashes the
+# process. This count of open connections per binding is the guard.
+_OPEN: dict[str, int] = {"sqlite3": 0, "apsw": 0}
+
 INSTALL_HINT = "pip install 'little-workflow[memory]'"
 BUSY_TIMEOUT_MS = 30_000
 
@@ -55,17 +61,23 @@ class VecDb:
         self.path = str(path) if path is not None else ":memory:"
         vec = _vec_path()
         self._errors: tuple[type[BaseException], ...]
-        if driver in ("auto", "sqlite3") and stdlib_can_load_extensions():
-            self.driver = "sqlite3"
-            self._conn: Any = self._open_stdlib(vec)
-        elif driver == "sqlite3":
+        if driver == "sqlite3" and not stdlib_can_load_extensions():
             raise MemoryStoreError(
                 "this Python's sqlite3 module cannot load extensions; use driver='auto' so the "
                 f"apsw binding is used instead ({INSTALL_HINT} installs it)."
             )
-        else:
-            self.driver = "apsw"
-            self._conn = self._open_apsw(vec)
+        use = "sqlite3" if driver in ("auto", "sqlite3") and stdlib_can_load_extensions() else "apsw"
+        other = "apsw" if use == "sqlite3" else "sqlite3"
+        if _OPEN[other]:
+            raise MemoryStoreError(
+                f"this process has a memory store open through {other}; sqlite-vec serves one "
+                "SQLite library per process at a time. Use driver='auto' for every store, or "
+                "close the other stores first."
+            )
+        self.driver = use
+        self._conn: Any = self._open_stdlib(vec) if use == "sqlite3" else self._open_apsw(vec)
+        _OPEN[use] += 1
+        self._closed = False
         self.run(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if self.path != ":memory:":
             self.query("PRAGMA journal_mode = WAL")
@@ -131,4 +143,7 @@ class VecDb:
 
     def close(self) -> None:
         """Close the connection."""
-        self._conn.close()
+        if not self._closed:
+            self._closed = True
+            _OPEN[self.driver] -= 1
+            self._conn.close()

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import durable
+import durable._memory_db
 from durable import MemoryStoreError
 from durable._memory_db import VecDb, stdlib_can_load_extensions
 
@@ -300,3 +301,45 @@ def test_a_file_that_is_not_a_memory_store_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["mine"]
     conn.close()
+
+
+WRITE_WITH_APSW = """
+import asyncio, json, sys
+import durable
+store = durable.MemoryStore(sys.argv[1], driver="apsw").configure(durable.lexical_embedder(dim=32))
+for i, text in enumerate(["green tea", "black coffee", "green salad", "red wine"]):
+    asyncio.run(store.put(("n",), f"k{i}", text, {"i": i}))
+hits = asyncio.run(store.search(("n",), "green", k=3, filter={"i": {"$ne": 2}}))
+print(json.dumps([[h.key, h.distance] for h in hits]))
+"""
+
+
+@pytest.mark.skipif(not stdlib_can_load_extensions(), reason="this Python's sqlite3 cannot load extensions")
+def test_a_store_written_through_apsw_is_read_through_sqlite3(tmp_path: Path) -> None:
+    """The two bindings share the file format: sqlite3 finds the hits an apsw process found."""
+    import json
+    import subprocess
+
+    path = tmp_path / "memory.db"
+    proc = subprocess.run(
+        [sys.executable, "-c", WRITE_WITH_APSW, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    store = durable.MemoryStore(path, driver="sqlite3").configure(durable.lexical_embedder(dim=32))
+    hits = run(store.search(("n",), "green", k=3, filter={"i": {"$ne": 2}}))
+    assert store.driver == "sqlite3"
+    assert [[h.key, h.distance] for h in hits] == json.loads(proc.stdout)
+    store.close()
+
+
+@pytest.mark.skipif(not stdlib_can_load_extensions(), reason="this Python's sqlite3 cannot load extensions")
+def test_two_bindings_at_once_in_one_process_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a store through apsw while one is open through sqlite3 fails instead of crashing."""
+    monkeypatch.setattr(durable._memory_db, "_OPEN", {"sqlite3": 0, "apsw": 0})  # stores of other tests
+    first = durable.MemoryStore(tmp_path / "a.db", driver="sqlite3")
+    with pytest.raises(MemoryStoreError, match="one SQLite library per process"):
+        durable.MemoryStore(tmp_path / "b.db", driver="apsw")
+    first.close()
+    durable.MemoryStore(tmp_path / "b.db", driver="apsw").close()
