@@ -207,19 +207,15 @@ class MemoryStore:
         Raises:
             MemoryStoreError: A bad namespace or metadata, or a vector of the wrong size.
         """
-        ns = check_namespace(namespace)
-        vector = None if embedding is None else [float(x) for x in embedding]
-        await self.put_many(
-            [
-                NewItem(
-                    namespace=ns,
-                    key=key,
-                    text=text,
-                    metadata=dict(metadata or {}),
-                    embedding=vector,
-                )
-            ]
-        )
+        item: dict[str, Any] = {
+            "namespace": check_namespace(namespace),
+            "key": key,
+            "text": text,
+            "metadata": metadata or {},
+        }
+        if embedding is not None:
+            item["embedding"] = embedding
+        await self.put_many([item])
 
     async def put_many(self, items: Iterable[NewItem | Mapping[str, Any]]) -> int:
         """Store many items in one transaction (all of them or none).
@@ -359,6 +355,7 @@ class MemoryStore:
                 f"the query vector has {len(vector)} dimensions; the memory store {self.path!r} "
                 f"holds {dim}-dimension vectors. Search with the store's embedder."
             )
+        self._rows.check_query(vector)
         if not _durable():
             return self._search(ns, vector, k, flt)
         token = _VECTORS.set([vector])

@@ -153,6 +153,20 @@ class StoredRows:
             self._load_settings()
         return self.dim
 
+    def check_query(self, vector: Sequence[float]) -> None:
+        """Refuse a query vector that has no distance to anything."""
+        try:
+            packed = array("f", vector)
+        except TypeError as exc:
+            raise MemoryStoreError(f"the query vector is not a list of numbers: {exc}") from exc
+        if not math.isfinite(sum(packed)):
+            raise MemoryStoreError("the query vector has a NaN or infinite number; fix the embedder.")
+        if self.metric == "cosine" and not any(packed):
+            raise MemoryStoreError(
+                "the query vector is all zeros, which has no cosine distance to anything (a "
+                "lexical embedder gives zeros for a query without words); search with some words."
+            )
+
     def _pack(self, row: Row, vector: Sequence[float]) -> bytes:
         try:
             packed = array("f", vector)

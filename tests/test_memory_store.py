@@ -251,6 +251,27 @@ def test_zero_vector_is_refused_under_cosine(mem: durable.MemoryStore) -> None:
         run(mem.put(("n",), "k", "?!"))
 
 
+def test_zero_query_vector_is_refused_under_cosine(mem: durable.MemoryStore) -> None:
+    """A query without words embeds to zeros; the search says so instead of ranking by NaN."""
+    run(mem.put(("n",), "k", "words here"))
+    with pytest.raises(MemoryStoreError, match="query vector is all zeros"):
+        run(mem.search(("n",), "?!"))
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "metadata"),
+    [(3, "t", {}), ("k", None, {}), ("k", "t", {1: "int key"})],
+    ids=["int-key", "no-text", "int-metadata-key"],
+)
+def test_put_of_wrong_types_is_a_memory_store_error(
+    mem: durable.MemoryStore, key: Any, text: Any, metadata: Any
+) -> None:
+    """A key, text or metadata of the wrong type fails with MemoryStoreError, not a raw validation error."""
+    with pytest.raises(MemoryStoreError, match="needs namespace, key and text"):
+        run(mem.put(("n",), key, text, metadata))
+    assert run(mem.count()) == 0
+
+
 @pytest.mark.parametrize("k", [0, 5000, 2.5, True])
 def test_bad_k_is_refused(mem: durable.MemoryStore, k: Any) -> None:
     """A search needs k to be an int from 1 to 4096."""
