@@ -17,6 +17,7 @@ is used directly.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
@@ -45,6 +46,13 @@ MAX_K = 4096  # sqlite-vec's own ceiling on k
 _VECTORS: ContextVar[list[list[float]] | None] = ContextVar("durable_memory_vectors", default=None)
 
 
+def _pending_vectors(effect: str, method: str) -> list[list[float]]:
+    vectors = _VECTORS.get()
+    if vectors is None:
+        raise MemoryStoreError(f"{effect} is called by MemoryStore.{method}, not directly.")
+    return vectors
+
+
 def _durable() -> bool:
     """Inside a run and not inside another effect's body: operations become effects."""
     return CURRENT.get() is not None and EFFECT_KEY.get() is None
@@ -60,16 +68,33 @@ class MemoryStore:
     """Long-term memory: namespaced items searched by the nearest embeddings.
 
     Get one with ``world.memory`` and set its embedder once with
-    ``configure``. Every method is a coroutine.
+    ``configure``. Every method is a coroutine. A store can also be opened on
+    its own file with ``MemoryStore(path)``.
+
+    Args:
+        path: The SQLite file (created when missing), or ``None`` for a store in memory.
+        driver: ``"auto"`` (the standard ``sqlite3`` module when it can load
+            extensions, ``apsw`` otherwise), ``"sqlite3"`` or ``"apsw"``.
+        clock: The clock of ``created_at`` and ``updated_at`` (default ``time.time``).
+
+    Raises:
+        MemoryStoreError: The ``memory`` extra is missing, or the file is not a memory store.
+
+    Example:
+        >>> import asyncio, durable
+        >>> store = durable.MemoryStore().configure(durable.lexical_embedder(dim=64))
+        >>> asyncio.run(store.put(("notes",), "tea", "Ada drinks green tea"))
+        >>> [hit.key for hit in asyncio.run(store.search(("notes",), "green tea"))]
+        ['tea']
 
     Attributes:
         driver: The SQLite binding in use, ``"sqlite3"`` or ``"apsw"``.
         path: The database file, or ``":memory:"``.
     """
 
-    def __init__(self, path: Path | None = None, *, driver: Driver = "auto", clock: Any = None):
-        import time
-
+    def __init__(
+        self, path: Path | None = None, *, driver: Driver = "auto", clock: Callable[[], float] | None = None
+    ):
         self._db = VecDb(path, driver=driver)
         self.driver = self._db.driver
         self.path = self._db.path
@@ -264,9 +289,7 @@ class MemoryStore:
 
     @_tool("memory_put")
     async def _put_effect(self, rows: list[RecordedRow]) -> int:
-        vectors = _VECTORS.get()
-        assert vectors is not None, "memory_put runs only through put_many"
-        return self._rows.write(rows, vectors)
+        return self._rows.write(rows, _pending_vectors("memory_put", "put_many"))
 
     async def delete(self, namespace: Sequence[str], key: str) -> bool:
         """Delete an item and its vector together.
@@ -355,7 +378,7 @@ class MemoryStore:
                 f"the query vector has {len(vector)} dimensions; the memory store {self.path!r} "
                 f"holds {dim}-dimension vectors. Search with the store's embedder."
             )
-        self._rows.check_query(vector)
+        self._rows.pack(vector, "the query vector")  # refuse a bad query before it is recorded
         if not _durable():
             return self._search(ns, vector, k, flt)
         token = _VECTORS.set([vector])
@@ -383,9 +406,7 @@ class MemoryStore:
     async def _search_effect(
         self, namespace: tuple[str, ...], query: str | None, k: int, filter: dict[str, Any]
     ) -> list[SearchHit]:
-        vectors = _VECTORS.get()
-        assert vectors is not None, "memory_search runs only through search"
-        return self._search(namespace, vectors[0], k, filter)
+        return self._search(namespace, _pending_vectors("memory_search", "search")[0], k, filter)
 
     async def namespaces(self, prefix: Sequence[str] | None = None) -> list[tuple[str, ...]]:
         """The namespaces that hold items, under ``prefix`` when given, sorted."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import MemoryStoreError
 
@@ -70,7 +70,7 @@ class NewItem(BaseModel):
     namespace: tuple[str, ...]
     key: str
     text: str
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = Field(default_factory=dict)
     embedding: list[float] | None = None
 
 

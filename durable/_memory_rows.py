@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import math
-from array import array
+import struct
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any, Protocol
 
 from ._memory_db import VecDb
@@ -36,6 +37,11 @@ class Row(Protocol):
 
 SCHEMA_VERSION = 1
 _KEY_CHUNK = 500  # stays far below SQLite's limit of bound parameters
+
+
+@lru_cache(maxsize=16)
+def _float32(dim: int) -> struct.Struct:
+    return struct.Struct(f"={dim}f")  # native order: sqlite-vec reads the blob as float[]
 
 
 def check_namespace(namespace: Any, *, allow_empty: bool = False) -> tuple[str, ...]:
@@ -153,43 +159,29 @@ class StoredRows:
             self._load_settings()
         return self.dim
 
-    def check_query(self, vector: Sequence[float]) -> None:
-        """Refuse a query vector that has no distance to anything."""
+    def pack(self, vector: Sequence[float], what: str) -> bytes:
+        """``vector`` as float32 bytes, or a ``MemoryStoreError`` saying what is wrong with it."""
         try:
-            packed = array("f", vector)
-        except TypeError as exc:
-            raise MemoryStoreError(f"the query vector is not a list of numbers: {exc}") from exc
-        if not math.isfinite(sum(packed)):
-            raise MemoryStoreError("the query vector has a NaN or infinite number; fix the embedder.")
-        if self.metric == "cosine" and not any(packed):
+            blob = _float32(len(vector)).pack(*vector)
+        except (struct.error, OverflowError, TypeError) as exc:
             raise MemoryStoreError(
-                "the query vector is all zeros, which has no cosine distance to anything (a "
-                "lexical embedder gives zeros for a query without words); search with some words."
-            )
-
-    def _pack(self, row: Row, vector: Sequence[float]) -> bytes:
-        try:
-            packed = array("f", vector)
-        except TypeError as exc:
-            raise MemoryStoreError(
-                f"the embedding of {row.key!r} in {row.namespace!r} is not a list of numbers: {exc}"
+                f"{what} is not a list of numbers that fit in float32 ({exc}); fix the embedder."
             ) from exc
-        if not math.isfinite(sum(packed)):
+        if not math.isfinite(sum(vector)):  # any NaN or infinity makes the sum so
+            raise MemoryStoreError(f"{what} has a NaN or infinite number; fix the embedder.")
+        if self.metric == "cosine" and not any(vector):
             raise MemoryStoreError(
-                f"the embedding of {row.key!r} in {row.namespace!r} has a NaN or infinite "
-                "number (or one too large for float32); fix the embedder."
+                f"{what} is all zeros, which has no cosine distance to anything (a lexical "
+                "embedder gives zeros for a text without words); use some words, or the l2 metric."
             )
-        if self.metric == "cosine" and not any(packed):
-            raise MemoryStoreError(
-                f"the embedding of {row.key!r} in {row.namespace!r} is all zeros, which has no "
-                "cosine distance to anything (a lexical embedder gives zeros for a text "
-                "without words); store some text, or use the l2 metric."
-            )
-        return packed.tobytes()
+        return blob
 
     def write(self, rows: Sequence[Row], vectors: list[list[float]]) -> int:
         """Insert or replace ``rows`` and their vectors in one transaction."""
-        packed = [self._pack(r, v) for r, v in zip(rows, vectors, strict=True)]
+        packed = [
+            self.pack(v, f"the embedding of {r.key!r} in {r.namespace!r}")
+            for r, v in zip(rows, vectors, strict=True)
+        ]
         metas = [_metadata_text(r) for r in rows]
         now = self.clock()
         texts: dict[tuple[str, ...], str] = {}
@@ -263,10 +255,7 @@ class StoredRows:
         """
         if self.dim is None:
             return []
-        try:
-            blob = array("f", vector).tobytes()
-        except TypeError as exc:
-            raise MemoryStoreError(f"the query vector is not a list of numbers: {exc}") from exc
+        blob = self.pack(vector, "the query vector")
         ns_sql, ns_params = prefix_condition(prefix)
         f_sql, f_params = compile_filter(filter)
         candidates = ""
