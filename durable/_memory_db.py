@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sqlite3
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -42,6 +43,11 @@ def _vec_path() -> str:
     except ImportError:
         raise _missing("the sqlite-vec extension") from None
     return str(sqlite_vec.loadable_path())
+
+
+def _release(conn: Any, driver: str) -> None:
+    _OPEN[driver] -= 1
+    conn.close()
 
 
 def stdlib_can_load_extensions() -> bool:
@@ -77,7 +83,8 @@ class VecDb:
         self.driver = use
         self._conn: Any = self._open_stdlib(vec) if use == "sqlite3" else self._open_apsw(vec)
         _OPEN[use] += 1
-        self._closed = False
+        # A store dropped without close() still closes its connection and frees the binding.
+        self._release = weakref.finalize(self, _release, self._conn, use)
         self.run(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if self.path != ":memory:":
             self.query("PRAGMA journal_mode = WAL")
@@ -142,8 +149,5 @@ class VecDb:
         self.run("COMMIT")
 
     def close(self) -> None:
-        """Close the connection."""
-        if not self._closed:
-            self._closed = True
-            _OPEN[self.driver] -= 1
-            self._conn.close()
+        """Close the connection (a second call does nothing)."""
+        self._release()
