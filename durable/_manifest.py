@@ -278,15 +278,22 @@ def used_keys(rec: Recorded) -> set[str]:
     return keys
 
 
+OWN_EFFECTS = frozenset(
+    {"tools.save_artifact"}
+    | {f"tools.memory_{op}" for op in ("put", "delete", "get", "search", "namespaces", "count")}
+)
+"""durable's own effects (artifacts, the memory store): recorded like tools, not capabilities."""
+
+
 def undescribed(recorded: dict[str, Any], rec: Recorded) -> list[str]:
     """Capability keys the log used that the recorded manifest does not describe.
 
     Drift cannot be checked for these (the workflow reached them in a way the
     walk of its code did not see); declaring them with ``uses=`` fixes that.
-    ``save_artifact``, durable's own effect, is not a capability and is left out.
+    durable's own effects (``OWN_EFFECTS``) are not capabilities and are left out.
     """
     described = {f"{section}.{n}" for section in SECTIONS.values() for n in recorded.get(section) or {}}
-    return sorted(used_keys(rec) - described - {"tools.save_artifact"})
+    return sorted(used_keys(rec) - described - OWN_EFFECTS)
 
 
 def _relevant(manifest: dict[str, Any], keys: Iterable[str]) -> dict[str, Any]:

@@ -207,3 +207,33 @@ def test_resume_under_another_embedder_is_drift(worlds: Worlds) -> None:
         run(durable.run_workflow(wf, world=second, run_id="r", resume="x"))
     assert [c.key for c in info.value.changes] == ["memory.embedder"]
     assert calls["body"] == 1
+
+
+def test_memory_effects_are_durables_own_not_undescribed_capabilities(world: durable.World) -> None:
+    """Every memory effect name is listed as durable's own, so verify does not flag it as undescribed."""
+    from durable._manifest import OWN_EFFECTS, undescribed
+    from durable._replay import Recorded
+    from durable._spec import spec_of
+
+    names = {
+        spec.name for spec in (spec_of(v) for v in vars(durable.MemoryStore).values()) if spec is not None
+    }
+    assert names == {
+        "memory_put",
+        "memory_delete",
+        "memory_get",
+        "memory_search",
+        "memory_namespaces",
+        "memory_count",
+    }
+    assert {f"tools.{n}" for n in names} <= OWN_EFFECTS
+    mem = world.memory.configure(durable.lexical_embedder(dim=16))
+
+    @durable.workflow
+    async def wf() -> int:
+        await mem.put(("n",), "k", "some words")
+        return len(await mem.search(("n",), "words"))
+
+    run(durable.run_workflow(wf, world=world, run_id="r"))
+    rec = Recorded.from_rows(world.log.read("r"), "r")
+    assert undescribed(rec.started["manifest"], rec) == []  # type: ignore[index]
