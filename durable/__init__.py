@@ -31,7 +31,7 @@ from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
 from ._sqlite import SqliteLog
 from ._timetravel import Checkpoint, Fork, Restored, checkpoints, fork, restore
-from ._world import World, local_world, memory_world
+from ._worlds import World, local_world, memory_world
 from .errors import (
     ArtifactIntegrityError,
     CapabilityDriftError,

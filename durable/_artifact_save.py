@@ -12,7 +12,7 @@ from ._decorators import make_decorator
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ._world import World
+    from ._world import WorldCore
 
 _PAYLOAD: ContextVar[bytes | None] = ContextVar("durable_artifact_payload", default=None)
 
@@ -33,7 +33,7 @@ async def save_artifact(
     data: bytes | bytearray | memoryview,
     media_type: str | None = None,
     *,
-    world: World | None = None,
+    world: WorldCore | None = None,
 ) -> ArtifactRef:
     """Store bytes by content (sha256) and return a reference to them.
 

@@ -28,7 +28,7 @@ from ._replay import Recorded
 from .errors import ArtifactIntegrityError, ConfigurationError
 
 if TYPE_CHECKING:
-    from ._world import World
+    from ._world import WorldCore
 
 _OUTPUT_MEDIA_TYPE = "application/json"
 
@@ -124,7 +124,7 @@ def _manifest(name: str, sha: str, size: int, media_type: str | None, run_id: st
 
 
 def store_bytes(
-    world: World, name: str, data: bytes, media_type: str | None, run_id: str | None
+    world: WorldCore, name: str, data: bytes, media_type: str | None, run_id: str | None
 ) -> ArtifactRef:
     """Store ``data`` in ``world`` and return its bound reference (no log event)."""
     sha = sha256_of(data)
@@ -194,7 +194,7 @@ def referenced(rec: Recorded, run_id: str = "") -> list[tuple[ArtifactRef, str |
     return refs
 
 
-def check_artifacts(world: World, rec: Recorded, run_id: str) -> None:
+def check_artifacts(world: WorldCore, rec: Recorded, run_id: str) -> None:
     """Check every artifact the run references; load large step outputs for replay.
 
     Raises:

@@ -15,7 +15,7 @@ from ._cli_registry import CliError, command, table
 from ._recovery import compact, gc
 from ._replay import decode_state
 from ._timetravel import UNCHANGED, checkpoints, fork, restore
-from ._world import World
+from ._world import WorldCore
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -56,7 +56,7 @@ def _checkpoints_human(data: Any) -> str:
     _checkpoints_args,
     human=_checkpoints_human,
 )
-def _checkpoints(world: World, a: argparse.Namespace) -> Any:
+def _checkpoints(world: WorldCore, a: argparse.Namespace) -> Any:
     return [
         {"seq": c.seq, "kind": c.kind, "path": c.path, "state_version": c.state_version}
         for c in checkpoints(a.run_id, world=world)
@@ -68,7 +68,7 @@ def _checkpoints(world: World, a: argparse.Namespace) -> Any:
     "roll a run back to a checkpoint; the next resume runs again what came after it",
     _checkpoint_arg,
 )
-def _restore(world: World, a: argparse.Namespace) -> Any:
+def _restore(world: WorldCore, a: argparse.Namespace) -> Any:
     done = restore(a.run_id, _checkpoint_value(a.checkpoint), world=world)
     return {
         "run_id": done.run_id,
@@ -98,7 +98,7 @@ def _fork_args(p: argparse.ArgumentParser) -> None:
     "start a new run from a checkpoint, reusing everything committed before it",
     _fork_args,
 )
-def _fork(world: World, a: argparse.Namespace) -> Any:
+def _fork(world: WorldCore, a: argparse.Namespace) -> Any:
     value: Any = UNCHANGED
     if a.input is not None:
         try:
@@ -153,7 +153,7 @@ def _compact_args(p: argparse.ArgumentParser) -> None:
     "replace a run's events with one snapshot of its state (earlier checkpoints go)",
     _compact_args,
 )
-def _compact(world: World, a: argparse.Namespace) -> Any:
+def _compact(world: WorldCore, a: argparse.Namespace) -> Any:
     done = compact(a.run_id, world=world)
     if a.vacuum:
         world.vacuum()
@@ -189,7 +189,7 @@ def _gc_human(data: Any) -> str:
     _gc_args,
     human=_gc_human,
 )
-def _gc(world: World, a: argparse.Namespace) -> Any:
+def _gc(world: WorldCore, a: argparse.Namespace) -> Any:
     deleted = gc(world=world, older_than=parse_duration(a.older_than), dry_run=a.dry_run)
     if a.vacuum and deleted and not a.dry_run:
         world.vacuum()

@@ -10,10 +10,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ._world import World
+from ._world import WorldCore
 from .errors import RunNotFoundError
 
-Handler = Callable[[World, argparse.Namespace], Any]
+Handler = Callable[[WorldCore, argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 """Command name → (help, add-arguments, handler); each handler returns JSON-able data."""
 HUMAN: dict[str, Callable[[Any], str]] = {}
@@ -60,7 +60,7 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def read_rows(world: World, run_id: str) -> list[tuple[int, str, str]]:
+def read_rows(world: WorldCore, run_id: str) -> list[tuple[int, str, str]]:
     rows = world.log.read(run_id)
     if not rows:
         raise RunNotFoundError(f"no run {run_id!r} in this data directory; list runs with `little runs`.")

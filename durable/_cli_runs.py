@@ -11,7 +11,7 @@ from typing import Any
 from ._cli_registry import CliError, command, read_rows, run_id_arg, table
 from ._replay import Recorded
 from ._verify import import_workflow, parse_models, report_text, verify_run
-from ._world import World
+from ._world import WorldCore
 from .errors import RunNotFoundError
 from .events import Event, parse_event
 
@@ -33,7 +33,7 @@ def _runs_args(p: argparse.ArgumentParser) -> None:
     _runs_args,
     human=lambda rows: table(rows, ["run_id", "workflow", "status"]),
 )
-def _runs(world: World, a: argparse.Namespace) -> Any:
+def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
     if a.limit < 1 or a.offset < 0:
         raise CliError("--limit must be at least 1 and --offset at least 0")
     infos = world.runs(status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
@@ -51,7 +51,7 @@ def _runs(world: World, a: argparse.Namespace) -> Any:
 
 
 def follow_events(
-    world: World,
+    world: WorldCore,
     run_id: str,
     *,
     interval: float = 0.5,
@@ -103,7 +103,7 @@ def _events_args(p: argparse.ArgumentParser) -> None:
     _events_args,
     human=lambda events: "\n".join(_event_line(e) for e in events) or "(none)",
 )
-def _events(world: World, a: argparse.Namespace) -> Any:
+def _events(world: WorldCore, a: argparse.Namespace) -> Any:
     if a.follow:
         if a.interval <= 0 or a.timeout < 0:
             raise CliError("--interval must be above 0 and --timeout at least 0")
@@ -125,7 +125,7 @@ def _event_line(e: dict[str, Any]) -> str:
 
 
 @command("replay", "rebuild a run's state from its log without calling anything", run_id_arg)
-def _replay(world: World, a: argparse.Namespace) -> Any:
+def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
     rec = Recorded.from_rows(read_rows(world, a.run_id), a.run_id)
     visits: dict[str, int] = {}
     for path, d in rec.steps_completed.items():
@@ -172,7 +172,7 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     _verify_args,
     human=report_text,
 )
-def _verify(world: World, a: argparse.Namespace) -> Any:
+def _verify(world: WorldCore, a: argparse.Namespace) -> Any:
     spec = import_workflow(a.workflow) if a.workflow else None
     models = parse_models(a.model) if a.model else None
     report = verify_run(world, a.run_id, spec, models)

@@ -24,7 +24,7 @@ from ._serde import dumps
 from .errors import ConfigurationError, NondeterminismError
 
 if TYPE_CHECKING:
-    from ._world import World
+    from ._world import WorldCore
 
 CURRENT: ContextVar[Scope | None] = ContextVar("durable_scope", default=None)
 """The scope of the running durable call, or ``None`` outside any run."""
@@ -59,7 +59,7 @@ class RunContext:
 
     def __init__(
         self,
-        world: World,
+        world: WorldCore,
         run_id: str,
         token: int,
         recorded: Recorded,

@@ -33,7 +33,7 @@ from ._memory_rows import StoredRows, check_namespace
 from .errors import MemoryStoreError
 
 if TYPE_CHECKING:
-    from ._world import World
+    from ._world import WorldCore
 
 Metric = Literal["cosine", "l2"]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -435,7 +435,7 @@ class MemoryStore:
         return self._rows.count(namespace)
 
 
-def open_world_memory(world: World) -> MemoryStore:
+def open_world_memory(world: WorldCore) -> MemoryStore:
     """The world's memory store, opened on first use and kept with the world."""
     store = world.extensions.get("memory")
     if isinstance(store, MemoryStore):

@@ -38,7 +38,7 @@ from ._replay import Recorded
 from ._runner import new_run_id, run_workflow, validate_input
 from ._serde import ANY, dumps, from_json, to_json
 from ._spec import Spec, spec_of
-from ._world import World
+from ._world import WorldCore
 from .errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
 
 Json = dict[str, Any]
@@ -55,7 +55,7 @@ class _Loop:
         self,
         spec: Spec,
         wf: Any,
-        world: World,
+        world: WorldCore,
         outer_loop_id: str,
         supervise: Supervise,
         max_cycles: int,
@@ -271,7 +271,7 @@ class _Loop:
         return data
 
 
-async def _append_commit(world: World, run_id: str, data: Json) -> Json:
+async def _append_commit(world: WorldCore, run_id: str, data: Json) -> Json:
     """Append ``outer_loop.cycle_completed`` to the cycle run's log, unless one is there already.
 
     Returns:
@@ -313,7 +313,7 @@ async def run_outer_loop(
     supervise: Supervise,
     max_cycles: int,
     outer_loop_id: str,
-    world: World,
+    world: WorldCore,
     timeout: float | None = None,
     description: str | None = None,
 ) -> OuterLoopResult:

@@ -29,7 +29,7 @@ from .errors import ConfigurationError, OuterLoopError
 if TYPE_CHECKING:
     from pydantic import SerializerFunctionWrapHandler
 
-    from ._world import World
+    from ._world import WorldCore
 
 FOLDER = "outer-loops"
 """The folder under a local world's data directory that holds the manifests."""
@@ -120,7 +120,7 @@ def _problem(m: OuterLoopManifest, outer_loop_id: str) -> str | None:
 class ManifestStore:
     """Reads and writes one outer loop's manifest in a world."""
 
-    def __init__(self, world: World, outer_loop_id: str):
+    def __init__(self, world: WorldCore, outer_loop_id: str):
         self.outer_loop_id = outer_loop_id
         self._world = world
         self.path: Path | None = (

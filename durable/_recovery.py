@@ -17,11 +17,11 @@ from datetime import timedelta
 from ._log import TERMINAL, EventLog
 from ._replay import Recorded, encode_state
 from ._serde import dumps
-from ._world import World
+from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
 
 
-def recover(run_id: str, *, world: World) -> Recorded:
+def recover(run_id: str, *, world: WorldCore) -> Recorded:
     """Rebuild a run's canonical state: the newest snapshot plus the events after it.
 
     This is the same function the engine resumes from.
@@ -59,7 +59,7 @@ def recover_log(log: EventLog, run_id: str) -> Recorded:
     return Recorded.from_rows(log.read(run_id), run_id)
 
 
-def _not_found(world: World, run_id: str) -> RunNotFoundError:
+def _not_found(world: WorldCore, run_id: str) -> RunNotFoundError:
     where = f"data directory {str(world.data_dir)!r}" if world.data_dir else "this world"
     return RunNotFoundError(
         f"no run {run_id!r} in {where}; list runs with `little runs`.",
@@ -68,7 +68,7 @@ def _not_found(world: World, run_id: str) -> RunNotFoundError:
 
 
 @contextlib.contextmanager
-def locked(world: World, run_id: str, what: str) -> Iterator[int]:
+def locked(world: WorldCore, run_id: str, what: str) -> Iterator[int]:
     """Hold the run's lock and a fresh fencing token, or fail at once when a driver holds it.
 
     Raises:
@@ -106,7 +106,7 @@ class Compaction:
     state_hash: str
 
 
-def compact(run_id: str, *, world: World) -> Compaction:
+def compact(run_id: str, *, world: WorldCore) -> Compaction:
     """Replace a run's events with one ``snapshot`` of its canonical state.
 
     The snapshot is appended and every event before it removed in one
@@ -147,7 +147,7 @@ def _seconds(older_than: float | timedelta) -> float:
     return float(value)
 
 
-def gc(*, world: World, older_than: float | timedelta, dry_run: bool = False) -> list[str]:
+def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False) -> list[str]:
     """Delete finished runs (completed or failed) not updated for ``older_than``.
 
     Running and interrupted runs are kept whatever their age, and so is a run

@@ -26,7 +26,7 @@ from ._recovery import recover_log
 from ._serde import ANY, dumps, from_json, sha256_tag, short_hash, to_json
 from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
-from ._world import World
+from ._world import WorldCore
 from .errors import (
     ConfigurationError,
     RunFailedError,
@@ -86,7 +86,7 @@ async def run_workflow(
     wf: Any,
     input: Any = None,
     *,
-    world: World,
+    world: WorldCore,
     run_id: str | None = None,
     models: dict[str, str] | None = None,
     timeout: float | None = None,
@@ -156,7 +156,7 @@ async def run_workflow(
 async def drive(
     spec: Spec,
     input: Any,
-    world: World,
+    world: WorldCore,
     *,
     run_id: str,
     models: dict[str, str],
@@ -184,7 +184,7 @@ async def drive(
         return await _execute(run, spec, value)
 
 
-def _memory_manifest(world: World) -> dict[str, Any] | None:
+def _memory_manifest(world: WorldCore) -> dict[str, Any] | None:
     """The world's memory store as the manifest records it (``None`` when it was not opened).
 
     Read through ``world.extensions`` so that the runner does not import the store,

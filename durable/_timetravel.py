@@ -25,7 +25,7 @@ from ._recovery import _not_found, locked
 from ._replay import Recorded, _until, decode_state, encode_state
 from ._runner import new_run_id as fresh_run_id
 from ._serde import ANY, dumps, sha256_tag, to_json
-from ._world import World
+from ._world import WorldCore
 from .errors import CheckpointNotFoundError, ConfigurationError
 
 
@@ -111,14 +111,14 @@ def _checkpoints(rows: list[Row]) -> list[Checkpoint]:
     return found
 
 
-def _rows(world: World, run_id: str) -> list[Row]:
+def _rows(world: WorldCore, run_id: str) -> list[Row]:
     rows = world.log.read(run_id)
     if not rows:
         raise _not_found(world, run_id)
     return rows
 
 
-def checkpoints(run_id: str, *, world: World) -> list[Checkpoint]:
+def checkpoints(run_id: str, *, world: WorldCore) -> list[Checkpoint]:
     """Every point the run can be restored to or forked from, oldest first.
 
     Args:
@@ -156,7 +156,7 @@ def _find(run_id: str, rows: list[Row], checkpoint: int | str) -> Checkpoint:
     )
 
 
-def restore(run_id: str, checkpoint: int | str, *, world: World) -> Restored:
+def restore(run_id: str, checkpoint: int | str, *, world: WorldCore) -> Restored:
     """Roll a run's state back to a checkpoint; the next resume runs again what came after.
 
     Appends one ``run.restored`` event (the log is never rewritten): recovery
@@ -217,7 +217,7 @@ def fork(
     run_id: str,
     checkpoint: int | str,
     *,
-    world: World,
+    world: WorldCore,
     new_run_id: str | None = None,
     input: Any = UNCHANGED,
     models: dict[str, str] | None = None,

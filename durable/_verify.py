@@ -26,7 +26,7 @@ from ._capabilities import reachable
 from ._manifest import change_lines, run_drift, undescribed
 from ._replay import Recorded
 from ._spec import Spec, spec_of
-from ._world import World
+from ._world import WorldCore
 from .errors import (
     ArtifactIntegrityError,
     ConfigurationError,
@@ -59,7 +59,7 @@ def _schema_problems(run_id: str, rows: list[tuple[int, str, str]]) -> list[str]
 
 
 def _check_run(
-    world: World,
+    world: WorldCore,
     run_id: str,
     spec: Spec | None,
     models: dict[str, str] | None,
@@ -112,7 +112,7 @@ def _check_run(
 
 
 def verify_run(
-    world: World, run_id: str, spec: Spec | None = None, models: dict[str, str] | None = None
+    world: WorldCore, run_id: str, spec: Spec | None = None, models: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Check one run (and its child runs) without changing anything.
 

@@ -1,36 +1,28 @@
-"""Worlds: where durable state lives.
+"""The part of a world the engine needs: log, locks, artifacts, clock and sleep.
 
-``local_world(data_dir)`` keeps the event log in ``events.db`` (SQLite, WAL)
-with locks, artifacts, memory and outer-loop manifests beside it;
-``memory_world()`` keeps everything in the process, for tests.
+The public ``World`` (in ``_worlds``) adds the memory store, and
+``local_world`` / ``memory_world`` build worlds there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
-from ._locks import FileLocks, Locks, MemoryLocks
-from ._log import EventLog, MemoryLog, RunInfo
-from ._sqlite import SqliteLog
+from ._locks import Locks
+from ._log import EventLog, RunInfo
 from .errors import ConfigurationError, RunNotFoundError
 from .events import Event, parse_event
-
-if TYPE_CHECKING:
-    from ._memory import MemoryStore
 
 Durability = Literal["process", "power"]
 
 
-class World:
-    """Where runs, their logs and their files live.
-
-    Create one with ``local_world()`` or ``memory_world()``.
+class WorldCore:
+    """The engine's view of a world; the public ``World`` adds the memory store.
 
     Attributes:
         log: The event log backend.
@@ -113,19 +105,6 @@ class World:
         if vacuum is not None:
             vacuum()
 
-    @property
-    def memory(self) -> MemoryStore:
-        """The world's memory store, opened on first use (``memory/`` in the data directory).
-
-        Raises:
-            MemoryStoreError: The ``memory`` extra is not installed; the message
-                names the command that installs it.
-        """
-        # Bound late: the store's effects reach the runner, which imports worlds.
-        from ._memory import open_world_memory
-
-        return open_world_memory(self)
-
     def close(self) -> None:
         """Close the log and the memory store (the world is unusable afterwards)."""
         store = self.extensions.pop("memory", None)
@@ -133,7 +112,7 @@ class World:
             store.close()
         self.log.close()
 
-    def __enter__(self) -> World:
+    def __enter__(self) -> WorldCore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -143,78 +122,4 @@ class World:
         return f"data directory {str(self.data_dir)!r}" if self.data_dir else "this memory world"
 
     def __repr__(self) -> str:
-        return f"<durable World {self._where()} durability={self.durability!r}>"
-
-
-def local_world(
-    data_dir: str | os.PathLike[str] = ".little-workflow",
-    *,
-    durability: Durability = "process",
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-    artifact_threshold: int = DEFAULT_THRESHOLD,
-) -> World:
-    """A world in a data directory: ``events.db`` (SQLite, WAL) and folders beside it.
-
-    Args:
-        data_dir: The folder (created when missing).
-        durability: ``"process"`` survives any process kill (``synchronous=NORMAL``);
-            ``"power"`` also survives power loss (``synchronous=FULL``, one fsync per commit).
-        clock: Replaces ``time.time`` (tests).
-        sleep: Replaces ``asyncio.sleep`` for durable sleeps and backoffs (tests).
-        artifact_threshold: Step outputs whose JSON is longer than this many characters
-            are stored under ``artifacts/`` and referenced from the log.
-
-    Returns:
-        The world. Close it with ``world.close()`` or use it as a context manager.
-
-    Raises:
-        ConfigurationError: The folder cannot be created or written.
-        LogCorruptedError: ``events.db`` exists but is not a durable log.
-
-    Example:
-        >>> import tempfile
-        >>> with local_world(tempfile.mkdtemp()) as world:
-        ...     world.runs()
-        []
-    """
-    if durability not in ("process", "power"):
-        raise ConfigurationError(f"durability must be 'process' or 'power', not {durability!r}.")
-    path = Path(data_dir)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"cannot create the data directory {str(path)!r}: {exc.strerror}. "
-            "Choose a folder you can write to."
-        ) from exc
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigurationError(
-            f"the data directory {str(path)!r} is not writable; choose a folder you can write to "
-            "or fix its permissions."
-        )
-    log = SqliteLog(path / "events.db", durability=durability)
-    return World(
-        log,
-        FileLocks(path / "locks"),
-        data_dir=path,
-        durability=durability,
-        clock=clock,
-        sleep=sleep,
-        artifact_threshold=artifact_threshold,
-    )
-
-
-def memory_world(
-    *,
-    clock: Callable[[], float] | None = None,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-    artifact_threshold: int = DEFAULT_THRESHOLD,
-) -> World:
-    """A world held in this process (``MemoryLog``, artifacts in memory): for tests and experiments.
-
-    Example:
-        >>> memory_world().runs()
-        []
-    """
-    return World(MemoryLog(), MemoryLocks(), clock=clock, sleep=sleep, artifact_threshold=artifact_threshold)
+        return f"<durable WorldCore {self._where()} durability={self.durability!r}>"

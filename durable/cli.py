@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from . import _cli_history, _cli_runs  # noqa: F401  (importing them registers their commands)
 from ._cli_registry import COMMANDS, HUMAN, CliError
-from ._world import local_world
+from ._worlds import local_world
 from .errors import DurableError
 
 # -- output -------------------------------------------------------------------

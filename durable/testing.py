@@ -45,7 +45,7 @@ from typing import Any
 
 from ._log import Append, EventLog, Row, RunInfo
 from ._runner import new_run_id, run_workflow
-from ._world import World
+from ._worlds import World
 from .errors import ConfigurationError
 
 __all__ = [
