@@ -17,17 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
+from ._context import CURRENT, RunContext, Scope
 from ._engine import (
     _REPLAYED,
-    NEVER_HAPPENED,
     _effect_begin,
     _EffectCall,
     _receipt_ok,
-    _reconcile_async,
     _step_begin,
     _step_commit,
     _StepCall,
+    effect_attempt,
 )
 from ._failures import error_data, error_type, recordable
 from ._replay import Recorded
@@ -176,19 +175,7 @@ async def effect_with_retry(
         while True:
             await tries.wait_backoff()
             try:
-                if call.mode == "reconcile":
-                    answer = await _reconcile_async(call)
-                    if answer is not NEVER_HAPPENED:
-                        _receipt_ok(call, answer)
-                        await run.flush_async()
-                        return answer
-                elif call.mode == "call":
-                    await run.flush_async()  # the intent is durable before anything leaves
-                token = EFFECT_KEY.set(f"{run.run_id}:{call.key}")
-                try:
-                    result = await fn(*args, **kwargs)
-                finally:
-                    EFFECT_KEY.reset(token)
+                result = await effect_attempt(call, fn, args, kwargs)
                 _receipt_ok(call, result)
             except BaseException as exc:
                 if not recordable(exc):

@@ -339,6 +339,27 @@ async def _reconcile_async(call: _EffectCall) -> Any:
     return answer
 
 
+async def effect_attempt(
+    call: _EffectCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """One attempt of an effect: ask ``reconcile=`` or make the intent durable, then call.
+
+    Returns the effect's result (or the reconciled one); the caller writes the receipt.
+    """
+    run = call.run
+    if call.mode == "reconcile":
+        answer = await _reconcile_async(call)
+        if answer is not NEVER_HAPPENED:
+            return answer
+    elif call.mode == "call":
+        await run.flush_async()  # the intent is durable before anything leaves
+    token = EFFECT_KEY.set(f"{run.run_id}:{call.key}")
+    try:
+        return await fn(*args, **kwargs)
+    finally:
+        EFFECT_KEY.reset(token)
+
+
 async def _effect_async(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
@@ -347,19 +368,7 @@ async def _effect_async(
         return replayed
     run = call.run
     try:
-        if call.mode == "reconcile":
-            answer = await _reconcile_async(call)
-            if answer is not NEVER_HAPPENED:
-                _receipt_ok(call, answer)
-                await run.flush_async()
-                return answer
-        elif call.mode == "call":
-            await run.flush_async()  # the intent is durable before anything leaves
-        token = EFFECT_KEY.set(f"{run.run_id}:{call.key}")
-        try:
-            result = await fn(*args, **kwargs)
-        finally:
-            EFFECT_KEY.reset(token)
+        result = await effect_attempt(call, fn, args, kwargs)
         _receipt_ok(call, result)
     except BaseException as exc:
         if _receipt_error(call, exc):
