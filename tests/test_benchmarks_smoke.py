@@ -1,0 +1,53 @@
+"""The benchmark harness runs end to end at tiny sizes, so it never rots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _smoke(tmp_path: Path, *extra: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--smoke", "--quiet", "--out", str(tmp_path), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_smoke_run_reports_every_target(tmp_path: Path) -> None:
+    """``--smoke`` measures every scenario for durable and the floor and prints the table."""
+    out = _smoke(tmp_path, "--no-peers")
+    for target in (
+        "(a) process",
+        "(a) power",
+        "(b) power",
+        "(c)",
+        "(d) power",
+        "(e)",
+        "(f)",
+        "(g)",
+    ):
+        assert f"| {target} |" in out
+    assert "| a process | raw SQLite |" in out
+    assert list(tmp_path.glob("*-smoke.md"))
+    assert list(tmp_path.glob("*-smoke.json"))
+
+
+@pytest.mark.slow
+def test_smoke_run_with_peers(tmp_path: Path) -> None:
+    """With the ``bench`` extra installed, the peers run in the same smoke pass."""
+    pytest.importorskip("dbos")
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    out = _smoke(tmp_path)
+    assert "| a process | DBOS (WAL) |" in out
+    assert "| a process | LangGraph |" in out
