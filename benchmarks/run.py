@@ -78,6 +78,7 @@ class Harness:
         self.verbose = verbose
         self.figures: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._n = 0
+        self.only: set[str] = set()
         self.timeout = 60 if sizes.repeats == 1 and sizes.steps < 100 else 1800
 
     def fresh_dir(self) -> str:
@@ -109,6 +110,8 @@ class Harness:
         self, scenario: str, systems: list[System], run: Callable[[System], dict[str, Any]]
     ) -> None:
         """Run every system ``repeats`` times, rotating the order each round."""
+        if self.only and scenario.split()[0] not in self.only:
+            return
         for r in range(self.sizes.repeats):
             k = r % len(systems)
             for system in systems[k:] + systems[:k]:
@@ -136,6 +139,8 @@ class Harness:
     def resume(
         self, scenario: str, n: int, kill_at: int | None, others: int, systems: list[System]
     ) -> None:
+        if self.only and scenario.split()[0] not in self.only:
+            return
         built: dict[str, str] = {}
         for s in systems:
             d = self.fresh_dir()
@@ -394,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", default=str(RESULTS), help="folder for the report (default benchmarks/results)"
     )
+    parser.add_argument("--only", help="comma-separated scenario ids to run, e.g. a,c")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
     name = "full" if args.full else "smoke"
@@ -404,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     base = Path(tempfile.mkdtemp(prefix="durable-bench-", dir=args.dir))
     try:
         h = Harness(base, sizes, peers=not args.no_peers, verbose=not args.quiet)
+        h.only = set(args.only.split(",")) if args.only else set()
         h.all()
         text = report(h, name, str(base), started)
     finally:
