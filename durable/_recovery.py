@@ -56,7 +56,11 @@ def recover(run_id: str, *, world: WorldCore) -> Recorded:
 
 def recover_log(log: EventLog, run_id: str) -> Recorded:
     """``recover`` over a bare log (the runner's entry point); an unknown run is empty."""
-    return Recorded.from_rows(log.read(run_id), run_id)
+    # A log that can stream its rows lets a long run be indexed without
+    # holding every raw row at once (see SqliteLog.iter_rows).
+    iter_rows = getattr(log, "iter_rows", None)
+    rows = iter_rows(run_id) if iter_rows is not None else log.read(run_id)
+    return Recorded.from_rows(rows, run_id)
 
 
 def _not_found(world: WorldCore, run_id: str) -> RunNotFoundError:

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ._log import Append, Row, RunInfo, _stale, _taken
@@ -271,6 +271,26 @@ class SqliteLog:
                 "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
                 (run_id, after_seq),
             ).fetchall()
+
+    def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:
+        """The rows of ``read``, fetched ``chunk`` rows per query as they are consumed.
+
+        A resume indexes a long run without holding all of its raw rows at
+        once. The chunks are consistent with each other because only the
+        run's lock holder writes the run. No lock or statement stays open
+        between chunks, so an abandoned iterator holds nothing.
+        """
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? "
+                    "ORDER BY seq LIMIT ?",
+                    (run_id, after_seq, chunk),
+                ).fetchall()
+            yield from rows
+            if len(rows) < chunk:
+                return
+            after_seq = rows[-1][0]
 
     def info(self, run_id: str) -> RunInfo | None:
         """The run's summary, or ``None`` when the log has no such run."""
