@@ -59,3 +59,14 @@ def test_large_batches_take_the_transactional_path(tmp_path: Path) -> None:
     token = log.fence("r")
     log.append([Append("r", [(i, "a", "{}") for i in range(1, 501)], token)])
     assert len(log.read("r")) == 500
+
+
+def test_iter_rows_streams_what_read_returns(tmp_path: Path) -> None:
+    """Streaming a run in small chunks yields exactly the rows of one ``read``."""
+    log = _log(tmp_path)
+    token = log.fence("r")
+    for i in range(1, 12, 3):
+        log.append([Append("r", [(i, "a", "{}"), (i + 1, "b", "{}"), (i + 2, "c", "{}")], token)])
+    assert list(log.iter_rows("r", chunk=5)) == log.read("r")
+    assert list(log.iter_rows("r", after_seq=4, chunk=2)) == log.read("r", after_seq=4)
+    assert list(log.iter_rows("nobody")) == []

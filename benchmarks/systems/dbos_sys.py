@@ -77,7 +77,7 @@ def seq(
     DBOS.destroy()
     return {
         "seconds": seconds,
-        "per_us": seconds / n * 1e6,
+        "per_us": seconds / max(n, 1) * 1e6,
         "bytes_per_step": (_db_bytes(path) - empty) / n,
     }
 
@@ -110,4 +110,4 @@ def resume(dir: str, n: int, journal: str = "wal") -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     assert out == n
     DBOS.destroy()
-    return {"seconds": seconds, "per_us": seconds / n * 1e6}
+    return {"seconds": seconds, "per_us": seconds / max(n, 1) * 1e6}

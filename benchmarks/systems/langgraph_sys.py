@@ -63,7 +63,7 @@ def seq(dir: str, n: int, durability: str, tool: bool = False) -> dict[str, Any]
     assert out == n
     return {
         "seconds": seconds,
-        "per_us": seconds / n * 1e6,
+        "per_us": seconds / max(n, 1) * 1e6,
         "bytes_per_step": (_db_bytes(path) - empty) / n,
     }
 
@@ -84,7 +84,7 @@ def resume(dir: str, n: int) -> dict[str, Any]:
     out = wfs["sequential"].invoke(None, THREAD, durability="sync")
     seconds = time.perf_counter() - t0
     assert out == n, out
-    return {"seconds": seconds, "per_us": seconds / n * 1e6}
+    return {"seconds": seconds, "per_us": seconds / max(n, 1) * 1e6}
 
 
 def fanout(dir: str, n: int, durability: str) -> dict[str, Any]:
@@ -94,4 +94,4 @@ def fanout(dir: str, n: int, durability: str) -> dict[str, Any]:
     out = wfs["fan_out"].invoke(n, THREAD, durability="sync")
     seconds = time.perf_counter() - t0
     assert out == n
-    return {"seconds": seconds, "per_us": seconds / n * 1e6}
+    return {"seconds": seconds, "per_us": seconds / max(n, 1) * 1e6}
