@@ -63,9 +63,7 @@ class Sizes:
 
 
 SMOKE = Sizes(steps=30, fanout=30, big=300, others=20, kill_at=27, outside=20_000, repeats=1)
-FULL = Sizes(
-    steps=1000, fanout=1000, big=100_000, others=10_000, kill_at=900, outside=300_000, repeats=5
-)
+FULL = Sizes(steps=1000, fanout=1000, big=100_000, others=10_000, kill_at=900, outside=300_000, repeats=5)
 
 
 class Harness:
@@ -106,9 +104,7 @@ class Harness:
     def systems(self, *candidates: System) -> list[System]:
         return [s for s in candidates if s in (DURABLE, FLOOR) or (self.peers and s.available())]
 
-    def measure(
-        self, scenario: str, systems: list[System], run: Callable[[System], dict[str, Any]]
-    ) -> None:
+    def measure(self, scenario: str, systems: list[System], run: Callable[[System], dict[str, Any]]) -> None:
         """Run every system ``repeats`` times, rotating the order each round."""
         if self.only and scenario.split()[0] not in self.only:
             return
@@ -131,14 +127,10 @@ class Harness:
         self.measure(
             scenario,
             systems,
-            lambda s: self.worker(
-                s, "seq", dir=self.fresh_dir(), n=n, durability=durability, tool=tool
-            ),
+            lambda s: self.worker(s, "seq", dir=self.fresh_dir(), n=n, durability=durability, tool=tool),
         )
 
-    def resume(
-        self, scenario: str, n: int, kill_at: int | None, others: int, systems: list[System]
-    ) -> None:
+    def resume(self, scenario: str, n: int, kill_at: int | None, others: int, systems: list[System]) -> None:
         if self.only and scenario.split()[0] not in self.only:
             return
         built: dict[str, str] = {}
@@ -172,9 +164,7 @@ class Harness:
         self.measure(
             "d power",
             self.systems(DURABLE, LANGGRAPH),
-            lambda s: self.worker(
-                s, "fanout", dir=self.fresh_dir(), n=z.fanout, durability="power"
-            ),
+            lambda s: self.worker(s, "fanout", dir=self.fresh_dir(), n=z.fanout, durability="power"),
         )
         self.resume("e small", z.steps, z.steps, 0, [DURABLE])
         self.resume("e big", z.big, z.big, 0, [DURABLE])
@@ -254,25 +244,17 @@ def figures_table(h: Harness) -> list[str]:
                 med(h, scenario, "durable", "bytes_per_step"),
             )
             sp = spread(h, scenario, system, "bytes_per_step")
-            extra.append(
-                row("f", system, fmt(b, 0), "bytes / step", sp, fmt(ratio(b, bd), 2) + "×")
-            )
+            extra.append(row("f", system, fmt(b, 0), "bytes / step", sp, fmt(ratio(b, bd), 2) + "×"))
         if "peak_mb" in first:
             unit = f"peak RSS MB (at start {fmt(med(h, scenario, system, 'base_mb'))})"
             peak = fmt(med(h, scenario, system, "peak_mb"))
-            extra.append(
-                row(scenario, system, peak, unit, spread(h, scenario, system, "peak_mb"), "")
-            )
+            extra.append(row(scenario, system, peak, unit, spread(h, scenario, system, "peak_mb"), ""))
         n = {"c replay": h.sizes.steps, "e small": h.sizes.steps, "e big": h.sizes.big}.get(
             scenario, h.sizes.big if scenario == "e big+others" else 0
         )
         m = marginal(h, scenario, system, n)
         if m is not None:
-            r = (
-                ""
-                if system == "durable"
-                else fmt(ratio(m, marginal(h, scenario, "durable", n)), 2) + "×"
-            )
+            r = "" if system == "durable" else fmt(ratio(m, marginal(h, scenario, "durable", n)), 2) + "×"
             extra.append(row(scenario, system, fmt(m, 2), "µs / step above an empty resume", "", r))
         if "cpu_us" in first:
             extra.append(
@@ -425,16 +407,12 @@ def report(h: Harness, mode: str, data_dir: str, started: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the harness and print the markdown report."""
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat (the default)")
     mode.add_argument("--full", action="store_true", help="the sizes of the performance page")
     parser.add_argument("--repeats", type=int, help="repeats per figure (median taken)")
-    parser.add_argument(
-        "--no-peers", action="store_true", help="durable and the raw-SQLite floor only"
-    )
+    parser.add_argument("--no-peers", action="store_true", help="durable and the raw-SQLite floor only")
     parser.add_argument("--dir", help="where the data directories go (its file system matters)")
     parser.add_argument(
         "--out", default=str(RESULTS), help="folder for the report (default benchmarks/results)"

@@ -86,9 +86,7 @@ def adapter(annotation: Any) -> TypeAdapter[Any]:
         return TypeAdapter(annotation)
 
 
-def to_json(
-    ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, path: str | None
-) -> Any:
+def to_json(ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, path: str | None) -> Any:
     """Dump ``value`` to a JSON-safe structure, or raise ``SerializationError``."""
     same = _UNCHANGED.get(id(ad))
     if same is not None and type(value) in same:

@@ -96,9 +96,7 @@ class SqliteLog:
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
             )
         except sqlite3.Error as exc:
-            raise ConfigurationError(
-                f"cannot open the event log {str(self.path)!r}: {exc}"
-            ) from exc
+            raise ConfigurationError(f"cannot open the event log {str(self.path)!r}: {exc}") from exc
         try:
             self._setup(busy_timeout)
         except sqlite3.DatabaseError as exc:
@@ -155,9 +153,7 @@ class SqliteLog:
                             "created_at = excluded.created_at",
                             (a.run_id, a.created[0], a.created[1], now, now),
                         )
-                    row = db.execute(
-                        "SELECT token FROM runs WHERE run_id = ?", (a.run_id,)
-                    ).fetchone()
+                    row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
                     current = row[0] if row else 0
                     if current != a.token:
                         raise _stale(a.run_id, a.token, current)
@@ -193,9 +189,7 @@ class SqliteLog:
             except sqlite3.IntegrityError:
                 raise _taken(a.run_id, a.rows[0][0]) from None
             if written != n:  # the guard matched nothing: another driver holds the run
-                row = self._db.execute(
-                    "SELECT token FROM runs WHERE run_id = ?", (a.run_id,)
-                ).fetchone()
+                row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
                 raise _stale(a.run_id, a.token, row[0] if row else 0)
 
     def fence(self, run_id: str) -> int:
@@ -205,8 +199,7 @@ class SqliteLog:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute(
-                    "INSERT INTO runs (run_id, token) VALUES (?, 0) "
-                    "ON CONFLICT (run_id) DO NOTHING",
+                    "INSERT INTO runs (run_id, token) VALUES (?, 0) ON CONFLICT (run_id) DO NOTHING",
                     (run_id,),
                 )
                 token = db.execute(
@@ -283,8 +276,7 @@ class SqliteLog:
         while True:
             with self._lock:
                 rows = self._db.execute(
-                    "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? "
-                    "ORDER BY seq LIMIT ?",
+                    "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                     (run_id, after_seq, chunk),
                 ).fetchall()
             yield from rows

@@ -63,9 +63,7 @@ def _db_bytes(path: str) -> int:
     return os.path.getsize(path)
 
 
-def seq(
-    dir: str, n: int, durability: str, tool: bool = False, journal: str = "wal"
-) -> dict[str, Any]:
+def seq(dir: str, n: int, durability: str, tool: bool = False, journal: str = "wal") -> dict[str, Any]:
     path = _launch(dir, journal)
     with SetWorkflowID("warm"):
         sequential(3)
