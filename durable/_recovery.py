@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ._log import TERMINAL, EventLog
-from ._replay import Recorded, encode_state
+from ._replay import Recorded, WholeLogNeeded, encode_state
 from ._serde import dumps
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
@@ -57,10 +57,13 @@ def recover(run_id: str, *, world: WorldCore) -> Recorded:
 def recover_log(log: EventLog, run_id: str) -> Recorded:
     """``recover`` over a bare log (the runner's entry point); an unknown run is empty."""
     # A log that can stream its rows lets a long run be indexed without
-    # holding every raw row at once (see SqliteLog.iter_rows).
+    # holding every raw row at once (see SqliteLog.iter_rows). A restored run
+    # is re-indexed from earlier rows, so it is read whole.
     iter_rows = getattr(log, "iter_rows", None)
-    rows = iter_rows(run_id) if iter_rows is not None else log.read(run_id)
-    return Recorded.from_rows(rows, run_id)
+    if iter_rows is not None:
+        with contextlib.suppress(WholeLogNeeded):
+            return Recorded.from_rows(iter_rows(run_id), run_id)
+    return Recorded.from_rows(log.read(run_id), run_id)
 
 
 def _not_found(world: WorldCore, run_id: str) -> RunNotFoundError:

@@ -186,6 +186,10 @@ def step_name(path: str) -> str:
     return rest.split(".visit[", 1)[0]
 
 
+class WholeLogNeeded(Exception):
+    """A streamed log met a ``run.restored``, which re-indexes earlier rows: pass the list."""
+
+
 _CHUNK = 4096
 """Rows parsed per ``json.loads`` call; also bounds the raw rows held at once."""
 
@@ -335,6 +339,9 @@ class Recorded:
                 rec._become(Recorded.from_state(decode_state(d["state"], run_id), run_id))
                 rec.last_seq = seq
             elif type_ == "run.restored":
+                if not isinstance(rows, list):
+                    # A streamed log cannot be read back; the caller reads it whole.
+                    raise WholeLogNeeded(run_id)
                 # Rebuilt from the rows up to the checkpoint: they must be in ``rows`` (recover
                 # passes the whole log; an incremental update never sees a restore under its lock).
                 rec._become(Recorded.from_rows(_until(rows, d["checkpoint"], run_id), run_id))
