@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RECIPES = sorted((ROOT / "cookbook").glob("*.py"))
+RECIPES = sorted(p for p in (ROOT / "cookbook").glob("*.py") if not p.name.startswith("_"))
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: p.name)

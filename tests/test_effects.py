@@ -165,40 +165,6 @@ def test_intent_is_durable_before_the_call_starts(worlds: Worlds) -> None:
     assert seen == [True]
 
 
-def test_tool_error_is_recorded_and_replayed(worlds: Worlds) -> None:
-    """A tool that raises records an error receipt; a resume re-raises without calling it."""
-    calls: Counter[str] = Counter()
-
-    @durable.tool
-    async def bad() -> int:
-        calls["bad"] += 1
-        raise KeyError("missing")
-
-    @durable.step
-    async def s() -> str:
-        try:
-            await bad()
-        except KeyError:
-            return "handled"
-        return "no"
-
-    @durable.step
-    async def tail() -> int:
-        return 0
-
-    @durable.workflow
-    async def wf() -> str:
-        out = await s()
-        await tail()
-        return out
-
-    with pytest.raises(SimulatedCrash):
-        asyncio.run(durable.run_workflow(wf, world=worlds.crashing(on("step.started", "tail")), run_id="r"))
-    # the step "s" committed; make the crash land inside "s" instead to see the receipt replayed
-    assert asyncio.run(durable.run_workflow(wf, world=worlds.open(), run_id="r")) == "handled"
-    assert calls["bad"] == 1
-
-
 def test_error_receipt_replays_inside_unfinished_step(worlds: Worlds) -> None:
     """An error receipt recorded before a crash is re-raised from the log, not by calling again."""
     calls: Counter[str] = Counter()
