@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import selectors
 import signal
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 _data_dir: Path | None = None
@@ -108,3 +110,18 @@ def note(name: str) -> None:
         f.write(name + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def main(script: str, doc: str, attempt: Callable[[Path], Awaitable[str]], stop_at: str) -> int:
+    """A recipe's ``main``: one attempt when given ``--data-dir``, else the kill-and-resume demo."""
+    data_dir, _ = configure(doc.splitlines()[0])
+    if data_dir is not None:  # one attempt, as the tests and the demo's child run it
+        print(json.dumps({"answer": asyncio.run(attempt(data_dir))}), flush=True)
+        return 0
+    print(f"Starting the agent in a child process; it will be killed during {stop_at}.")
+    data_dir = kill_child_at(script, stop_at)
+    print(f"Killed it with SIGKILL. The run's log is in {data_dir}.")
+    print("Resuming the same run id in this process ...")
+    use(data_dir)
+    print(f"Answer: {asyncio.run(attempt(data_dir))}")
+    return report(data_dir, stop_at)

@@ -29,8 +29,6 @@ prints how often each model request and tool call really ran.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -183,18 +181,7 @@ async def attempt(data_dir: Path) -> str:
 
 
 def main() -> int:
-    data_dir, _ = demo.configure(__doc__.splitlines()[0])
-    if data_dir is not None:  # one attempt, as the tests and the demo's child run it
-        print(json.dumps({"answer": asyncio.run(attempt(data_dir))}), flush=True)
-        return 0
-    stop_at = "model-turn-2"
-    print(f"Starting the agent in a child process; it will be killed during {stop_at}.")
-    data_dir = demo.kill_child_at(__file__, stop_at)
-    print(f"Killed it with SIGKILL. The run's log is in {data_dir}.")
-    print("Resuming the same run id in this process ...")
-    demo.use(data_dir)
-    print(f"Answer: {asyncio.run(attempt(data_dir))}")
-    return demo.report(data_dir, stop_at)
+    return demo.main(__file__, __doc__ or "", attempt, stop_at="model-turn-2")
 
 
 if __name__ == "__main__":
