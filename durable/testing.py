@@ -39,7 +39,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,12 +66,15 @@ class SimulatedCrash(BaseException):
 
 
 class CrashingLog:
-    """An ``EventLog`` that dies once a limit of events or appends would be crossed.
+    """An ``EventLog`` that dies once a limit would be crossed, or before a chosen event.
 
     Args:
         inner: The log that keeps what was written (it survives the "crash").
         max_events: Events that may be written in all, or ``None`` for no limit.
         max_appends: Appends (transactions) that may be written, or ``None``.
+        crash_before: ``(event type, payload) -> bool``; the first append holding an
+            event it accepts dies before writing anything, e.g.
+            ``lambda t, d: t == "step.completed" and d["path"] == "charge"``.
 
     Attributes:
         events_written: Events written through this wrapper so far.
@@ -78,8 +82,16 @@ class CrashingLog:
         crashed: Whether the simulated crash happened.
     """
 
-    def __init__(self, inner: EventLog, *, max_events: int | None = None, max_appends: int | None = None):
+    def __init__(
+        self,
+        inner: EventLog,
+        *,
+        max_events: int | None = None,
+        max_appends: int | None = None,
+        crash_before: Callable[[str, dict[str, Any]], bool] | None = None,
+    ):
         self.inner = inner
+        self.crash_before = crash_before
         self.max_events = max_events
         self.max_appends = max_appends
         self.events_written = 0
@@ -93,6 +105,10 @@ class CrashingLog:
             self.crashed
             or (self.max_events is not None and self.events_written + rows > self.max_events)
             or (self.max_appends is not None and self.appends_written + 1 > self.max_appends)
+            or (
+                self.crash_before is not None
+                and any(self.crash_before(t, json.loads(d)) for a in batch for _, t, d in a.rows)
+            )
         ):
             self.crashed = True
             raise SimulatedCrash(
@@ -141,14 +157,22 @@ class CrashingLog:
         """Leave the inner log open: it belongs to the world that made it."""
 
 
-def crashing_world(world: World, *, max_events: int | None = None, max_appends: int | None = None) -> World:
-    """A view of ``world`` whose log dies at a limit (see ``CrashingLog``).
+def crashing_world(
+    world: World,
+    *,
+    max_events: int | None = None,
+    max_appends: int | None = None,
+    crash_before: Callable[[str, dict[str, Any]], bool] | None = None,
+) -> World:
+    """A view of ``world`` whose log dies at a limit or before a chosen event (see ``CrashingLog``).
 
     It shares everything else with ``world`` (locks, files, clock, sleep);
     after the crash, resume through ``world`` itself.
     """
     view = copy.copy(world)
-    view.log = CrashingLog(world.log, max_events=max_events, max_appends=max_appends)
+    view.log = CrashingLog(
+        world.log, max_events=max_events, max_appends=max_appends, crash_before=crash_before
+    )
     return view
 
 

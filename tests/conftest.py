@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,13 +50,13 @@ class Worlds:
         self.opened.append(world)
         return world
 
-    def crashing(self, when: Callable[[str, str], bool], **kwargs: object) -> World:
-        """A world whose log 'dies' before the first append with a row matching ``when``."""
-        from tests.crash import CrashingLog
+    def crashing(self, when: Callable[[str, dict[str, Any]], bool], **kwargs: object) -> World:
+        """A world whose log 'dies' before the first append with an event matching ``when``."""
+        from durable.testing import CrashingLog
 
         inner = self.open(**kwargs)
         world = World(
-            CrashingLog(inner.log, when),  # type: ignore[arg-type]
+            CrashingLog(inner.log, crash_before=when),
             inner.locks,
             data_dir=inner.data_dir,
             artifacts=inner.artifacts,

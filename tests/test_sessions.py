@@ -427,7 +427,7 @@ def test_crash_in_a_parallel_batch_reruns_only_unconfirmed_calls(worlds: Worlds)
         async with durable.session("worker", tools=[fetch]):
             return list(await asyncio.gather(run_tool("c1", "a"), run_tool("c2", "b")))
 
-    crashing = worlds.crashing(lambda t, d: t == "effect.receipt" and "[c2]" in d)
+    crashing = worlds.crashing(lambda t, d: t == "effect.receipt" and "[c2]" in d["key"])
     with pytest.raises(SimulatedCrash):
         asyncio.run(durable.run_workflow(w, world=crashing, run_id="r"))
     rec = Recorded.from_rows(worlds.open().log.read("r"))

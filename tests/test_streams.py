@@ -77,7 +77,7 @@ def test_cut_stream_is_reissued_from_the_start(worlds: Worlds) -> None:
     """A crash before the terminal cursor loses the stream; the resume asks again, from chunk 0."""
     calls: Counter[str] = Counter()
     wf = build(calls)
-    crashing = worlds.crashing(lambda t, d: t == "stream.cursor" and '"terminal":true' in d)
+    crashing = worlds.crashing(lambda t, d: t == "stream.cursor" and d["terminal"] is True)
     with pytest.raises(SimulatedCrash):
         asyncio.run(durable.run_workflow(wf, "t", world=crashing, run_id="r"))
     world = worlds.open()

@@ -17,6 +17,7 @@ from durable.testing import (
     CrashingLog,
     FakeClock,
     SimulatedCrash,
+    crashing_world,
     run_replaying_always,
     run_with_crash,
 )
@@ -167,3 +168,16 @@ def test_fake_clock_advances_when_slept_on_and_remembers_each_sleep() -> None:
     run(clock.sleep(2.5))
     clock.advance(1)
     assert (clock.time(), clock.slept) == (13.5, [2.5])
+
+
+def test_crash_before_a_chosen_event_writes_nothing_of_its_append(world: durable.World) -> None:
+    """crash_before dies before the append holding the matching event; earlier appends stay."""
+    calls: Counter[str] = Counter()
+    wf = sample_workflow(calls)
+    doomed = crashing_world(world, crash_before=lambda t, d: t == "step.completed")
+    with pytest.raises(SimulatedCrash):
+        run(durable.run_workflow(wf, 3, world=doomed, run_id="r"))
+    written = [e.type for e in world.events("r")]
+    assert "step.completed" not in written
+    assert written[0] == "run.started"
+    assert doomed.log.crashed  # type: ignore[attr-defined]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -12,19 +11,17 @@ import pytest
 
 import durable
 from durable import ConfigurationError, NondeterminismError
-from durable.testing import FakeClock
+from durable.testing import FakeClock, crashing_world
 from tests.conftest import Worlds
-from tests.crash import CrashingLog, SimulatedCrash, on
+from tests.crash import SimulatedCrash, on
 
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def crashing(world: durable.World, when: Callable[[str, str], bool]) -> durable.World:
-    view = copy.copy(world)
-    view.log = CrashingLog(world.log, when)
-    return view
+def crashing(world: durable.World, when: Callable[[str, dict[str, Any]], bool]) -> durable.World:
+    return crashing_world(world, crash_before=when)
 
 
 @durable.step
