@@ -17,16 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._context import CURRENT, RunContext, Scope
+from ._context import RunContext
 from ._engine import (
     _REPLAYED,
     _effect_begin,
     _EffectCall,
     _receipt_ok,
     _step_begin,
-    _step_commit,
+    _step_fail,
     _StepCall,
     effect_attempt,
+    step_attempt,
 )
 from ._failures import error_data, error_type, recordable
 from ._replay import Recorded
@@ -115,27 +116,13 @@ async def step_with_retry(
     try:
         while True:
             await tries.wait_backoff()
-            token = CURRENT.set(Scope(run, call.path))
             try:
-                try:
-                    out = await fn(*args, **kwargs)
-                finally:
-                    CURRENT.reset(token)
-                _step_commit(call, out)
+                out = await step_attempt(call, fn, args, kwargs)
             except BaseException as exc:
                 if not recordable(exc):
                     raise
                 decision = tries.decide(exc)
-                run.emit(
-                    "step.failed",
-                    {
-                        "path": call.path,
-                        "visit": call.visit,
-                        "attempt": call.attempt,
-                        **error_data(exc),
-                        "final": not decision.retry,
-                    },
-                )
+                _step_fail(call, exc, final=not decision.retry)
                 tries.record(exc, decision)
                 await run.flush_async()
                 if not decision.retry:

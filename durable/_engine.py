@@ -170,14 +170,27 @@ def _step_commit(call: _StepCall, out: Any) -> None:
     run.emit("step.completed", event)
 
 
-def _step_fail(call: _StepCall, exc: BaseException) -> bool:
+def _step_fail(call: _StepCall, exc: BaseException, *, final: bool = True) -> bool:
     if not recordable(exc):
         return False
     call.run.emit(
         "step.failed",
-        {"path": call.path, "visit": call.visit, "attempt": call.attempt, **error_data(exc), "final": True},
+        {"path": call.path, "visit": call.visit, "attempt": call.attempt, **error_data(exc), "final": final},
     )
     return True
+
+
+async def step_attempt(
+    call: _StepCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Run the step's body once in its own scope and buffer its commit; return the output."""
+    token = CURRENT.set(Scope(call.run, call.path))
+    try:
+        out = await fn(*args, **kwargs)
+    finally:
+        CURRENT.reset(token)
+    _step_commit(call, out)
+    return out
 
 
 async def _step_async(
@@ -187,13 +200,8 @@ async def _step_async(
     if call is _REPLAYED:
         return replayed
     scope = call.scope
-    token = CURRENT.set(Scope(call.run, call.path))
     try:
-        try:
-            out = await fn(*args, **kwargs)
-        finally:
-            CURRENT.reset(token)
-        _step_commit(call, out)
+        out = await step_attempt(call, fn, args, kwargs)
     except BaseException as exc:
         if _step_fail(call, exc):
             await call.run.flush_async()
