@@ -47,10 +47,8 @@ class RunContext:
         "models",
         "recorded",
         "replaying",
-        "resume_value",
         "run_id",
         "seq",
-        "session_stack",
         "sleep",
         "state_version",
         "token",
@@ -81,8 +79,6 @@ class RunContext:
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_scheduled = False
         self.broken: BaseException | None = None
-        self.resume_value: Any = None
-        self.session_stack: list[Any] = []
 
     # -- writing -------------------------------------------------------------
 
@@ -144,12 +140,6 @@ class RunContext:
         for w in waiters:
             if not w.done():
                 w.set_result(None)
-
-    def discard(self) -> None:
-        """Drop buffered events that were never made durable (the driver is stopping)."""
-        if self.buffer:
-            self.seq = self.buffer[0][0] - 1
-            self.buffer = []
 
 
 class Scope:
