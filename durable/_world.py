@@ -24,15 +24,7 @@ Durability = Literal["process", "power"]
 class WorldCore:
     """The engine's view of a world; the public ``World`` adds the memory store.
 
-    Attributes:
-        log: The event log backend.
-        data_dir: The data directory (``None`` for a memory world).
-        durability: ``"process"`` or ``"power"``.
-        clock: The wall clock (seconds since the epoch), injectable for tests.
-        sleep: The async sleep, injectable for tests.
-        artifacts: Where artifact payloads live (files under ``artifacts/``, or memory).
-        artifact_threshold: Step outputs whose JSON is longer than this many
-            characters are stored as artifacts and referenced from the log.
+    Its attributes are documented on ``World``.
     """
 
     def __init__(
