@@ -95,8 +95,13 @@ def test_sleep_records_its_wake_time_and_sleeps_through_the_world(worlds: Worlds
     assert clock.slept == [30.0]
 
 
-def test_resumed_sleep_waits_only_the_remainder(worlds: Worlds) -> None:
-    """A run killed 20 s into a 30 s sleep sleeps 10 s on resume."""
+@pytest.mark.parametrize(
+    ("resume_at", "slept"),
+    [(520.0, [10.0]), (10_000.0, [])],
+    ids=["20 s into a 30 s sleep", "past the wake time"],
+)
+def test_resumed_sleep_waits_only_the_remainder(worlds: Worlds, resume_at: float, slept: list[float]) -> None:
+    """A run killed during a sleep sleeps only what is left on resume, and nothing once past."""
     clock = FakeClock(start=500.0)
 
     @durable.workflow
@@ -108,35 +113,13 @@ def test_resumed_sleep_waits_only_the_remainder(worlds: Worlds) -> None:
     world = worlds.open(clock=clock.time, sleep=clock.sleep)
     with pytest.raises(SimulatedCrash):
         run(durable.run_workflow(wf, world=crashing(world, on("step.started")), run_id="r"))
-    clock.now = 520.0
+    clock.now = resume_at
     clock.slept.clear()
     assert (
         run(durable.run_workflow(wf, world=worlds.open(clock=clock.time, sleep=clock.sleep), run_id="r"))
         == "awake"
     )
-    assert clock.slept == [10.0]
-
-
-def test_resumed_sleep_past_its_wake_time_sleeps_nothing(worlds: Worlds) -> None:
-    """A resume after the wake time does not sleep at all."""
-    clock = FakeClock(start=500.0)
-
-    @durable.workflow
-    async def wf() -> str:
-        await durable.sleep(30)
-        await tail()
-        return "awake"
-
-    world = worlds.open(clock=clock.time, sleep=clock.sleep)
-    with pytest.raises(SimulatedCrash):
-        run(durable.run_workflow(wf, world=crashing(world, on("step.started")), run_id="r"))
-    clock.now = 10_000.0
-    clock.slept.clear()
-    assert (
-        run(durable.run_workflow(wf, world=worlds.open(clock=clock.time, sleep=clock.sleep), run_id="r"))
-        == "awake"
-    )
-    assert clock.slept == []
+    assert clock.slept == slept
 
 
 def test_negative_sleep_counts_as_zero(worlds: Worlds) -> None:
