@@ -130,16 +130,7 @@ async def step_with_retry(
                 _refresh(run)
                 call.attempt = tries.attempt
                 _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=call.path)
-                run.emit(
-                    "step.started",
-                    {
-                        "path": call.path,
-                        "visit": call.visit,
-                        "attempt": call.attempt,
-                        "input_hash": ih,
-                        "pos": call.n,
-                    },
-                )
+                call.emit_started(ih)
                 continue
             await run.flush_async()
             return out

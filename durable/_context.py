@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._log import Append, EventLog, Row
 from ._replay import Recorded
-from ._serde import dumps
+from ._serde import event_text
 from .errors import ConfigurationError, NondeterminismError
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class RunContext:
         self.models = models
         self.seq = recorded.last_seq
         self.state_version = recorded.state_version
-        self.buffer: list[Row] = []
+        self.buffer: list[tuple[int, str, dict[str, Any]]] = []
         self.active = 1
         self.clock: Callable[[], float] = world.clock
         self.sleep: Callable[[float], Awaitable[None]] = world.sleep
@@ -83,10 +83,27 @@ class RunContext:
     # -- writing -------------------------------------------------------------
 
     def emit(self, type_: str, data: dict[str, Any]) -> int:
-        """Buffer one event; it becomes durable at the next flush. Returns its seq."""
+        """Buffer one event; it becomes durable at the next flush. Returns its seq.
+
+        ``data`` is turned into JSON text when it is flushed; until then it
+        must not change.
+        """
         self.seq += 1
-        self.buffer.append((self.seq, type_, dumps(data)))
+        self.buffer.append((self.seq, type_, data))
         return self.seq
+
+    def unemit(self, data: dict[str, Any]) -> bool:
+        """Take back the last buffered event if its payload is ``data``; say whether it was.
+
+        A step whose ``step.started`` is still the last unwritten event when
+        it completes writes one ``step.completed`` that carries both.
+        """
+        buffer = self.buffer
+        if buffer and buffer[-1][2] is data:
+            buffer.pop()
+            self.seq -= 1
+            return True
+        return False
 
     def flush(self, *, status: str | None = None, created: tuple[str, str | None] | None = None) -> None:
         """Write the buffer in one transaction (a no-op when it is empty)."""
@@ -94,8 +111,9 @@ class RunContext:
             raise self.broken
         if not self.buffer and status is None:
             return
-        rows, self.buffer = self.buffer, []
+        buffered, self.buffer = self.buffer, []
         try:
+            rows: list[Row] = [(seq, type_, event_text(data)) for seq, type_, data in buffered]
             self.log.append([Append(self.run_id, rows, self.token, status, created)])
         except BaseException as exc:
             # Nothing of the batch was written, and outcomes in it (receipts) are lost

@@ -5,7 +5,8 @@ path or an effect key), asks the recorded events whether it already
 happened, and either returns the recorded outcome or runs the body between
 the events that make it durable:
 
-- a step: ``step.started`` … ``step.completed`` (or ``step.failed``);
+- a step: ``step.started`` … ``step.completed`` (or ``step.failed``); when
+  nothing was written between the two, one ``step.completed`` carries both;
 - an effect: ``effect.intent`` (durable first) … ``effect.receipt``;
 - a child workflow: an effect whose intent carries the child's run id.
 """
@@ -77,7 +78,7 @@ def _check_position(run: RunContext, scope: Scope, n: int, attempted: tuple[str,
 
 
 class _StepCall:
-    __slots__ = ("attempt", "n", "path", "run", "scope", "spec", "visit")
+    __slots__ = ("attempt", "n", "path", "run", "scope", "spec", "started", "visit")
 
     def __init__(self, spec: Spec, scope: Scope, n: int, path: str, visit: int):
         self.spec = spec
@@ -87,6 +88,18 @@ class _StepCall:
         self.path = path
         self.visit = visit
         self.attempt = 1
+        self.started: dict[str, Any] | None = None
+
+    def emit_started(self, input_hash: str) -> None:
+        """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
+        self.started = {
+            "path": self.path,
+            "visit": self.visit,
+            "attempt": self.attempt,
+            "input_hash": input_hash,
+            "pos": self.n,
+        }
+        self.run.emit("step.started", self.started)
 
 
 _REPLAYED = object()
@@ -142,10 +155,7 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
                 raise rebuild_from(failed, run_id=run.run_id, path=path)
             _check_position(run, scope, n, ("step", name, ih, path))
             call.attempt = rec.attempt(path)
-        run.emit(
-            "step.started",
-            {"path": path, "visit": visit, "attempt": call.attempt, "input_hash": ih, "pos": n},
-        )
+        call.emit_started(ih)
         return call, None
     except BaseException:
         scope.busy = None
@@ -157,13 +167,14 @@ def _step_commit(call: _StepCall, out: Any) -> None:
     data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
     text = dumps(data)
     run.state_version += 1
-    event = {
-        "path": call.path,
-        "visit": call.visit,
-        "output": data,
-        "output_hash": short_hash(text),
-        "state_version": run.state_version,
-    }
+    started = call.started
+    if started is not None and run.unemit(started):
+        # Nothing was buffered since the start and nothing flushed: one event says both.
+        event = {**started, "output": data}
+    else:
+        event = {"path": call.path, "visit": call.visit, "output": data}
+    event["output_hash"] = short_hash(text)
+    event["state_version"] = run.state_version
     if len(text) > run.world.artifact_threshold:  # large outputs live beside the log
         event["output"] = None
         event["artifact"] = store_output(run, call.path, text)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from itertools import islice
 from typing import Any
 
-from ._serde import dumps, sha256_tag, short_hash
+from ._serde import dumps, loads, sha256_tag, short_hash
 from .errors import LogCorruptedError, LogFormatError
 from .events import LOG_FORMAT_VERSION
 
@@ -191,7 +191,7 @@ class WholeLogNeeded(Exception):
 
 
 _CHUNK = 4096
-"""Rows parsed per ``json.loads`` call; also bounds the raw rows held at once."""
+"""Rows parsed per call of the JSON parser; also bounds the raw rows held at once."""
 
 
 def _parsed(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, str, Any]]:
@@ -210,7 +210,7 @@ def _parsed(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, str, An
 def _parse_all(rows: list[tuple[int, str, str]]) -> list[Any]:
     """Every row's JSON payload, parsed in one call.
 
-    One ``json.loads`` over the joined payloads costs a fraction of one call
+    One parse of the joined payloads costs a fraction of one call
     per row, and the decoder shares the key strings of all rows. A payload
     that is not one JSON value shows up as a count mismatch; then each row is
     parsed alone, so the error names the row that is wrong.
@@ -218,7 +218,7 @@ def _parse_all(rows: list[tuple[int, str, str]]) -> list[Any]:
     if not rows:
         return []
     try:
-        parsed = json.loads("[" + ",".join([r[2] for r in rows]) + "]")
+        parsed = loads("[" + ",".join([r[2] for r in rows]) + "]")
         if isinstance(parsed, list) and len(parsed) == len(rows):
             return parsed
     except ValueError:
@@ -283,8 +283,18 @@ class Recorded:
         for seq, type_, d in _parsed(rows):
             rec.last_seq = seq
             if type_ == "step.completed":
-                rec.steps_completed[d["path"]] = d
+                p = d["path"]
+                rec.steps_completed[p] = d
                 rec.state_version = d["state_version"]
+                if "input_hash" in d:  # its start is folded in: no step.started precedes it
+                    rec.steps_started[p] = {
+                        "path": p,
+                        "visit": d["visit"],
+                        "attempt": d["attempt"],
+                        "input_hash": d["input_hash"],
+                        "pos": d["pos"],
+                    }
+                    rec.attempts[p] = rec.attempts.get(p, 0) + 1
             elif type_ == "step.started":
                 p = d["path"]
                 rec.steps_started[p] = d

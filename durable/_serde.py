@@ -12,6 +12,7 @@ import json.encoder
 from functools import lru_cache
 from typing import Any
 
+import pydantic_core
 from pydantic import TypeAdapter
 
 from .errors import SerializationError
@@ -51,6 +52,22 @@ def dumps(value: Any) -> str:
     if _encode is not None:
         return "".join(_encode(value, 0))
     return _dumps(value)
+
+
+def event_text(value: Any) -> str:
+    """Compact JSON text of an event's JSON-safe payload, as the log stores it.
+
+    Serialized by pydantic-core, several times faster than the ``json``
+    module on small payloads. The text parses back to equal values, but it
+    is not byte-for-byte the ``json`` module's (``1e-07`` is ``1e-7``), so it
+    is never what a hash is taken over: hashes use ``dumps``.
+    """
+    return pydantic_core.to_json(value).decode()
+
+
+def loads(text: str) -> Any:
+    """Parse JSON text (an event payload, or many joined as one array)."""
+    return pydantic_core.from_json(text)
 
 
 def canonical(value: Any) -> str:

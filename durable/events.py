@@ -45,8 +45,13 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 1
-"""The log format this SDK writes; a log with a larger version is refused."""
+LOG_FORMAT_VERSION = 2
+"""The log format this SDK writes; a log with a larger version is refused.
+
+Format 2 added the folded step start: a ``step.completed`` that carries
+``attempt``, ``input_hash`` and ``pos`` has no ``step.started`` before it.
+This SDK reads formats 1 and 2.
+"""
 
 
 class _Event(BaseModel):
@@ -88,11 +93,19 @@ class StepStarted(_Event):
 
 
 class StepCompleted(_Event):
-    """A step committed: its output is never recomputed."""
+    """A step committed: its output is never recomputed.
+
+    When nothing was written between the step's start and its completion,
+    the start is folded in: ``attempt``, ``input_hash`` and ``pos`` are set
+    and no ``step.started`` precedes this event.
+    """
 
     type: Literal["step.completed"] = "step.completed"
     path: str
     visit: int = 0
+    attempt: int | None = None
+    input_hash: str | None = None
+    pos: int | None = None
     output: Any = None
     output_hash: str
     state_version: int

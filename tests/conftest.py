@@ -85,3 +85,12 @@ def world(worlds: Worlds) -> World:
 
 
 Counter = Callable[[str], int]
+
+
+def step_starts(world: World, run_id: str) -> list[Any]:
+    """The events that started a step attempt: ``step.started``, or a completion it is folded into."""
+    return [
+        e
+        for e in world.events(run_id)
+        if e.type == "step.started" or (e.type == "step.completed" and e.input_hash is not None)  # type: ignore[union-attr]
+    ]

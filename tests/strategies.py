@@ -51,6 +51,8 @@ def _op(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         data = {"path": path, "visit": 0, "attempt": 1, "input_hash": draw(st.sampled_from("xy")), "pos": 0}
     elif kind == "step.completed":
         data = {"path": path, "visit": 0, "output": value, "output_hash": "h", "state_version": 0}
+        if draw(st.booleans()):  # the start folded into the completion (log format 2)
+            data |= {"attempt": 1, "input_hash": draw(st.sampled_from("xy")), "pos": 0}
     elif kind == "step.failed":
         data = {"path": path, "error_type": "E", "error_message": "m", "final": draw(st.booleans())}
     elif kind == "effect.intent":
@@ -83,7 +85,7 @@ def _op(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     return kind, data
 
 
-STARTED = {"workflow": "wf", "input": None, "input_hash": "sha256:0", "format_version": 1}
+STARTED = {"workflow": "wf", "input": None, "input_hash": "sha256:0", "format_version": 2}
 
 
 @st.composite

@@ -10,7 +10,7 @@ import pytest
 
 import durable
 from durable import MaxVisitsExceededError, NondeterminismError
-from tests.conftest import Worlds
+from tests.conftest import Worlds, step_starts
 from tests.crash import SimulatedCrash
 
 
@@ -158,11 +158,7 @@ def test_crash_during_visit_k_reruns_visit_k_and_replays_the_ones_below(worlds: 
             "critique:3": 1,
         }
     )
-    attempts = [
-        (e.path, e.attempt)  # type: ignore[union-attr]
-        for e in world.events("r")
-        if e.type == "step.started" and e.path == "revise.visit[2]"  # type: ignore[union-attr]
-    ]
+    attempts = [(e.path, e.attempt) for e in step_starts(world, "r") if e.path == "revise.visit[2]"]
     # started twice; a crash is not a failed attempt, so both starts carry attempt 1
     assert attempts == [("revise.visit[2]", 1), ("revise.visit[2]", 1)]
 

@@ -82,7 +82,11 @@ def test_finished_run_returns_recorded_output_without_running(world: durable.Wor
 
 
 def test_events_have_gap_free_seqs_and_expected_types(world: durable.World) -> None:
-    """A simple run writes run.started, step.started/completed and run.completed with seqs 1..n."""
+    """A simple run writes run.started, one step.completed and run.completed with seqs 1..n.
+
+    The step's start is folded into its completion (nothing was written
+    between the two), so there is no separate step.started.
+    """
 
     @durable.step
     async def s(x: int) -> int:
@@ -95,7 +99,10 @@ def test_events_have_gap_free_seqs_and_expected_types(world: durable.World) -> N
     run(durable.run_workflow(wf, 3, world=world, run_id="r"))
     events = world.events("r")
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert [e.type for e in events] == ["run.started", "step.started", "step.completed", "run.completed"]
+    assert [e.type for e in events] == ["run.started", "step.completed", "run.completed"]
+    done = events[1]
+    assert (done.path, done.attempt, done.pos, done.output) == ("s", 1, 0, 3)  # type: ignore[union-attr]
+    assert done.input_hash  # type: ignore[union-attr]
 
 
 def test_step_paths_follow_scopes_branches_and_visits(world: durable.World) -> None:
@@ -192,7 +199,7 @@ def test_changed_call_at_recorded_position_raises_nondeterminism(worlds: Worlds)
         return await tail()
 
     with pytest.raises(SimulatedCrash):
-        run(durable.run_workflow(wf, world=worlds.crashing(on("step.started", "tail")), run_id="r"))
+        run(durable.run_workflow(wf, world=worlds.crashing(on("step.completed", "tail")), run_id="r"))
     state["which"] = "b"
     with pytest.raises(NondeterminismError) as info:
         run(durable.run_workflow(wf, world=worlds.open(), run_id="r"))
@@ -218,7 +225,7 @@ def test_changed_step_input_on_replay_raises_nondeterminism(worlds: Worlds) -> N
         return await tail()
 
     with pytest.raises(SimulatedCrash):
-        run(durable.run_workflow(wf, world=worlds.crashing(on("step.started", "tail")), run_id="r"))
+        run(durable.run_workflow(wf, world=worlds.crashing(on("step.completed", "tail")), run_id="r"))
     factor["v"] = 2
     with pytest.raises(NondeterminismError, match="recorded"):
         run(durable.run_workflow(wf, world=worlds.open(), run_id="r"))
@@ -382,7 +389,7 @@ def test_branch_keys_gathered_calls_by_key_not_completion(worlds: Worlds) -> Non
         return out
 
     with pytest.raises(SimulatedCrash):
-        run(durable.run_workflow(wf, world=worlds.crashing(on("step.started", "tail")), run_id="r"))
+        run(durable.run_workflow(wf, world=worlds.crashing(on("step.completed", "tail")), run_id="r"))
     out = run(durable.run_workflow(wf, world=worlds.open(), run_id="r"))
     assert out == ["result-c1", "result-c2"]
     assert calls == {"c1": 1, "c2": 1}
@@ -412,7 +419,7 @@ def test_child_workflow_has_its_own_log_and_replays(worlds: Worlds) -> None:
         return y
 
     with pytest.raises(SimulatedCrash):
-        run(durable.run_workflow(parent, 1, world=worlds.crashing(on("step.started", "tail")), run_id="p"))
+        run(durable.run_workflow(parent, 1, world=worlds.crashing(on("step.completed", "tail")), run_id="p"))
     world = worlds.open()
     assert run(durable.run_workflow(parent, 1, world=world, run_id="p")) == 101
     assert calls["inner"] == 1

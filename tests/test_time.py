@@ -112,7 +112,7 @@ def test_resumed_sleep_waits_only_the_remainder(worlds: Worlds, resume_at: float
 
     world = worlds.open(clock=clock.time, sleep=clock.sleep)
     with pytest.raises(SimulatedCrash):
-        run(durable.run_workflow(wf, world=crashing(world, on("step.started")), run_id="r"))
+        run(durable.run_workflow(wf, world=crashing(world, on("step.completed")), run_id="r"))
     clock.now = resume_at
     clock.slept.clear()
     assert (
@@ -170,7 +170,7 @@ def test_code_that_replaces_a_recorded_sleep_raises_nondeterminism(worlds: World
 
     world = worlds.open(clock=clock.time, sleep=clock.sleep)
     with pytest.raises(SimulatedCrash):
-        run(durable.run_workflow(wf, world=crashing(world, on("step.started")), run_id="r"))
+        run(durable.run_workflow(wf, world=crashing(world, on("step.completed")), run_id="r"))
     mode["sleep"] = False
     with pytest.raises(NondeterminismError, match="sleep"):
         run(durable.run_workflow(wf, world=worlds.open(clock=clock.time, sleep=clock.sleep), run_id="r"))
