@@ -145,6 +145,16 @@ def decode_state(stored: Json, run_id: str = "") -> Json:
 
 def parent_of(path: str) -> str:
     """The scope path that contains ``path`` (brackets of branch keys respected)."""
+    if path.endswith("]"):
+        i = path.rfind(".visit[")
+        if i > 0 and path[i + 7 : -1].isdigit() and "]" not in path[:i]:
+            return path[:i].rpartition(".")[0]  # ``a.b.visit[3]``: no branch key anywhere
+    elif "]" not in path:
+        return path.rpartition(".")[0]  # no branch key, so every dot separates segments
+    return _parent_of_bracketed(path)
+
+
+def _parent_of_bracketed(path: str) -> str:
     depth = 0
     for i in range(len(path) - 1, -1, -1):
         c = path[i]

@@ -10,7 +10,11 @@ from durable._replay import parent_of, step_name
 name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8)
 key_chars = st.characters(exclude_characters="[]", exclude_categories=["Cs"])
 key = st.text(alphabet=key_chars, min_size=1, max_size=8)
-segment = st.one_of(name, st.builds(lambda n, k: f"{n}[{k}]", st.one_of(st.just(""), name), key))
+segment = st.one_of(
+    name,
+    st.builds(lambda n, k: f"{n}[{k}]", st.one_of(st.just(""), name), key),
+    st.builds(lambda n, v: f"{n}.visit[{v}]", name, st.integers(min_value=0, max_value=99)),
+)
 scope = st.lists(segment, max_size=4).map(".".join)
 
 
