@@ -15,7 +15,7 @@ from typing import Any
 import wrapt
 
 from ._context import CURRENT
-from ._dispatch import dispatch
+from ._dispatch import dispatch, route
 from ._sessions import session_step_body
 from ._spec import Spec, unwrap, validate
 from .errors import ConfigurationError
@@ -61,11 +61,12 @@ def _fast_class(fn: Callable[..., Any], spec: Spec) -> type[DurableFunction]:
     undecorated function: no attribute lookups on the proxy.
     """
     current = CURRENT.get
+    handler = route(spec)
 
     def __call__(self: DurableFunction, *args: Any, **kwargs: Any) -> Any:
         if current() is None:
             return fn(*args, **kwargs)
-        return dispatch(spec, fn, args, kwargs)
+        return handler(spec, fn, args, kwargs)
 
     return type("DurableFunction", (DurableFunction,), {"__call__": __call__, "__module__": "durable"})
 

@@ -1,6 +1,7 @@
 """Where a decorated call goes inside a run: step, effect, stream, retry loop or child run.
 
-``DurableFunction`` hands every call made inside a run to ``dispatch``; this
+``DurableFunction`` hands every call made inside a run to the handler that
+``route`` chose for its function when it was decorated; this
 module is the only one that knows every kind of durable call, so the modules
 it routes to stay independent of each other.
 """
@@ -62,26 +63,31 @@ async def _child_workflow(
     return result
 
 
-def dispatch(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run one decorated call inside the current run (called by ``DurableFunction``)."""
+def _sync_child(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    raise ConfigurationError(
+        f"@workflow {spec.name!r} is sync; a workflow called inside another run starts a "
+        "child run, which needs an async def."
+    )
+
+
+Handler = Callable[[Spec, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+"""Runs one decorated call inside the current run: ``handler(spec, fn, args, kwargs)``."""
+
+
+def route(spec: Spec) -> Handler:
+    """The handler of every call of ``spec`` inside a run (chosen once, at decoration)."""
     kind = spec.kind
     if spec.retry is not None:  # async only: validated at decoration time
-        if kind == "step":
-            return step_with_retry(spec, fn, args, kwargs)
-        return effect_with_retry(spec, fn, args, kwargs)
+        return step_with_retry if kind == "step" else effect_with_retry
     if kind == "step":
-        if spec.is_async:
-            return _step_async(spec, fn, args, kwargs)
-        return _step_sync(spec, fn, args, kwargs)
+        return _step_async if spec.is_async else _step_sync
     if kind == "workflow":
-        if not spec.is_async:
-            raise ConfigurationError(
-                f"@workflow {spec.name!r} is sync; a workflow called inside another run starts a "
-                "child run, which needs an async def."
-            )
-        return _child_workflow(spec, fn, args, kwargs)
+        return _child_workflow if spec.is_async else _sync_child
     if spec.is_asyncgen:
-        return stream_effect(spec, fn, args, kwargs)
-    if spec.is_async:
-        return _effect_async(spec, fn, args, kwargs)
-    return _effect_sync(spec, fn, args, kwargs)
+        return stream_effect
+    return _effect_async if spec.is_async else _effect_sync
+
+
+def dispatch(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run one decorated call inside the current run."""
+    return route(spec)(spec, fn, args, kwargs)

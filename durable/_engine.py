@@ -109,27 +109,21 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
     """Claim identity; return ``(_REPLAYED, output)`` or ``(call, None)`` to execute."""
     scope: Scope = CURRENT.get()  # type: ignore[assignment]
     run = scope.run
-    name = spec.name
-    n = scope.enter(f"step {name!r}")
+    n = scope.enter(spec.label)
     try:
+        name = spec.name
         visit = scope.visits.get(name, 0)
-        multi = spec.max_visits > 1
-        if visit >= spec.max_visits:
-            path = scope.prefix + name + (f".visit[{visit}]" if multi else "")
-            raise MaxVisitsExceededError(
-                f"run {run.run_id!r}: step {name!r} was entered {visit + 1} times in scope "
-                f"{scope.path or '<workflow>'!r} (path {path!r}), more than its max_visits="
-                f"{spec.max_visits}. Raise max_visits for a decision loop, or give each call its "
-                "own scope with durable.branch(key).",
-                run_id=run.run_id,
-                path=path,
-                step=name,
-                limit=spec.max_visits,
-            )
+        if spec.max_visits > 1:
+            if visit >= spec.max_visits:
+                raise _too_many_visits(spec, scope, visit)
+            path = f"{scope.prefix}{name}.visit[{visit}]"
+        elif visit:
+            raise _too_many_visits(spec, scope, visit)
+        else:
+            path = scope.prefix + name
         scope.visits[name] = visit + 1
-        path = scope.prefix + name + (f".visit[{visit}]" if multi else "")
         _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=path)
-        call = _StepCall(spec, scope, n, path, visit)
+        attempt = 1
         if run.replaying:
             rec = run.recorded
             started = rec.steps_started.get(path)
@@ -154,12 +148,29 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
             if failed is not None:
                 raise rebuild_from(failed, run_id=run.run_id, path=path)
             _check_position(run, scope, n, ("step", name, ih, path))
-            call.attempt = rec.attempt(path)
+            attempt = rec.attempt(path)
+        call = _StepCall(spec, scope, n, path, visit)
+        call.attempt = attempt
         call.emit_started(ih)
         return call, None
     except BaseException:
         scope.busy = None
         raise
+
+
+def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededError:
+    run_id = scope.run.run_id
+    path = scope.prefix + spec.name + (f".visit[{visit}]" if spec.max_visits > 1 else "")
+    return MaxVisitsExceededError(
+        f"run {run_id!r}: step {spec.name!r} was entered {visit + 1} times in scope "
+        f"{scope.path or '<workflow>'!r} (path {path!r}), more than its max_visits="
+        f"{spec.max_visits}. Raise max_visits for a decision loop, or give each call its "
+        "own scope with durable.branch(key).",
+        run_id=run_id,
+        path=path,
+        step=spec.name,
+        limit=spec.max_visits,
+    )
 
 
 def _step_commit(call: _StepCall, out: Any) -> None:
@@ -270,7 +281,7 @@ def _effect_begin(
     scope: Scope = CURRENT.get()  # type: ignore[assignment]
     run = scope.run
     kind = spec.kind
-    n = scope.enter(f"{kind} {spec.name!r}")
+    n = scope.enter(spec.label)
     try:
         key = f"{scope.prefix}{_EFFECT_PREFIX[kind]}:{spec.name}#{n}"
         inp, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=key)

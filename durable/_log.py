@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from .errors import FencedError
 
@@ -43,9 +43,8 @@ class RunInfo:
     updated_at: float
 
 
-@dataclass(frozen=True)
-class Append:
-    """One run's rows in a (possibly grouped) append.
+class Append(NamedTuple):
+    """One run's rows in a (possibly grouped) append (a named tuple: cheap to build).
 
     Attributes:
         run_id: The run written to.

@@ -103,6 +103,11 @@ def adapter(annotation: Any) -> TypeAdapter[Any]:
         return TypeAdapter(annotation)
 
 
+def unchanged_types(ad: TypeAdapter[Any]) -> tuple[type, ...]:
+    """The exact value types that ``ad`` dumps and validates unchanged (maybe none)."""
+    return _UNCHANGED.get(id(ad), ())
+
+
 def to_json(ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, path: str | None) -> Any:
     """Dump ``value`` to a JSON-safe structure, or raise ``SerializationError``."""
     same = _UNCHANGED.get(id(ad))

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ._retry import RetryPolicy, as_policy
-from ._serde import ANY, adapter, dumps, short_hash, to_json
+from ._serde import ANY, adapter, dumps, short_hash, to_json, unchanged_types
 from .errors import ConfigurationError
 
 KINDS = ("workflow", "step", "tool", "model")
@@ -29,12 +29,14 @@ class Spec:
     __slots__ = (
         "_out",
         "_params",
+        "_plan",
         "binding",
         "fn",
         "idempotent",
         "is_async",
         "is_asyncgen",
         "kind",
+        "label",
         "max_visits",
         "name",
         "options",
@@ -53,6 +55,8 @@ class Spec:
         self.fn = fn
         self.binding = binding
         self.name: str = options.pop("name", None) or fn.__name__
+        self.label = f"{kind} {self.name!r}"
+        """How errors name a call of this function, e.g. ``step 'fetch'``."""
         self.qualname = f"{fn.__module__}.{fn.__qualname__}"
         self.version: str | None = options.pop("version", None)
         self.max_visits: int = options.pop("max_visits", 1)
@@ -67,6 +71,7 @@ class Spec:
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
         self.signature = inspect.signature(fn)
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
+        self._plan: list[tuple[str, TypeAdapter[Any], tuple[type, ...]]] | None = None
         self._out: TypeAdapter[Any] | None = None
 
     # -- lazily resolved types (modules are fully imported by the first call) --
@@ -102,14 +107,20 @@ class Spec:
         self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run_id: str | None, path: str
     ) -> tuple[dict[str, Any], str]:
         """The call's arguments as JSON, and their hash."""
-        params = self.params()
-        if not kwargs and len(args) == len(params):
-            pairs = zip(params, args, strict=True)
-            data = {
-                name: to_json(ad, v, what=f"argument {name!r}", run_id=run_id, path=path)
-                for (name, ad), v in pairs
-            }
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = [(name, ad, unchanged_types(ad)) for name, ad in self.params()]
+        if not kwargs and len(args) == len(plan):
+            data = {}
+            for (name, ad, same), v in zip(plan, args, strict=True):
+                # A value of a plain JSON type its annotation keeps unchanged is stored as is.
+                data[name] = (
+                    v
+                    if type(v) in same
+                    else to_json(ad, v, what=f"argument {name!r}", run_id=run_id, path=path)
+                )
         else:
+            params = self.params()
             sig_params = list(self.signature.parameters.values())
             if self.binding in ("method", "classmethod") and sig_params:
                 sig_params = sig_params[1:]
