@@ -5,7 +5,7 @@ under ``<data_dir>/artifacts/<hex[:2]>/<hex>`` with a small JSON manifest
 (``<hex>.json``: name, size, hash, media type, run, path) and returns an
 ``ArtifactRef``. Inside a run the save is an idempotent effect, so a resume
 returns the recorded reference without writing again. A step output whose
-JSON is longer than ``world.artifact_threshold`` characters is stored the
+JSON is longer than ``world.artifact_threshold`` bytes (UTF-8) is stored the
 same way and referenced from its ``step.completed`` event, so the log stays
 small however large the outputs are.
 

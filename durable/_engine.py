@@ -20,7 +20,7 @@ from typing import Any
 from ._artifacts import store_output
 from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
-from ._serde import dumps, from_json, short_hash, to_json
+from ._serde import bytes_hash, from_json, json_bytes, matches, to_json
 from ._spec import Spec
 from .errors import (
     MaxVisitsExceededError,
@@ -122,12 +122,12 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
         else:
             path = scope.prefix + name
         scope.visits[name] = visit + 1
-        _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=path)
+        data, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=path)
         attempt = 1
         if run.replaying:
             rec = run.recorded
             started = rec.steps_started.get(path)
-            if started is not None and started["input_hash"] != ih:
+            if started is not None and not matches(started["input_hash"], data, ih):
                 if started.get("inherited"):
                     # A fork's inherited result whose arguments changed: it depends on
                     # what the fork changed, so it runs again.
@@ -176,7 +176,7 @@ def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededE
 def _step_commit(call: _StepCall, out: Any) -> None:
     run = call.run
     data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
-    text = dumps(data)
+    raw = json_bytes(data)
     run.state_version += 1
     started = call.started
     if started is not None and run.unemit(started):
@@ -184,11 +184,11 @@ def _step_commit(call: _StepCall, out: Any) -> None:
         event = {**started, "output": data}
     else:
         event = {"path": call.path, "visit": call.visit, "output": data}
-    event["output_hash"] = short_hash(text)
+    event["output_hash"] = bytes_hash(raw)
     event["state_version"] = run.state_version
-    if len(text) > run.world.artifact_threshold:  # large outputs live beside the log
+    if len(raw) > run.world.artifact_threshold:  # large outputs live beside the log
         event["output"] = None
-        event["artifact"] = store_output(run, call.path, text)
+        event["artifact"] = store_output(run, call.path, raw.decode())
     run.emit("step.completed", event)
 
 
@@ -289,7 +289,9 @@ def _effect_begin(
         if run.replaying:
             rec = run.recorded
             intent = rec.intents.get(key)
-            if intent is not None and (intent["name"] != spec.name or intent["input_hash"] != ih):
+            if intent is not None and (
+                intent["name"] != spec.name or not matches(intent["input_hash"], inp, ih)
+            ):
                 if intent.get("inherited") and intent["name"] == spec.name:
                     rec.forget(key)  # a fork's inherited effect whose input changed runs again
                     intent = None

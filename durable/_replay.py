@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from itertools import islice
 from typing import Any
 
-from ._serde import dumps, loads, sha256_tag, short_hash
+from ._serde import dumps, loads, sha256_tag, value_hash
 from .errors import LogCorruptedError, LogFormatError
 from .events import LOG_FORMAT_VERSION
 
@@ -96,7 +96,7 @@ def _unpack_steps(packed: Json) -> Json:
 
 
 def _output_hash(completed: Json) -> str:
-    return short_hash(dumps(completed.get("output")))
+    return value_hash(completed.get("output"))
 
 
 def _with_output_hash(c: Json) -> Json:

@@ -23,7 +23,7 @@ from ._manifest import (
     run_manifest,
 )
 from ._recovery import recover_log
-from ._serde import ANY, dumps, from_json, sha256_tag, short_hash, to_json
+from ._serde import ANY, from_json, sha256_tag, to_json, value_hash
 from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._world import WorldCore
@@ -293,7 +293,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         raise
     finally:
         CURRENT.reset(token)
-    run.emit("run.completed", {"output": data, "output_hash": short_hash(dumps(data))})
+    run.emit("run.completed", {"output": data, "output_hash": value_hash(data)})
     run.flush(status="completed")
     return out
 

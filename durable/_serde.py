@@ -76,8 +76,32 @@ def canonical(value: Any) -> str:
 
 
 def short_hash(text: str) -> str:
-    """The 128-bit hex digest of call inputs and outputs (collisions are not a threat here)."""
+    """The 128-bit hex digest of a text (collisions are not a threat here)."""
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def json_bytes(value: Any) -> bytes:
+    """Compact UTF-8 JSON of a JSON-safe value, serialized by pydantic-core."""
+    return pydantic_core.to_json(value)
+
+
+def bytes_hash(data: bytes) -> str:
+    """The 128-bit hex digest of ``json_bytes`` output."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def value_hash(value: Any) -> str:
+    """The hash of call inputs and outputs: ``bytes_hash(json_bytes(value))``.
+
+    Logs of format 1 hashed the ``json`` module's text instead; the two agree
+    on every value but floats written with an exponent. ``matches`` accepts both.
+    """
+    return hashlib.blake2b(pydantic_core.to_json(value), digest_size=16).hexdigest()
+
+
+def matches(recorded: str, value: Any, current: str) -> bool:
+    """Whether a recorded hash is the hash of ``value`` (``current``), in either format."""
+    return recorded == current or recorded == short_hash(dumps(value))
 
 
 def sha256_tag(value: Any) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from ._retry import RetryPolicy, as_policy
-from ._serde import ANY, adapter, dumps, short_hash, to_json, unchanged_types
-from .errors import ConfigurationError
+from ._serde import ANY, adapter, to_json, unchanged_types, value_hash
+from .errors import ConfigurationError, SerializationError
 
 KINDS = ("workflow", "step", "tool", "model")
 _BAD_NAME_CHARS = set(".[]#:/")
@@ -135,7 +135,15 @@ class Spec:
                 data[name] = to_json(
                     ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path
                 )
-        return data, short_hash(dumps(data))
+        try:
+            return data, value_hash(data)
+        except ValueError as exc:  # e.g. a lone surrogate in a string
+            raise SerializationError(
+                f"the arguments of {self.kind} {self.name!r} at path {path!r} in run {run_id!r} "
+                f"cannot be stored as JSON: {exc}",
+                run_id=run_id,
+                path=path,
+            ) from exc
 
 
 def _check_name(kind: str, name: str) -> None:

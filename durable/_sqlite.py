@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ._checkpointer import SAFETY_NET_PAGES, Checkpointer
 from ._log import Append, Row, RunInfo, _stale, _taken
 from .errors import ConfigurationError, LogCorruptedError, LogFormatError
 
@@ -91,6 +92,7 @@ class SqliteLog:
         self.durability = durability
         self._lock = threading.Lock()
         self._inserts: dict[int, str] = {}
+        self.checkpointer = Checkpointer(self.path)
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
@@ -121,6 +123,7 @@ class SqliteLog:
         if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
             raise sqlite3.DatabaseError("WAL journal mode is not available for this file")
         db.execute(f"PRAGMA synchronous={DURABILITY_SYNC[self.durability]}")
+        db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}")
         if version < SCHEMA_VERSION:
             db.execute("BEGIN IMMEDIATE")
             for stmt in _SCHEMA.split(";"):
@@ -173,6 +176,7 @@ class SqliteLog:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+        self.checkpointer.appended()
 
     def _append_rows(self, a: Append) -> None:
         """The common append (rows only) as one autocommitted, token-guarded statement."""
@@ -191,6 +195,7 @@ class SqliteLog:
             if written != n:  # the guard matched nothing: another driver holds the run
                 row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
                 raise _stale(a.run_id, a.token, row[0] if row else 0)
+        self.checkpointer.appended()
 
     def fence(self, run_id: str) -> int:
         """Take a new fencing token for a run; every older token becomes stale."""
@@ -320,6 +325,7 @@ class SqliteLog:
             return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
 
     def close(self) -> None:
-        """Close the connection."""
+        """Stop the background checkpoints and close the connection."""
+        self.checkpointer.close()
         with self._lock:
             self._db.close()

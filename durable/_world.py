@@ -45,7 +45,7 @@ class WorldCore:
             or (artifact_threshold < 0)
         ):
             raise ConfigurationError(
-                f"artifact_threshold must be an int >= 0 (characters of JSON), not {artifact_threshold!r}."
+                f"artifact_threshold must be an int >= 0 (bytes of JSON), not {artifact_threshold!r}."
             )
         self.log = log
         self.locks = locks

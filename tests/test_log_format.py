@@ -70,3 +70,60 @@ def test_cli_names_the_newer_schema_in_one_line(tmp_path: Path, capsys: pytest.C
     err = capsys.readouterr().err
     assert "schema version 99" in err
     assert err.count("\n") == 1
+
+
+def test_a_format_1_log_replays_with_its_hashes_and_unfolded_steps(worlds: Worlds) -> None:
+    """A log written by format 1 (``step.started`` apart, hashes over the ``json`` module's text) resumes.
+
+    The input ``1e-07`` is where the two hash formats differ, so the recorded
+    hash only matches through the format-1 fallback; a changed input still fails.
+    """
+    from durable._serde import dumps, short_hash, value_hash
+    from durable.errors import NondeterminismError
+    from tests.crash import SimulatedCrash, on
+
+    calls: list[float] = []
+
+    @durable.step
+    async def scale(x: float) -> float:
+        calls.append(x)
+        return x * 2
+
+    @durable.step
+    async def tail() -> int:
+        return 0
+
+    arg = {"x": 1e-07}
+
+    @durable.workflow(name="wf")
+    async def wf() -> float:
+        out = await scale(arg["x"])
+        await tail()
+        return out
+
+    crashing = worlds.crashing(on("step.completed", "tail"))
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(wf, world=crashing, run_id="new"))
+    world = worlds.open()
+    legacy = short_hash(dumps({"x": 1e-07}))
+    assert legacy != value_hash({"x": 1e-07})
+    rows = []
+    for _, type_, text in world.log.read("new"):
+        data = json.loads(text)
+        if type_ == "run.started":
+            rows.append((type_, data | {"format_version": 1}))
+        elif type_ == "step.completed":  # unfold, as format 1 wrote it
+            start = {k: data.pop(k) for k in ("attempt", "input_hash", "pos")}
+            rows.append(("step.started", {"path": data["path"], "visit": 0, **start, "input_hash": legacy}))
+            rows.append((type_, data))
+    for run_id in ("old", "old_changed"):
+        token = world.log.fence(run_id)
+        batch = [(i + 1, t, json.dumps(d)) for i, (t, d) in enumerate(rows)]
+        world.log.append([Append(run_id, batch, token, "running", ("wf", None))])
+
+    assert asyncio.run(durable.run_workflow(wf, world=worlds.open(), run_id="old")) == 2e-07
+    assert calls == [1e-07]  # replayed, not run again
+    arg["x"] = 2e-07
+    with pytest.raises(NondeterminismError, match="scale"):
+        asyncio.run(durable.run_workflow(wf, world=worlds.open(), run_id="old_changed"))
+    assert calls == [1e-07]
