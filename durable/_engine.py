@@ -122,12 +122,16 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
         else:
             path = scope.prefix + name
         scope.visits[name] = visit + 1
-        data, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=path)
+        data, ih = spec.dump_input(args, kwargs, run.run_id, path)
         attempt = 1
         if run.replaying:
             rec = run.recorded
             started = rec.steps_started.get(path)
-            if started is not None and not matches(started["input_hash"], data, ih):
+            if (
+                started is not None
+                and started["input_hash"] != ih
+                and not matches(started["input_hash"], data, ih)
+            ):
                 if started.get("inherited"):
                     # A fork's inherited result whose arguments changed: it depends on
                     # what the fork changed, so it runs again.
@@ -284,7 +288,7 @@ def _effect_begin(
     n = scope.enter(spec.label)
     try:
         key = f"{scope.prefix}{_EFFECT_PREFIX[kind]}:{spec.name}#{n}"
-        inp, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=key)
+        inp, ih = spec.dump_input(args, kwargs, run.run_id, key)
         mode = "call"
         if run.replaying:
             rec = run.recorded

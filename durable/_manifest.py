@@ -261,13 +261,25 @@ def _session_covers(rec: Recorded, where: str, section: str, name: str) -> bool:
     return False
 
 
+def _visit_bases(paths: Iterable[str]) -> set[str]:
+    """The step paths without a trailing ``.visit[k]``: one per loop, not one per visit."""
+    bases = set()
+    for path in paths:
+        if path.endswith("]"):
+            head, sep, tail = path.rpartition(".visit[")
+            if sep and tail[:-1].isdigit():
+                path = head
+        bases.add(path)
+    return bases
+
+
 def used_keys(rec: Recorded) -> set[str]:
     """The capability keys (``tools.score``, ``steps.worker``, …) the recorded log used.
 
     A tool or workflow used only inside agent sessions that offer it is left to
     those sessions' own manifests.
     """
-    keys = {f"steps.{step_name(path)}" for path in rec.steps_started}
+    keys = {f"steps.{step_name(base)}" for base in _visit_bases(rec.steps_started)}
     for key, intent in rec.intents.items():
         section = SECTIONS.get(intent.get("kind", ""))
         if section is None:

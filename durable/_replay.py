@@ -204,8 +204,8 @@ _CHUNK = 4096
 """Rows parsed per call of the JSON parser; also bounds the raw rows held at once."""
 
 
-def _parsed(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, str, Any]]:
-    """``(seq, type, payload)`` of each row, parsed a chunk at a time.
+def _chunks(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[list[tuple[int, str, str]], list[Any]]]:
+    """The rows a chunk at a time, each with its parsed payloads.
 
     When ``rows`` is an iterator (as ``SqliteLog.iter_rows`` gives), only one
     chunk of raw rows is alive at a time, so a long run's index is the only
@@ -213,8 +213,7 @@ def _parsed(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, str, An
     """
     it = iter(rows)
     while chunk := list(islice(it, _CHUNK)):
-        for (seq, type_, _), d in zip(chunk, _parse_all(chunk), strict=True):
-            yield seq, type_, d
+        yield chunk, _parse_all(chunk)
 
 
 def _parse_all(rows: list[tuple[int, str, str]]) -> list[Any]:
@@ -290,8 +289,20 @@ class Recorded:
         """Index further rows (in seq order, after ``last_seq``); returns ``self``."""
         rec = self
         rec._positions = None
-        for seq, type_, d in _parsed(rows):
-            rec.last_seq = seq
+        for chunk, parsed in _chunks(rows):
+            rec._index(chunk, parsed, rows, run_id)
+            rec.last_seq = chunk[-1][0]
+        return rec
+
+    def _index(
+        self,
+        chunk: list[tuple[int, str, str]],
+        parsed: list[Any],
+        rows: Iterable[tuple[int, str, str]],
+        run_id: str,
+    ) -> None:
+        rec = self
+        for (_, type_, _), d in zip(chunk, parsed, strict=True):
             if type_ == "step.completed":
                 p = d["path"]
                 rec.steps_completed[p] = d
@@ -357,7 +368,6 @@ class Recorded:
                 rec.cycle_completed = d
             elif type_ == "snapshot":
                 rec._become(Recorded.from_state(decode_state(d["state"], run_id), run_id))
-                rec.last_seq = seq
             elif type_ == "run.restored":
                 if not isinstance(rows, list):
                     # A streamed log cannot be read back; the caller reads it whole.
@@ -366,8 +376,6 @@ class Recorded:
                 # passes the whole log; an incremental update never sees a restore under its lock).
                 rec._become(Recorded.from_rows(_until(rows, d["checkpoint"], run_id), run_id))
                 rec.state_version = d["state_version"]
-                rec.last_seq = seq
-        return rec
 
     def add_cursor(self, d: Json) -> None:
         """Collect a stream's chunks; a cursor whose batch starts at chunk 0 begins a new attempt."""

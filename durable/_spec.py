@@ -104,7 +104,7 @@ class Spec:
         return self._out
 
     def dump_input(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, run_id: str | None, path: str
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
     ) -> tuple[dict[str, Any], str]:
         """The call's arguments as JSON, and their hash."""
         plan = self._plan
