@@ -20,7 +20,7 @@ from typing import Any
 from ._artifacts import store_output
 from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
-from ._serde import bytes_hash, from_json, json_bytes, matches, to_json
+from ._serde import bytes_hash, json_bytes, matches, to_json
 from ._spec import Spec
 from .errors import (
     MaxVisitsExceededError,
@@ -147,7 +147,7 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
             done = rec.steps_completed.get(path)
             if done is not None:
                 scope.busy = None
-                return _REPLAYED, from_json(spec.out, done["output"])
+                return _REPLAYED, spec.rebuild(done["output"])
             failed = rec.steps_failed.get(path)
             if failed is not None:
                 raise rebuild_from(failed, run_id=run.run_id, path=path)
@@ -312,7 +312,7 @@ def _effect_begin(
                 if receipt["outcome"] == "ok":
                     # A stream's chunks are in its stream.cursor events; _streams rebuilds them.
                     result = receipt["result"]
-                    return _REPLAYED, result if spec.is_asyncgen else from_json(spec.out, result)
+                    return _REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
                 raise rebuild_from(receipt, run_id=run.run_id, path=key)
             if intent is not None:
                 if kind in ("model", "workflow") or spec.idempotent:

@@ -302,24 +302,26 @@ class Recorded:
         run_id: str,
     ) -> None:
         rec = self
+        # The step indexes, by far the most used, as locals (rebound when the index is replaced).
+        completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
         for (_, type_, _), d in zip(chunk, parsed, strict=True):
             if type_ == "step.completed":
                 p = d["path"]
-                rec.steps_completed[p] = d
+                completed[p] = d
                 rec.state_version = d["state_version"]
                 if "input_hash" in d:  # its start is folded in: no step.started precedes it
-                    rec.steps_started[p] = {
+                    started[p] = {
                         "path": p,
                         "visit": d["visit"],
                         "attempt": d["attempt"],
                         "input_hash": d["input_hash"],
                         "pos": d["pos"],
                     }
-                    rec.attempts[p] = rec.attempts.get(p, 0) + 1
+                    attempts[p] = attempts.get(p, 0) + 1
             elif type_ == "step.started":
                 p = d["path"]
-                rec.steps_started[p] = d
-                rec.attempts[p] = rec.attempts.get(p, 0) + 1
+                started[p] = d
+                attempts[p] = attempts.get(p, 0) + 1
             elif type_ == "effect.intent":
                 rec.intents[d["key"]] = d
             elif type_ == "effect.receipt":
@@ -368,6 +370,7 @@ class Recorded:
                 rec.cycle_completed = d
             elif type_ == "snapshot":
                 rec._become(Recorded.from_state(decode_state(d["state"], run_id), run_id))
+                completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
             elif type_ == "run.restored":
                 if not isinstance(rows, list):
                     # A streamed log cannot be read back; the caller reads it whole.
@@ -376,6 +379,7 @@ class Recorded:
                 # passes the whole log; an incremental update never sees a restore under its lock).
                 rec._become(Recorded.from_rows(_until(rows, d["checkpoint"], run_id), run_id))
                 rec.state_version = d["state_version"]
+                completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
 
     def add_cursor(self, d: Json) -> None:
         """Collect a stream's chunks; a cursor whose batch starts at chunk 0 begins a new attempt."""

@@ -28,6 +28,7 @@ class Spec:
 
     __slots__ = (
         "_out",
+        "_out_same",
         "_params",
         "_plan",
         "binding",
@@ -73,6 +74,7 @@ class Spec:
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._plan: list[tuple[str, TypeAdapter[Any], tuple[type, ...]]] | None = None
         self._out: TypeAdapter[Any] | None = None
+        self._out_same: tuple[type, ...] = ()
 
     # -- lazily resolved types (modules are fully imported by the first call) --
 
@@ -100,8 +102,19 @@ class Spec:
             if self.is_asyncgen:
                 args = typing.get_args(ret)
                 ret = args[0] if args else Any
-            self._out = ANY if ret is type(None) and self.kind != "workflow" else adapter(ret)
+            ad = ANY if ret is type(None) and self.kind != "workflow" else adapter(ret)
+            self._out_same = unchanged_types(ad)
+            self._out = ad
         return self._out
+
+    def rebuild(self, data: Any) -> Any:
+        """A recorded output (JSON data) of this function, rebuilt into its return annotation."""
+        ad = self._out
+        if ad is None:
+            ad = self.out
+        if ad is ANY or type(data) in self._out_same:
+            return data
+        return ad.validate_python(data)
 
     def dump_input(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
