@@ -80,9 +80,8 @@ def short_hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
-def json_bytes(value: Any) -> bytes:
-    """Compact UTF-8 JSON of a JSON-safe value, serialized by pydantic-core."""
-    return pydantic_core.to_json(value)
+json_bytes = pydantic_core.to_json
+"""``json_bytes(value) -> bytes``: compact UTF-8 JSON of a JSON-safe value (pydantic-core)."""
 
 
 def bytes_hash(data: bytes) -> str:

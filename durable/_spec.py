@@ -10,17 +10,19 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
+from hashlib import blake2b
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from ._retry import RetryPolicy, as_policy
-from ._serde import ANY, adapter, to_json, unchanged_types, value_hash
+from ._serde import ANY, adapter, json_bytes, to_json, unchanged_types
 from .errors import ConfigurationError, SerializationError
 
 KINDS = ("workflow", "step", "tool", "model")
 _BAD_NAME_CHARS = set(".[]#:/")
 _EMPTY = inspect.Parameter.empty
+_JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
 
 class Spec:
@@ -28,7 +30,6 @@ class Spec:
 
     __slots__ = (
         "_out",
-        "_out_same",
         "_params",
         "_plan",
         "binding",
@@ -36,6 +37,7 @@ class Spec:
         "idempotent",
         "is_async",
         "is_asyncgen",
+        "keep",
         "kind",
         "label",
         "max_visits",
@@ -74,7 +76,8 @@ class Spec:
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._plan: list[tuple[str, TypeAdapter[Any], tuple[type, ...]]] | None = None
         self._out: TypeAdapter[Any] | None = None
-        self._out_same: tuple[type, ...] = ()
+        self.keep: tuple[type, ...] = ()
+        """The types of recorded outputs that ``rebuild`` returns as they are (set with ``out``)."""
 
     # -- lazily resolved types (modules are fully imported by the first call) --
 
@@ -103,16 +106,15 @@ class Spec:
                 args = typing.get_args(ret)
                 ret = args[0] if args else Any
             ad = ANY if ret is type(None) and self.kind != "workflow" else adapter(ret)
-            self._out_same = unchanged_types(ad)
+            # Recorded outputs are parsed JSON: an un-annotated output keeps every JSON type.
+            self.keep = _JSON_TYPES if ad is ANY else unchanged_types(ad)
             self._out = ad
         return self._out
 
     def rebuild(self, data: Any) -> Any:
         """A recorded output (JSON data) of this function, rebuilt into its return annotation."""
-        ad = self._out
-        if ad is None:
-            ad = self.out
-        if ad is ANY or type(data) in self._out_same:
+        ad = self.out
+        if type(data) in self.keep:
             return data
         return ad.validate_python(data)
 
@@ -125,7 +127,7 @@ class Spec:
             plan = self._plan = [(name, ad, unchanged_types(ad)) for name, ad in self.params()]
         if not kwargs and len(args) == len(plan):
             data = {}
-            for (name, ad, same), v in zip(plan, args, strict=True):
+            for (name, ad, same), v in zip(plan, args):  # noqa: B905 (lengths checked above)
                 # A value of a plain JSON type its annotation keeps unchanged is stored as is.
                 data[name] = (
                     v
@@ -149,7 +151,7 @@ class Spec:
                     ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path
                 )
         try:
-            return data, value_hash(data)
+            return data, blake2b(json_bytes(data), digest_size=16).hexdigest()  # value_hash, inlined
         except ValueError as exc:  # e.g. a lone surrogate in a string
             raise SerializationError(
                 f"the arguments of {self.kind} {self.name!r} at path {path!r} in run {run_id!r} "
