@@ -92,7 +92,10 @@ class SqliteLog:
         self.durability = durability
         self._lock = threading.Lock()
         self._inserts: dict[int, str] = {}
-        self.checkpointer = Checkpointer(self.path)
+        # "process" commits cost no fsync, so a checkpoint's two would stand out: they run
+        # in the background. With "power" every commit waits on the disk already, and a
+        # background checkpoint would compete with it for the disk: SQLite runs them inline.
+        self.checkpointer = Checkpointer(self.path) if durability == "process" else None
         try:
             self._db = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=False, cached_statements=256
@@ -123,7 +126,8 @@ class SqliteLog:
         if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
             raise sqlite3.DatabaseError("WAL journal mode is not available for this file")
         db.execute(f"PRAGMA synchronous={DURABILITY_SYNC[self.durability]}")
-        db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}")
+        if self.checkpointer is not None:
+            db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}")
         if version < SCHEMA_VERSION:
             db.execute("BEGIN IMMEDIATE")
             for stmt in _SCHEMA.split(";"):
@@ -176,7 +180,8 @@ class SqliteLog:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-        self.checkpointer.appended()
+        if self.checkpointer is not None:
+            self.checkpointer.appended()
 
     def _append_rows(self, a: Append) -> None:
         """The common append (rows only) as one autocommitted, token-guarded statement."""
@@ -195,7 +200,8 @@ class SqliteLog:
             if written != n:  # the guard matched nothing: another driver holds the run
                 row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
                 raise _stale(a.run_id, a.token, row[0] if row else 0)
-        self.checkpointer.appended()
+        if self.checkpointer is not None:
+            self.checkpointer.appended()
 
     def fence(self, run_id: str) -> int:
         """Take a new fencing token for a run; every older token becomes stale."""
@@ -326,6 +332,7 @@ class SqliteLog:
 
     def close(self) -> None:
         """Stop the background checkpoints and close the connection."""
-        self.checkpointer.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
         with self._lock:
             self._db.close()

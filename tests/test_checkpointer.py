@@ -25,7 +25,19 @@ def test_a_log_that_is_only_read_starts_no_thread(tmp_path: Path) -> None:
     log = SqliteLog(tmp_path / "events.db")
     log.fence("r")
     assert log.read("r") == []
+    assert log.checkpointer is not None
     assert log.checkpointer._thread is None
+    log.close()
+
+
+def test_power_durability_leaves_checkpoints_to_sqlite(tmp_path: Path) -> None:
+    """With ``"power"`` every commit waits on the disk anyway: SQLite checkpoints inline, as by default."""
+    log = SqliteLog(tmp_path / "events.db", durability="power")
+    assert log.checkpointer is None
+    assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    token = log.fence("r")
+    log.append([Append("r", [(1, "step.completed", "{}")], token)])
+    assert [r[0] for r in log.read("r")] == [1]
     log.close()
 
 
@@ -33,6 +45,7 @@ def test_appends_are_checkpointed_in_the_background(tmp_path: Path) -> None:
     """After EVERY appends the thread copies the WAL into the database file; rows are unchanged."""
     path = tmp_path / "events.db"
     log = SqliteLog(path)
+    assert log.checkpointer is not None
     assert log._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == SAFETY_NET_PAGES
     token = log.fence("r")
     size_before = path.stat().st_size
@@ -52,6 +65,7 @@ def test_appends_are_checkpointed_in_the_background(tmp_path: Path) -> None:
 def test_close_stops_the_thread_and_later_requests_are_ignored(tmp_path: Path) -> None:
     """``close`` joins the thread; a request after it starts nothing."""
     log = SqliteLog(tmp_path / "events.db")
+    assert log.checkpointer is not None
     log.checkpointer.request()
     assert _wait_for(lambda: log.checkpointer.checkpoints >= 1)
     thread = log.checkpointer._thread
