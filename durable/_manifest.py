@@ -24,7 +24,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from ._capabilities import reachable
-from ._replay import Recorded, step_name
+from ._paths import step_name
+from ._replay import Recorded
 from ._serde import canonical, sha256_tag
 from ._spec import Spec, spec_of
 from .errors import CapabilityDriftError, DriftChange

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from itertools import islice
 from typing import Any
 
+from ._paths import parent_of, session_position, step_name
 from ._serde import dumps, loads, sha256_tag, value_hash
 from .errors import LogCorruptedError, LogFormatError
 from .events import LOG_FORMAT_VERSION
@@ -143,40 +143,6 @@ def decode_state(stored: Json, run_id: str = "") -> Json:
     return state
 
 
-def parent_of(path: str) -> str:
-    """The scope path that contains ``path`` (brackets of branch keys respected)."""
-    if path.endswith("]"):
-        i = path.rfind(".visit[")
-        if i > 0 and path[i + 7 : -1].isdigit() and "]" not in path[:i]:
-            return path[:i].rpartition(".")[0]  # ``a.b.visit[3]``: no branch key anywhere
-    elif "]" not in path:
-        return path.rpartition(".")[0]  # no branch key, so every dot separates segments
-    return _parent_of_bracketed(path)
-
-
-def _parent_of_bracketed(path: str) -> str:
-    depth = 0
-    for i in range(len(path) - 1, -1, -1):
-        c = path[i]
-        if c == "]":
-            depth += 1
-        elif c == "[":
-            depth -= 1
-        elif c == "." and depth == 0:
-            parent = path[:i]
-            return parent_of(parent) if path[i + 1 :].startswith("visit[") else parent
-    return ""
-
-
-_SESSION_SEGMENT = re.compile(r"(?:^|\.)session:[^.\[\]]+#(\d+)$")
-
-
-def session_position(path: str) -> int | None:
-    """The ordinal a ``session:<role>#<n>`` path took in its parent scope, else ``None``."""
-    m = _SESSION_SEGMENT.search(path)
-    return int(m.group(1)) if m else None
-
-
 def _until(rows: list[tuple[int, str, str]], seq: int, run_id: str) -> list[tuple[int, str, str]]:
     """The rows up to and including ``seq`` (seqs are consecutive within a log)."""
     first = rows[0][0] if rows else 1
@@ -187,13 +153,6 @@ def _until(rows: list[tuple[int, str, str]], seq: int, run_id: str) -> list[tupl
             run_id=run_id,
         )
     return rows[: seq - first + 1]
-
-
-def step_name(path: str) -> str:
-    """The step name a step path ends with (without its visit suffix)."""
-    parent = parent_of(path)
-    rest = path[len(parent) + 1 :] if parent else path
-    return rest.split(".visit[", 1)[0]
 
 
 class WholeLogNeeded(Exception):

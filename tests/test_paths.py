@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable._replay import parent_of, step_name
+from durable._paths import parent_of, step_name
 
 name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8)
 key_chars = st.characters(exclude_characters="[]", exclude_categories=["Cs"])
