@@ -84,8 +84,9 @@ class MemoryStore:
         >>> import asyncio, durable
         >>> store = durable.MemoryStore().configure(durable.lexical_embedder(dim=64))
         >>> asyncio.run(store.put(("notes",), "tea", "Ada drinks green tea"))
-        >>> [hit.key for hit in asyncio.run(store.search(("notes",), "green tea"))]
-        ['tea']
+        >>> hits = asyncio.run(store.search(("notes",), "green tea"))
+        >>> hits[0].key, len(hits)
+        ('tea', 1)
 
     Attributes:
         driver: The SQLite binding in use, ``"sqlite3"`` or ``"apsw"``.

@@ -51,3 +51,19 @@ def test_smoke_run_with_peers(tmp_path: Path) -> None:
     out = _smoke(tmp_path)
     assert "| a process | DBOS (WAL) |" in out
     assert "| a process | LangGraph |" in out
+
+
+def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
+    """``benchmarks/python_bound.py`` runs at a tiny size and prints its three loops with ratios."""
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/python_bound.py", "20"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "×" in line]
+    assert [r.split("|")[1].strip() for r in rows] == ["floor", "bare step", "durable"]
+    assert "| floor |" in proc.stdout and "1.00×" in rows[0]

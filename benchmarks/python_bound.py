@@ -1,0 +1,160 @@
+"""How close to the floor can any CPython step get? A bare step beside durable's.
+
+Run from the repository root: ``python benchmarks/python_bound.py [STEPS]``.
+
+Three loops commit STEPS rows each to a fresh SQLite file in WAL mode with
+``synchronous=NORMAL``, in turns, in one process; every figure is the median
+of seven rounds:
+
+- **floor**: one autocommitted ``INSERT`` of a fixed row per step (the
+  ``(a) process`` floor of the harness);
+- **bare step**: the least a durable step does in Python, with none of
+  durable's checks: the call's path, the input's JSON and hash, a scope for
+  the body in a context variable, the body awaited, the output's JSON and
+  hash, the event's JSON, and one token-guarded ``INSERT``;
+- **durable**: a ``@durable.step`` in a ``@durable.workflow`` with
+  ``"process"`` durability.
+
+The bare step's ratio to the floor is what interpreting that work costs in
+CPython on this machine: a bound on target (a) that no Python code path
+avoids, however lean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from contextvars import ContextVar
+from typing import Any
+
+import pydantic_core
+
+import durable
+from durable._sqlite import _SCHEMA, _guarded_insert
+
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000
+ROUNDS = 7
+_ROW = '{"path":"s.visit[0]","visit":0,"output":0,"output_hash":"0123456789abcdef0123456789abcdef"}'
+
+
+def _db(dir: str) -> sqlite3.Connection:
+    db = sqlite3.connect(os.path.join(dir, "events.db"), isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(_SCHEMA)
+    db.execute("INSERT INTO runs (run_id, token) VALUES ('r', 1)")
+    return db
+
+
+async def _floor(dir: str) -> float:
+    db = _db(dir)
+    t0 = time.perf_counter()
+    for i in range(STEPS):
+        db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", ("r", i + 1, "step.completed", _ROW))
+    return (time.perf_counter() - t0) / STEPS * 1e6
+
+
+class _Scope:
+    __slots__ = ("busy", "n", "prefix", "visits")
+
+    def __init__(self, path: str):
+        self.n = 0
+        self.visits: dict[str, int] = {}
+        self.prefix = path + "." if path else ""
+        self.busy: str | None = None
+
+
+async def _bare(dir: str) -> float:
+    db = _db(dir)
+    insert = _guarded_insert(1)
+    scope_var: ContextVar[_Scope] = ContextVar("scope")
+    to_json, blake2b = pydantic_core.to_json, hashlib.blake2b
+    seq = [0]
+
+    async def body(i: int) -> int:
+        return i
+
+    async def step(i: int) -> Any:
+        scope = scope_var.get()
+        if scope.busy is not None:
+            raise RuntimeError("busy")
+        n = scope.n
+        scope.n = n + 1
+        scope.busy = "step"
+        visit = scope.visits.get("s", 0)
+        scope.visits["s"] = visit + 1
+        path = f"{scope.prefix}s.visit[{visit}]"
+        input_hash = blake2b(to_json({"i": i}), digest_size=16).hexdigest()
+        token = scope_var.set(_Scope(path))
+        try:
+            out = await body(i)
+        finally:
+            scope_var.reset(token)
+        raw = to_json(out)
+        seq[0] += 1
+        event = {
+            "path": path,
+            "visit": visit,
+            "attempt": 1,
+            "input_hash": input_hash,
+            "pos": n,
+            "output": out,
+            "output_hash": blake2b(raw, digest_size=16).hexdigest(),
+            "state_version": seq[0],
+        }
+        db.execute(insert, ["r", 1, seq[0], "step.completed", to_json(event).decode()])
+        scope.busy = None
+        return out
+
+    scope_var.set(_Scope(""))
+    t0 = time.perf_counter()
+    for i in range(STEPS):
+        await step(i)
+    return (time.perf_counter() - t0) / STEPS * 1e6
+
+
+@durable.step(max_visits=10**7)
+async def s(i: int) -> int:
+    return i
+
+
+@durable.workflow
+async def steps(n: int) -> int:
+    for i in range(n):
+        await s(i)
+    return n
+
+
+async def _durable(dir: str) -> float:
+    with durable.local_world(dir, durability="process") as world:
+        await durable.run_workflow(steps, 3, world=world, run_id="warm")
+        t0 = time.perf_counter()
+        await durable.run_workflow(steps, STEPS, world=world, run_id="r")
+        return (time.perf_counter() - t0) / STEPS * 1e6
+
+
+def main() -> None:
+    loops = {"floor": _floor, "bare step": _bare, "durable": _durable}
+    figures: dict[str, list[float]] = {name: [] for name in loops}
+    for r in range(ROUNDS):
+        names = list(loops)[r % 3 :] + list(loops)[: r % 3]  # rotate the order each round
+        for name in names:
+            with tempfile.TemporaryDirectory() as dir:
+                figures[name].append(asyncio.run(loops[name](dir)))
+    floor = statistics.median(figures["floor"])
+    print(f"{STEPS} steps, median of {ROUNDS} rounds, µs per step\n")
+    print("| loop | µs / step | ratio to floor |")
+    print("|---|---:|---:|")
+    for name, values in figures.items():
+        med = statistics.median(values)
+        print(f"| {name} | {med:.1f} | {med / floor:.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
