@@ -234,13 +234,7 @@ async def _step_async(
         return replayed
     scope = call.scope
     try:
-        # step_attempt, inlined: one coroutine less per step
-        token = CURRENT.set(Scope(call.run, call.path))
-        try:
-            out = await fn(*args, **kwargs)
-        finally:
-            CURRENT.reset(token)
-        _step_commit(call, out)
+        out = await step_attempt(call, fn, args, kwargs)
     except BaseException as exc:
         if _step_fail(call, exc):
             await call.run.flush_async()
