@@ -20,7 +20,7 @@ from typing import Any
 from ._artifacts import store_output
 from ._context import CURRENT, EFFECT_KEY, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
-from ._serde import bytes_hash, json_bytes, matches, to_json
+from ._serde import bytes_hash, matches, stored_bytes, to_json
 from ._spec import Spec
 from .errors import (
     MaxVisitsExceededError,
@@ -109,11 +109,7 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
     """Claim identity; return ``(_REPLAYED, output)`` or ``(call, None)`` to execute."""
     scope: Scope = CURRENT.get()  # type: ignore[assignment]
     run = scope.run
-    if scope.busy is not None:
-        scope.enter(spec.label)  # raises: another call holds the scope
-    n = scope.n  # Scope.enter, inlined on the hot path
-    scope.n = n + 1
-    scope.busy = spec.label
+    n = scope.enter(spec.label)
     try:
         name = spec.name
         visit = scope.visits.get(name, 0)
@@ -187,7 +183,7 @@ def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededE
 def _step_commit(call: _StepCall, out: Any) -> None:
     run = call.run
     data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
-    raw = json_bytes(data)
+    raw = stored_bytes(data, what="the output", run_id=run.run_id, path=call.path)
     run.state_version += 1
     started = call.started
     if started is not None and run.unemit(started):
@@ -358,6 +354,7 @@ def _effect_begin(
 
 def _receipt_ok(call: _EffectCall, result: Any) -> None:
     data = to_json(call.spec.out, result, what="the result", run_id=call.run.run_id, path=call.key)
+    stored_bytes(data, what="the result", run_id=call.run.run_id, path=call.key)
     call.run.emit("effect.receipt", {"key": call.key, "outcome": "ok", "result": data})
 
 

@@ -59,8 +59,7 @@ def event_text(value: Any) -> str:
 
     Serialized by pydantic-core, several times faster than the ``json``
     module on small payloads. The text parses back to equal values, but it
-    is not byte-for-byte the ``json`` module's (``1e-07`` is ``1e-7``), so it
-    is never what a hash is taken over: hashes use ``dumps``.
+    is not byte-for-byte the ``json`` module's (``1e-07`` is ``1e-7``).
     """
     return pydantic_core.to_json(value).decode()
 
@@ -143,6 +142,24 @@ def to_json(ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, 
             f"{what} of type {type(value).__qualname__} at path {path!r} in run {run_id!r} "
             f"cannot be stored as JSON: {exc}. Return pydantic models, dataclasses or plain "
             "JSON types, or annotate the function so pydantic knows how to serialize it.",
+            run_id=run_id,
+            path=path,
+        ) from exc
+
+
+def stored_bytes(data: Any, *, what: str, run_id: str | None, path: str | None) -> bytes:
+    """``json_bytes(data)`` of a value about to be logged, or ``SerializationError``.
+
+    ``to_json`` passes strings through unchanged; a string holding a lone
+    surrogate (which UTF-8 cannot encode) is caught here, before any event
+    that holds it is buffered.
+    """
+    try:
+        return json_bytes(data)
+    except ValueError as exc:
+        raise SerializationError(
+            f"{what} at path {path!r} in run {run_id!r} cannot be stored as JSON: {exc}. "
+            "Strings must be valid Unicode text (no lone surrogates).",
             run_id=run_id,
             path=path,
         ) from exc

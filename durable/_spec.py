@@ -10,14 +10,13 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
-from hashlib import blake2b
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from ._retry import RetryPolicy, as_policy
-from ._serde import ANY, adapter, json_bytes, to_json, unchanged_types
-from .errors import ConfigurationError, SerializationError
+from ._serde import ANY, adapter, bytes_hash, stored_bytes, to_json, unchanged_types
+from .errors import ConfigurationError
 
 KINDS = ("workflow", "step", "tool", "model")
 _BAD_NAME_CHARS = set(".[]#:/")
@@ -150,15 +149,8 @@ class Spec:
                 data[name] = to_json(
                     ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path
                 )
-        try:
-            return data, blake2b(json_bytes(data), digest_size=16).hexdigest()  # value_hash, inlined
-        except ValueError as exc:  # e.g. a lone surrogate in a string
-            raise SerializationError(
-                f"the arguments of {self.kind} {self.name!r} at path {path!r} in run {run_id!r} "
-                f"cannot be stored as JSON: {exc}",
-                run_id=run_id,
-                path=path,
-            ) from exc
+        raw = stored_bytes(data, what=f"the arguments of {self.label}", run_id=run_id, path=path)
+        return data, bytes_hash(raw)
 
 
 def _check_name(kind: str, name: str) -> None:

@@ -278,6 +278,40 @@ def test_unserializable_output_raises_and_log_stays_resumable(world: durable.Wor
     assert run(durable.run_workflow(wf, world=world, run_id="r")) == "ok"
 
 
+@pytest.mark.parametrize("where", ["argument", "output", "tool result"])
+def test_a_lone_surrogate_raises_serialization_error_and_the_run_resumes(
+    world: durable.World, where: str
+) -> None:
+    """A string UTF-8 cannot encode is refused where it enters the log, not when the log is written."""
+    bad = {"on": True}
+
+    def text() -> str:
+        return "\ud800" if bad["on"] else "fine"
+
+    @durable.tool
+    async def fetch() -> str:
+        return text() if where == "tool result" else "fine"
+
+    @durable.step
+    async def s(x: str) -> str:
+        return text() if where == "output" else x
+
+    @durable.workflow
+    async def wf() -> str:
+        await fetch()
+        return await s(text() if where == "argument" else "fine")
+
+    with pytest.raises(SerializationError, match="lone surrogates"):
+        run(durable.run_workflow(wf, world=world, run_id="r"))
+    assert "run.failed" not in types(world, "r")
+    bad["on"] = False
+    if where == "tool result":  # the tool ran but its result was never confirmed
+        with pytest.raises(durable.UnknownCommitError):
+            run(durable.run_workflow(wf, world=world, run_id="r"))
+    else:
+        assert run(durable.run_workflow(wf, world=world, run_id="r")) == "fine"
+
+
 def test_failed_step_is_recorded_and_reraised_on_resume(world: durable.World) -> None:
     """A failing step records step.failed; calling the run again re-raises without running it."""
     calls = Counter[str]()
