@@ -19,15 +19,15 @@ from typing import Any
 
 from ._context import RunContext
 from ._engine import (
-    _REPLAYED,
-    _effect_begin,
-    _EffectCall,
-    _receipt_ok,
-    _step_begin,
-    _step_fail,
-    _StepCall,
+    REPLAYED,
+    EffectCall,
+    StepCall,
     effect_attempt,
+    effect_begin,
+    receipt_ok,
     step_attempt,
+    step_begin,
+    step_fail,
 )
 from ._failures import error_data, error_type, recordable
 from ._replay import Recorded
@@ -105,10 +105,10 @@ async def step_with_retry(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@step`` with ``retry=``: run its body until it commits or the policy gives up."""
-    call, replayed = _step_begin(spec, args, kwargs)
-    if call is _REPLAYED:
+    call, replayed = step_begin(spec, args, kwargs)
+    if call is REPLAYED:
         return replayed
-    assert isinstance(call, _StepCall)
+    assert isinstance(call, StepCall)
     assert spec.retry is not None
     run = call.run
     tries = _Attempts(run, call.path, spec.retry)
@@ -122,7 +122,7 @@ async def step_with_retry(
                 if not recordable(exc):
                     raise
                 decision = tries.decide(exc)
-                _step_fail(call, exc, final=not decision.retry)
+                step_fail(call, exc, final=not decision.retry)
                 tries.record(exc, decision)
                 await run.flush_async()
                 if not decision.retry:
@@ -142,10 +142,10 @@ async def effect_with_retry(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@tool`` or ``@model_call`` with ``retry=``: one intent and receipt per attempt."""
-    call, replayed = _effect_begin(spec, args, kwargs)
-    if call is _REPLAYED:
+    call, replayed = effect_begin(spec, args, kwargs)
+    if call is REPLAYED:
         return replayed
-    assert isinstance(call, _EffectCall)
+    assert isinstance(call, EffectCall)
     assert spec.retry is not None
     run = call.run
     tries = _Attempts(run, call.key, spec.retry)
@@ -154,7 +154,7 @@ async def effect_with_retry(
             await tries.wait_backoff()
             try:
                 result = await effect_attempt(call, fn, args, kwargs)
-                _receipt_ok(call, result)
+                receipt_ok(call, result)
             except BaseException as exc:
                 if not recordable(exc):
                     raise

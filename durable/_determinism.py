@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._context import CURRENT, Scope, current_scope
-from ._engine import _check_position
+from ._engine import check_position
 from ._serde import ANY, to_json
 from .errors import ConfigurationError, NondeterminismError, RunInterrupted
 
@@ -42,7 +42,7 @@ def _record(kind: str, produce: Callable[[], Any]) -> Any:
             got = run.recorded.values.get(key)
             if got is not None:
                 return got["value"]
-            _check_position(run, scope, n, (kind, kind, "", key))
+            check_position(run, scope, n, (kind, kind, "", key))
         value = produce()
         run.emit("value.recorded", {"key": key, "kind": kind, "value": value, "pos": n})
         run.flush_soon()
@@ -94,7 +94,7 @@ async def sleep(seconds: float) -> None:
             wake = float(timer["wake_at"])
         else:
             if run.replaying:
-                _check_position(run, scope, n, ("sleep", "sleep", "", key))
+                check_position(run, scope, n, ("sleep", "sleep", "", key))
             wake = run.clock() + delay
             run.emit("timer.set", {"path": key, "wake_at": wake, "pos": n})
             await run.flush_async()
@@ -133,7 +133,7 @@ def interrupt(value: Any = None) -> Any:
         data = to_json(ANY, value, what="the interrupt value", run_id=run.run_id, path=key)
         if key not in rec.interrupts:
             if run.replaying:
-                _check_position(run, scope, n, ("interrupt", "interrupt", "", key))
+                check_position(run, scope, n, ("interrupt", "interrupt", "", key))
             run.emit("interrupt", {"path": key, "value": data, "pos": n})
             rec.interrupts[key] = {"path": key, "value": data, "pos": n}
             rec._positions = None

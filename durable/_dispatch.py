@@ -14,14 +14,14 @@ from typing import Any
 from ._attempts import effect_with_retry, step_with_retry
 from ._context import CURRENT, EFFECT_KEY
 from ._engine import (
-    _REPLAYED,
-    _effect_async,
-    _effect_begin,
-    _effect_sync,
-    _receipt_error,
-    _receipt_ok,
-    _step_async,
-    _step_sync,
+    REPLAYED,
+    effect_async,
+    effect_begin,
+    effect_sync,
+    receipt_error,
+    receipt_ok,
+    step_async,
+    step_sync,
 )
 from ._runner import drive
 from ._spec import Spec
@@ -36,8 +36,8 @@ async def _child_workflow(
     if EFFECT_KEY.get() is not None and CURRENT.get().busy is not None:  # type: ignore[union-attr]
         return await child_of_effect(spec, args, kwargs)  # inside a tool body: the tool brackets it
     parent_id = CURRENT.get().run.run_id  # type: ignore[union-attr]
-    call, replayed = _effect_begin(spec, args, kwargs, child_run_id=lambda key: f"{parent_id}:{key}")
-    if call is _REPLAYED:
+    call, replayed = effect_begin(spec, args, kwargs, child_run_id=lambda key: f"{parent_id}:{key}")
+    if call is REPLAYED:
         return replayed
     run = call.run
     try:
@@ -52,9 +52,9 @@ async def _child_workflow(
             models=run.models,
             parent=(run.run_id, call.key),
         )
-        _receipt_ok(call, result)
+        receipt_ok(call, result)
     except BaseException as exc:
-        if _receipt_error(call, exc):
+        if receipt_error(call, exc):
             await run.flush_async()
         raise
     finally:
@@ -80,12 +80,12 @@ def route(spec: Spec) -> Handler:
     if spec.retry is not None:  # async only: validated at decoration time
         return step_with_retry if kind == "step" else effect_with_retry
     if kind == "step":
-        return _step_async if spec.is_async else _step_sync
+        return step_async if spec.is_async else step_sync
     if kind == "workflow":
         return _child_workflow if spec.is_async else _sync_child
     if spec.is_asyncgen:
         return stream_effect
-    return _effect_async if spec.is_async else _effect_sync
+    return effect_async if spec.is_async else effect_sync
 
 
 def dispatch(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

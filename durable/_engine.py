@@ -68,7 +68,7 @@ def _mismatch(
     )
 
 
-def _check_position(run: RunContext, scope: Scope, n: int, attempted: tuple[str, str, str, str]) -> None:
+def check_position(run: RunContext, scope: Scope, n: int, attempted: tuple[str, str, str, str]) -> None:
     rec = run.recorded.position(scope.path, n)
     if rec is not None and (rec[0], rec[1], rec[3]) != (attempted[0], attempted[1], attempted[3]):
         raise _mismatch(run, f"position {n} of scope {scope.path or '<workflow>'!r}", rec, attempted)
@@ -77,7 +77,7 @@ def _check_position(run: RunContext, scope: Scope, n: int, attempted: tuple[str,
 # -- steps ----------------------------------------------------------------------
 
 
-class _StepCall:
+class StepCall:
     __slots__ = ("attempt", "n", "path", "run", "scope", "spec", "started", "visit")
 
     def __init__(self, spec: Spec, scope: Scope, n: int, path: str, visit: int):
@@ -102,11 +102,12 @@ class _StepCall:
         self.run.emit("step.started", self.started)
 
 
-_REPLAYED = object()
+REPLAYED = object()
+"""The first item ``step_begin`` and ``effect_begin`` return when the outcome is recorded."""
 
 
-def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """Claim identity; return ``(_REPLAYED, output)`` or ``(call, None)`` to execute."""
+def step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Claim identity; return ``(REPLAYED, output)`` or ``(call, None)`` to execute."""
     scope: Scope = CURRENT.get()  # type: ignore[assignment]
     run = scope.run
     n = scope.enter(spec.label)
@@ -149,14 +150,14 @@ def _step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tu
                 scope.busy = None
                 out = done["output"]
                 if type(out) in spec.keep:  # Spec.rebuild's no-op case, checked without a call
-                    return _REPLAYED, out
-                return _REPLAYED, spec.rebuild(out)
+                    return REPLAYED, out
+                return REPLAYED, spec.rebuild(out)
             failed = rec.steps_failed.get(path)
             if failed is not None:
                 raise rebuild_from(failed, run_id=run.run_id, path=path)
-            _check_position(run, scope, n, ("step", name, ih, path))
+            check_position(run, scope, n, ("step", name, ih, path))
             attempt = rec.attempt(path)
-        call = _StepCall(spec, scope, n, path, visit)
+        call = StepCall(spec, scope, n, path, visit)
         call.attempt = attempt
         call.emit_started(ih)
         return call, None
@@ -180,7 +181,7 @@ def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededE
     )
 
 
-def _step_commit(call: _StepCall, out: Any) -> None:
+def _step_commit(call: StepCall, out: Any) -> None:
     run = call.run
     data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
     raw = stored_bytes(data, what="the output", run_id=run.run_id, path=call.path)
@@ -199,7 +200,7 @@ def _step_commit(call: _StepCall, out: Any) -> None:
     run.emit("step.completed", event)
 
 
-def _step_fail(call: _StepCall, exc: BaseException, *, final: bool = True) -> bool:
+def step_fail(call: StepCall, exc: BaseException, *, final: bool = True) -> bool:
     if not recordable(exc):
         return False
     call.run.emit(
@@ -210,7 +211,7 @@ def _step_fail(call: _StepCall, exc: BaseException, *, final: bool = True) -> bo
 
 
 async def step_attempt(
-    call: _StepCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    call: StepCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """Run the step's body once in its own scope and buffer its commit; return the output."""
     token = CURRENT.set(Scope(call.run, call.path))
@@ -222,17 +223,17 @@ async def step_attempt(
     return out
 
 
-async def _step_async(
+async def step_async(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    call, replayed = _step_begin(spec, args, kwargs)
-    if call is _REPLAYED:
+    call, replayed = step_begin(spec, args, kwargs)
+    if call is REPLAYED:
         return replayed
     scope = call.scope
     try:
         out = await step_attempt(call, fn, args, kwargs)
     except BaseException as exc:
-        if _step_fail(call, exc):
+        if step_fail(call, exc):
             await call.run.flush_async()
         scope.busy = None
         raise
@@ -241,9 +242,9 @@ async def _step_async(
     return out
 
 
-def _step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    call, replayed = _step_begin(spec, args, kwargs)
-    if call is _REPLAYED:
+def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call, replayed = step_begin(spec, args, kwargs)
+    if call is REPLAYED:
         return replayed
     scope = call.scope
     token = CURRENT.set(Scope(call.run, call.path))
@@ -254,7 +255,7 @@ def _step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs
             CURRENT.reset(token)
         _step_commit(call, out)
     except BaseException as exc:
-        if _step_fail(call, exc):
+        if step_fail(call, exc):
             call.run.flush()
         scope.busy = None
         raise
@@ -266,7 +267,7 @@ def _step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs
 # -- effects --------------------------------------------------------------------
 
 
-class _EffectCall:
+class EffectCall:
     __slots__ = ("ih", "input", "key", "mode", "run", "scope", "spec")
 
     def __init__(self, spec: Spec, scope: Scope, key: str, inp: dict[str, Any], ih: str, mode: str):
@@ -279,7 +280,7 @@ class _EffectCall:
         self.mode = mode  # "call" (intent buffered), "redrive" or "reconcile"
 
 
-def _effect_begin(
+def effect_begin(
     spec: Spec,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
@@ -315,7 +316,7 @@ def _effect_begin(
                 if receipt["outcome"] == "ok":
                     # A stream's chunks are in its stream.cursor events; _streams rebuilds them.
                     result = receipt["result"]
-                    return _REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
+                    return REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
                 raise rebuild_from(receipt, run_id=run.run_id, path=key)
             if intent is not None:
                 if kind in ("model", "workflow") or spec.idempotent:
@@ -334,7 +335,7 @@ def _effect_begin(
                         key=key,
                     )
             else:
-                _check_position(run, scope, n, (kind, spec.name, ih, key))
+                check_position(run, scope, n, (kind, spec.name, ih, key))
         if mode == "call":
             data: dict[str, Any] = {
                 "key": key,
@@ -346,19 +347,19 @@ def _effect_begin(
             if child_run_id is not None:
                 data["child_run_id"] = child_run_id(key)
             run.emit("effect.intent", data)
-        return _EffectCall(spec, scope, key, inp, ih, mode), None
+        return EffectCall(spec, scope, key, inp, ih, mode), None
     except BaseException:
         scope.busy = None
         raise
 
 
-def _receipt_ok(call: _EffectCall, result: Any) -> None:
+def receipt_ok(call: EffectCall, result: Any) -> None:
     data = to_json(call.spec.out, result, what="the result", run_id=call.run.run_id, path=call.key)
     stored_bytes(data, what="the result", run_id=call.run.run_id, path=call.key)
     call.run.emit("effect.receipt", {"key": call.key, "outcome": "ok", "result": data})
 
 
-def _receipt_error(call: _EffectCall, exc: BaseException) -> bool:
+def receipt_error(call: EffectCall, exc: BaseException) -> bool:
     if not recordable(exc):
         return False
     call.run.emit(
@@ -372,7 +373,7 @@ def _receipt_error(call: _EffectCall, exc: BaseException) -> bool:
     return True
 
 
-async def _reconcile_async(call: _EffectCall) -> Any:
+async def _reconcile_async(call: EffectCall) -> Any:
     answer = call.spec.reconcile(f"{call.run.run_id}:{call.key}", call.input)  # type: ignore[misc]
     if inspect.isawaitable(answer):
         answer = await answer
@@ -380,7 +381,7 @@ async def _reconcile_async(call: _EffectCall) -> Any:
 
 
 async def effect_attempt(
-    call: _EffectCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    call: EffectCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """One attempt of an effect: ask ``reconcile=`` or make the intent durable, then call.
 
@@ -400,18 +401,18 @@ async def effect_attempt(
         EFFECT_KEY.reset(token)
 
 
-async def _effect_async(
+async def effect_async(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    call, replayed = _effect_begin(spec, args, kwargs)
-    if call is _REPLAYED:
+    call, replayed = effect_begin(spec, args, kwargs)
+    if call is REPLAYED:
         return replayed
     run = call.run
     try:
         result = await effect_attempt(call, fn, args, kwargs)
-        _receipt_ok(call, result)
+        receipt_ok(call, result)
     except BaseException as exc:
-        if _receipt_error(call, exc):
+        if receipt_error(call, exc):
             await run.flush_async()
         raise
     finally:
@@ -420,16 +421,16 @@ async def _effect_async(
     return result
 
 
-def _effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    call, replayed = _effect_begin(spec, args, kwargs)
-    if call is _REPLAYED:
+def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    call, replayed = effect_begin(spec, args, kwargs)
+    if call is REPLAYED:
         return replayed
     run = call.run
     try:
         if call.mode == "reconcile":
             answer = call.spec.reconcile(f"{run.run_id}:{call.key}", call.input)
             if answer is not NEVER_HAPPENED:
-                _receipt_ok(call, answer)
+                receipt_ok(call, answer)
                 run.flush()
                 return answer
         elif call.mode == "call":
@@ -439,9 +440,9 @@ def _effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwar
             result = fn(*args, **kwargs)
         finally:
             EFFECT_KEY.reset(token)
-        _receipt_ok(call, result)
+        receipt_ok(call, result)
     except BaseException as exc:
-        if _receipt_error(call, exc):
+        if receipt_error(call, exc):
             run.flush()
         raise
     finally:

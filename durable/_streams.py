@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ._context import CURRENT, EFFECT_KEY, RunContext
-from ._engine import _REPLAYED, _effect_begin, _receipt_error
+from ._engine import REPLAYED, effect_begin, receipt_error
 from ._failures import recordable
 from ._serde import from_json, to_json
 from ._spec import Spec
@@ -31,9 +31,9 @@ async def stream_effect(
     """Run (or replay) one streamed model call, yielding its chunks."""
     scope = CURRENT.get()
     assert scope is not None  # dispatch runs only inside a run
-    call, _ = _effect_begin(spec, args, kwargs)
-    if call is _REPLAYED:
-        # _effect_begin claimed ordinal n (now scope.n - 1) and found the receipt.
+    call, _ = effect_begin(spec, args, kwargs)
+    if call is REPLAYED:
+        # effect_begin claimed ordinal n (now scope.n - 1) and found the receipt.
         key = f"{scope.prefix}model:{spec.name}#{scope.n - 1}"
         for chunk in recorded_chunks(spec, scope.run, key):
             yield chunk
@@ -78,7 +78,7 @@ async def stream_effect(
     except BaseException as exc:
         if recordable(exc):
             cursor(True)
-            _receipt_error(call, exc)
+            receipt_error(call, exc)
             run.flush_soon()
         raise
     finally:
