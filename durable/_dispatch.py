@@ -15,11 +15,11 @@ from ._attempts import effect_with_retry, step_with_retry
 from ._context import CURRENT, EFFECT_KEY
 from ._engine import (
     REPLAYED,
+    EffectCall,
+    confirm,
     effect_async,
     effect_begin,
     effect_sync,
-    receipt_error,
-    receipt_ok,
     step_async,
     step_sync,
 )
@@ -39,28 +39,22 @@ async def _child_workflow(
     call, replayed = effect_begin(spec, args, kwargs, child_run_id=lambda key: f"{parent_id}:{key}")
     if call is REPLAYED:
         return replayed
+    return await confirm(call, _drive_child(call, spec, args, kwargs))
+
+
+async def _drive_child(call: EffectCall, spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     run = call.run
-    try:
-        if call.mode == "call":
-            await run.flush_async()
-        value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
-        result = await drive(
-            spec,
-            value,
-            run.world,
-            run_id=f"{run.run_id}:{call.key}",
-            models=run.models,
-            parent=(run.run_id, call.key),
-        )
-        receipt_ok(call, result)
-    except BaseException as exc:
-        if receipt_error(call, exc):
-            await run.flush_async()
-        raise
-    finally:
-        call.scope.busy = None
-    run.flush_soon()
-    return result
+    if call.mode == "call":
+        await run.flush_async()  # the intent (with the child's run id) is durable first
+    value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
+    return await drive(
+        spec,
+        value,
+        run.world,
+        run_id=f"{run.run_id}:{call.key}",
+        models=run.models,
+        parent=(run.run_id, call.key),
+    )
 
 
 def _sync_child(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

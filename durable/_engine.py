@@ -14,7 +14,7 @@ the events that make it durable:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._artifacts import store_output
@@ -407,9 +407,14 @@ async def effect_async(
     call, replayed = effect_begin(spec, args, kwargs)
     if call is REPLAYED:
         return replayed
+    return await confirm(call, effect_attempt(call, fn, args, kwargs))
+
+
+async def confirm(call: EffectCall, outcome: Awaitable[Any]) -> Any:
+    """Await an effect's outcome and record it: its receipt, or its error (durable at once)."""
     run = call.run
     try:
-        result = await effect_attempt(call, fn, args, kwargs)
+        result = await outcome
         receipt_ok(call, result)
     except BaseException as exc:
         if receipt_error(call, exc):
