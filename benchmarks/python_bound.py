@@ -1,10 +1,10 @@
-"""How close to the floor can any CPython step get? A bare step beside durable's.
+"""How close to the floor can any CPython step get? Bare steps beside durable's.
 
 Run from the repository root: ``python benchmarks/python_bound.py [STEPS]``.
 
-Three loops commit STEPS rows each to a fresh SQLite file in WAL mode with
-``synchronous=NORMAL``, in turns, in one process; every figure is the median
-of seven rounds:
+**Writing.** Three loops commit STEPS rows each to a fresh SQLite file in WAL
+mode with ``synchronous=NORMAL``, in turns, in one process; every figure is
+the median of seven rounds:
 
 - **floor**: one autocommitted ``INSERT`` of a fixed row per step (the
   ``(a) process`` floor of the harness);
@@ -18,13 +18,23 @@ of seven rounds:
 The bare step's ratio to the floor is what interpreting that work costs in
 CPython on this machine: a bound on target (a) that no Python code path
 avoids, however lean.
+
+**Replaying.** A run of STEPS steps that waits on ``durable.interrupt`` at
+its end is resumed (every step replays), and so is one of no steps; their
+difference per step is durable's replay cost. The *bare replay* does the
+least a replay needs, on the same rows: read them, parse their JSON, index
+them by path, then per call build the path, hash the input and compare it,
+and return the recorded output. Both are shown above a plain ``await`` of an
+undecorated function, as target (c) counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -131,6 +141,62 @@ async def steps(n: int) -> int:
     return n
 
 
+@durable.workflow
+async def steps_then_wait(n: int) -> int:
+    for i in range(n):
+        await s(i)
+    durable.interrupt("done?")
+    return n
+
+
+async def _plain(i: int) -> int:
+    return i
+
+
+async def _plain_loop() -> float:
+    t0 = time.perf_counter()
+    for i in range(STEPS):
+        await _plain(i)
+    return (time.perf_counter() - t0) / STEPS * 1e6
+
+
+def _waiting_run(dir: str, n: int) -> None:
+    with durable.local_world(dir) as world, contextlib.suppress(durable.RunInterrupted):
+        asyncio.run(durable.run_workflow(steps_then_wait, n, world=world, run_id="r"))
+
+
+def _durable_replay(dir: str, n: int) -> float:
+    """Seconds to resume the waiting run of ``n`` steps: every step replays."""
+    with durable.local_world(dir) as world:
+        t0 = time.perf_counter()
+        asyncio.run(durable.run_workflow(steps_then_wait, n, world=world, run_id="r", resume="yes"))
+        return time.perf_counter() - t0
+
+
+def _bare_replay(dir: str) -> float:
+    db = sqlite3.connect(os.path.join(dir, "events.db"))
+    to_json, from_json, blake2b = pydantic_core.to_json, pydantic_core.from_json, hashlib.blake2b
+
+    async def replay() -> float:
+        t0 = time.perf_counter()
+        rows = db.execute("SELECT seq, type, data FROM events WHERE run_id = 'r' ORDER BY seq").fetchall()
+        index = {}
+        parsed = from_json("[" + ",".join([r[2] for r in rows]) + "]")
+        for (_, type_, _), d in zip(rows, parsed, strict=True):
+            if type_ == "step.completed":
+                index[d["path"]] = d
+        for i in range(STEPS):  # the i-th call of step s is its visit i
+            d = index[f"s.visit[{i}]"]
+            if d["input_hash"] != blake2b(to_json({"i": i}), digest_size=16).hexdigest():
+                raise AssertionError(i)
+            await _plain(d["output"])
+        return time.perf_counter() - t0
+
+    seconds = asyncio.run(replay())
+    db.close()
+    return seconds / STEPS * 1e6
+
+
 async def _durable(dir: str) -> float:
     with durable.local_world(dir, durability="process") as world:
         await durable.run_workflow(steps, 3, world=world, run_id="warm")
@@ -139,7 +205,7 @@ async def _durable(dir: str) -> float:
         return (time.perf_counter() - t0) / STEPS * 1e6
 
 
-def main() -> None:
+def _write_figures() -> dict[str, list[float]]:
     loops = {"floor": _floor, "bare step": _bare, "durable": _durable}
     figures: dict[str, list[float]] = {name: [] for name in loops}
     for r in range(ROUNDS):
@@ -147,13 +213,41 @@ def main() -> None:
         for name in names:
             with tempfile.TemporaryDirectory() as dir:
                 figures[name].append(asyncio.run(loops[name](dir)))
-    floor = statistics.median(figures["floor"])
+    return figures
+
+
+def _replay_figures() -> dict[str, list[float]]:
+    figures: dict[str, list[float]] = {"plain await": [], "bare replay": [], "durable replay": []}
+    with tempfile.TemporaryDirectory() as full, tempfile.TemporaryDirectory() as empty:
+        _waiting_run(full, STEPS)
+        _waiting_run(empty, 0)
+        for _ in range(ROUNDS):
+            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+                shutil.copytree(full, a, dirs_exist_ok=True)
+                shutil.copytree(empty, b, dirs_exist_ok=True)
+                per_step = (_durable_replay(a, STEPS) - _durable_replay(b, 0)) / STEPS * 1e6
+            figures["durable replay"].append(per_step)
+            figures["bare replay"].append(_bare_replay(full))
+            figures["plain await"].append(asyncio.run(_plain_loop()))
+    return figures
+
+
+def main() -> None:
     print(f"{STEPS} steps, median of {ROUNDS} rounds, µs per step\n")
+    written = _write_figures()
+    floor = statistics.median(written["floor"])
     print("| loop | µs / step | ratio to floor |")
     print("|---|---:|---:|")
-    for name, values in figures.items():
+    for name, values in written.items():
         med = statistics.median(values)
         print(f"| {name} | {med:.1f} | {med / floor:.2f}× |")
+    replayed = _replay_figures()
+    plain = statistics.median(replayed["plain await"])
+    print("\n| replay | µs / step | above a plain await |")
+    print("|---|---:|---:|")
+    for name, values in replayed.items():
+        med = statistics.median(values)
+        print(f"| {name} | {med:.2f} | {med - plain:.2f} |")
 
 
 if __name__ == "__main__":

@@ -54,8 +54,10 @@ def test_smoke_run_with_peers(tmp_path: Path) -> None:
 
 
 def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
-    """``benchmarks/python_bound.py`` runs at a tiny size and prints its three loops with ratios."""
+    """``benchmarks/python_bound.py`` runs at a tiny size and prints its write and replay tables."""
     out = _python("benchmarks/python_bound.py", "20")
-    rows = [line for line in out.splitlines() if line.startswith("| ") and "×" in line]
-    assert [r.split("|")[1].strip() for r in rows] == ["floor", "bare step", "durable"]
-    assert "1.00×" in rows[0]
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ")]
+    names = [r[0].strip() for r in rows if r[0].strip() not in ("loop", "replay", "---")]
+    assert names == ["floor", "bare step", "durable", "plain await", "bare replay", "durable replay"]
+    assert next(r for r in rows if r[0].strip() == "floor")[2].strip() == "1.00×"
+    assert next(r for r in rows if r[0].strip() == "plain await")[2].strip() == "0.00"
