@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from ._capabilities import reachable
@@ -262,16 +262,20 @@ def _session_covers(rec: Recorded, where: str, section: str, name: str) -> bool:
     return False
 
 
-def _visit_bases(paths: Iterable[str]) -> set[str]:
-    """The step paths without a trailing ``.visit[k]``: one per loop, not one per visit."""
-    bases = set()
-    for path in paths:
-        if path.endswith("]"):
-            head, sep, tail = path.rpartition(".visit[")
-            if sep and tail[:-1].isdigit():
-                path = head
-        bases.add(path)
-    return bases
+_VISIT_SUFFIX = re.compile(r"\.visit\[\d+\]$", re.MULTILINE)
+_VISIT_SUFFIX_ONE = re.compile(r"\.visit\[\d+\]\Z")
+
+
+def _visit_bases(paths: Collection[str]) -> set[str]:
+    """The step paths without a trailing ``.visit[k]``: one per loop, not one per visit.
+
+    One regular-expression pass over all paths joined by newlines; a branch
+    key may hold a newline, and then each path is stripped on its own.
+    """
+    joined = "\n".join(paths)
+    if joined.count("\n") == len(paths) - 1:
+        return set(_VISIT_SUFFIX.sub("", joined).split("\n")) if paths else set()
+    return {_VISIT_SUFFIX_ONE.sub("", p) for p in paths}
 
 
 def used_keys(rec: Recorded) -> set[str]:
