@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from ._capabilities import reachable
@@ -266,16 +267,22 @@ _VISIT_SUFFIX = re.compile(r"\.visit\[\d+\]$", re.MULTILINE)
 _VISIT_SUFFIX_ONE = re.compile(r"\.visit\[\d+\]\Z")
 
 
-def _visit_bases(paths: Collection[str]) -> set[str]:
+def _visit_bases(paths: Iterable[str]) -> set[str]:
     """The step paths without a trailing ``.visit[k]``: one per loop, not one per visit.
 
-    One regular-expression pass over all paths joined by newlines; a branch
-    key may hold a newline, and then each path is stripped on its own.
+    One regular-expression pass per 4,096 paths joined by newlines (so a long
+    run's paths are never all copied at once); a branch key may hold a
+    newline, and then each path of that chunk is stripped on its own.
     """
-    joined = "\n".join(paths)
-    if joined.count("\n") == len(paths) - 1:
-        return set(_VISIT_SUFFIX.sub("", joined).split("\n")) if paths else set()
-    return {_VISIT_SUFFIX_ONE.sub("", p) for p in paths}
+    bases: set[str] = set()
+    it = iter(paths)
+    while chunk := list(islice(it, 4096)):
+        joined = "\n".join(chunk)
+        if joined.count("\n") == len(chunk) - 1:
+            bases.update(_VISIT_SUFFIX.sub("", joined).split("\n"))
+        else:
+            bases.update(_VISIT_SUFFIX_ONE.sub("", p) for p in chunk)
+    return bases
 
 
 def used_keys(rec: Recorded) -> set[str]:
