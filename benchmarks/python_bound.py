@@ -40,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
@@ -232,22 +233,21 @@ def _replay_figures() -> dict[str, list[float]]:
     return figures
 
 
+def _table(header: str, figures: dict[str, list[float]], cell: Callable[[float], str]) -> None:
+    print(f"| {header} |\n|---|---:|---:|")
+    for name, values in figures.items():
+        print(f"| {name} | {cell(statistics.median(values))} |")
+
+
 def main() -> None:
     print(f"{STEPS} steps, median of {ROUNDS} rounds, µs per step\n")
     written = _write_figures()
     floor = statistics.median(written["floor"])
-    print("| loop | µs / step | ratio to floor |")
-    print("|---|---:|---:|")
-    for name, values in written.items():
-        med = statistics.median(values)
-        print(f"| {name} | {med:.1f} | {med / floor:.2f}× |")
+    _table("loop | µs / step | ratio to floor", written, lambda m: f"{m:.1f} | {m / floor:.2f}×")
     replayed = _replay_figures()
     plain = statistics.median(replayed["plain await"])
-    print("\n| replay | µs / step | above a plain await |")
-    print("|---|---:|---:|")
-    for name, values in replayed.items():
-        med = statistics.median(values)
-        print(f"| {name} | {med:.2f} | {med - plain:.2f} |")
+    print()
+    _table("replay | µs / step | above a plain await", replayed, lambda m: f"{m:.2f} | {m - plain:.2f}")
 
 
 if __name__ == "__main__":
