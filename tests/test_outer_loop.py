@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -251,27 +252,34 @@ def test_concurrent_callers_share_one_driver(worlds: Worlds) -> None:
     assert h.runs == expected_counts()
 
 
+async def _while_busy(
+    h: Harness, worlds: Worlds, second: Callable[[], Awaitable[None]]
+) -> durable.OuterLoopResult:
+    """Start a caller that drives the loop and holds it in supervise; run ``second``; let it finish."""
+    gate = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def slow_supervise(cycle: durable.Cycle) -> Done[Draft] | Continue[Draft]:
+        entered.set()
+        await gate.wait()
+        return h.supervise(cycle)
+
+    first = asyncio.create_task(h.run(worlds.open(), supervise=slow_supervise))
+    await entered.wait()
+    await second()
+    gate.set()
+    return await first
+
+
 def test_waiting_caller_honours_its_timeout(worlds: Worlds) -> None:
     """A caller that waits on a busy loop gives up at its own timeout; the first caller finishes."""
     h = Harness()
 
-    async def scenario() -> durable.OuterLoopResult:
-        gate = asyncio.Event()
-        entered = asyncio.Event()
-
-        async def slow_supervise(cycle: durable.Cycle) -> Done[Draft] | Continue[Draft]:
-            entered.set()
-            await gate.wait()
-            return h.supervise(cycle)
-
-        first = asyncio.create_task(h.run(worlds.open(), supervise=slow_supervise))
-        await entered.wait()
+    async def times_out() -> None:
         with pytest.raises(durable.RunTimeoutError, match="ol_test"):
             await h.run(worlds.open(), timeout=0)
-        gate.set()
-        return await first
 
-    assert run(scenario()).final_output == FINAL
+    assert run(_while_busy(h, worlds, times_out)).final_output == FINAL
     assert h.runs == expected_counts()
 
 
@@ -279,26 +287,14 @@ def test_waiting_caller_can_be_cancelled(worlds: Worlds) -> None:
     """Cancelling a caller that waits on a busy loop leaves the driving caller undisturbed."""
     h = Harness()
 
-    async def scenario() -> durable.OuterLoopResult:
-        gate = asyncio.Event()
-        entered = asyncio.Event()
-
-        async def slow_supervise(cycle: durable.Cycle) -> Done[Draft] | Continue[Draft]:
-            entered.set()
-            await gate.wait()
-            return h.supervise(cycle)
-
-        first = asyncio.create_task(h.run(worlds.open(), supervise=slow_supervise))
-        await entered.wait()
+    async def is_cancelled() -> None:
         waiter = asyncio.create_task(h.run(worlds.open()))
         await asyncio.sleep(0)
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        gate.set()
-        return await first
 
-    assert run(scenario()).final_output == FINAL
+    assert run(_while_busy(h, worlds, is_cancelled)).final_output == FINAL
     assert h.runs == expected_counts()
 
 
