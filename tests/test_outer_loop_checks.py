@@ -29,16 +29,21 @@ from tests.outer_loop_harness import (
 # -- refusing a resume that does not match --------------------------------------------
 
 
+def _loop(worlds: Worlds, monkeypatch: pytest.MonkeyPatch, finished: bool) -> Harness:
+    """A loop to resume with something changed: finished, or killed after its first cycle."""
+    if not finished:
+        return crash_after_cycle_1(worlds, monkeypatch)
+    h = Harness()
+    run(h.run(worlds.open()))
+    return h
+
+
 @pytest.mark.parametrize("finished", [False, True])
 def test_resume_with_another_workflow_fails_closed(
     worlds: Worlds, monkeypatch: pytest.MonkeyPatch, finished: bool
 ) -> None:
     """Another workflow definition is outer_loop_goal_mismatch, before any cycle runs or a result returns."""
-    h = Harness()
-    if finished:
-        run(h.run(worlds.open()))
-    else:
-        h = crash_after_cycle_1(worlds, monkeypatch)
+    _loop(worlds, monkeypatch, finished)
     other = Harness()
 
     @durable.workflow(version=2)
@@ -59,11 +64,7 @@ def test_resume_with_other_max_cycles_fails_closed(
     worlds: Worlds, monkeypatch: pytest.MonkeyPatch, finished: bool
 ) -> None:
     """Another max_cycles is outer_loop_max_cycles_mismatch, before any cycle runs or a result returns."""
-    h = Harness()
-    if finished:
-        run(h.run(worlds.open()))
-    else:
-        h = crash_after_cycle_1(worlds, monkeypatch)
+    h = _loop(worlds, monkeypatch, finished)
     before = Counter(h.runs)
     world = worlds.open()
     runs_before = len(world.runs())
@@ -82,11 +83,7 @@ def test_resume_with_other_input_fails_closed(
     worlds: Worlds, monkeypatch: pytest.MonkeyPatch, finished: bool
 ) -> None:
     """Another input is outer_loop_input_mismatch and says to use a new outer_loop_id."""
-    h = Harness()
-    if finished:
-        run(h.run(worlds.open()))
-    else:
-        h = crash_after_cycle_1(worlds, monkeypatch)
+    h = _loop(worlds, monkeypatch, finished)
     before = Counter(h.runs)
     world = worlds.open()
     with pytest.raises(RunFailedError) as info:
