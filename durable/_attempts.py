@@ -129,8 +129,7 @@ async def step_with_retry(
                     raise
                 _refresh(run)
                 call.attempt = tries.attempt
-                _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=call.path)
-                call.emit_started(ih)
+                call.emit_started()
                 continue
             await run.flush_async()
             return out

@@ -78,9 +78,9 @@ def check_position(run: RunContext, scope: Scope, n: int, attempted: tuple[str, 
 
 
 class StepCall:
-    __slots__ = ("attempt", "n", "path", "run", "scope", "spec", "started", "visit")
+    __slots__ = ("attempt", "input_hash", "n", "path", "run", "scope", "spec", "started", "visit")
 
-    def __init__(self, spec: Spec, scope: Scope, n: int, path: str, visit: int):
+    def __init__(self, spec: Spec, scope: Scope, n: int, path: str, visit: int, input_hash: str):
         self.spec = spec
         self.scope = scope
         self.run = scope.run
@@ -88,15 +88,16 @@ class StepCall:
         self.path = path
         self.visit = visit
         self.attempt = 1
+        self.input_hash = input_hash
         self.started: dict[str, Any] | None = None
 
-    def emit_started(self, input_hash: str) -> None:
+    def emit_started(self) -> None:
         """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
         self.started = {
             "path": self.path,
             "visit": self.visit,
             "attempt": self.attempt,
-            "input_hash": input_hash,
+            "input_hash": self.input_hash,
             "pos": self.n,
         }
         self.run.emit("step.started", self.started)
@@ -148,18 +149,15 @@ def step_begin(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
             done = rec.steps_completed.get(path)
             if done is not None:
                 scope.busy = None
-                out = done["output"]
-                if type(out) in spec.keep:  # Spec.rebuild's no-op case, checked without a call
-                    return REPLAYED, out
-                return REPLAYED, spec.rebuild(out)
+                return REPLAYED, spec.rebuild(done["output"])
             failed = rec.steps_failed.get(path)
             if failed is not None:
                 raise rebuild_from(failed, run_id=run.run_id, path=path)
             check_position(run, scope, n, ("step", name, ih, path))
             attempt = rec.attempt(path)
-        call = StepCall(spec, scope, n, path, visit)
+        call = StepCall(spec, scope, n, path, visit, ih)
         call.attempt = attempt
-        call.emit_started(ih)
+        call.emit_started()
         return call, None
     except BaseException:
         scope.busy = None
