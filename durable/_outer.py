@@ -36,7 +36,7 @@ from ._outer_manifest import (
 from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult, Supervise
 from ._replay import Recorded
 from ._runner import new_run_id, run_workflow, validate_input
-from ._serde import ANY, dumps, from_json, to_json
+from ._serde import ANY, dumps, to_json
 from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
@@ -93,7 +93,7 @@ class _Loop:
             number=entry.cycleNumber,
             run_id=entry.runId,
             input=validate_input(self.spec, started.get("input"), entry.runId)[0],
-            output=from_json(self.spec.out, commit.get("output")),
+            output=self.spec.rebuild(commit.get("output")),
             decision=commit["decision"],
             summary=commit.get("summary"),
         )
@@ -102,7 +102,7 @@ class _Loop:
 
     def _final(self, data: Any) -> Any:
         try:
-            return from_json(self.spec.out, data)
+            return self.spec.rebuild(data)
         except ValidationError:
             return data
 

@@ -23,7 +23,7 @@ from ._manifest import (
     run_manifest,
 )
 from ._recovery import recover_log
-from ._serde import ANY, from_json, sha256_tag, to_json, value_hash
+from ._serde import ANY, sha256_tag, to_json, value_hash
 from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._world import WorldCore
@@ -248,7 +248,7 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
     if terminal is not None:
         kind, data = terminal
         if kind == "run.completed":
-            return from_json(spec.out, data["output"])
+            return spec.rebuild(data["output"])
         if kind == "run.failed":
             if not retry_failed:
                 raise rebuild_from(data, run_id=rid, path=data.get("path"))

@@ -163,13 +163,3 @@ def stored_bytes(data: Any, *, what: str, run_id: str | None, path: str | None) 
             run_id=run_id,
             path=path,
         ) from exc
-
-
-def from_json(ad: TypeAdapter[Any], data: Any) -> Any:
-    """Rebuild a recorded JSON structure into the annotated type."""
-    if ad is ANY:
-        return data
-    same = _UNCHANGED.get(id(ad))
-    if same is not None and type(data) in same:
-        return data
-    return ad.validate_python(data)

@@ -17,7 +17,7 @@ from typing import Any
 from ._context import CURRENT, EFFECT_KEY, RunContext
 from ._engine import REPLAYED, effect_begin, receipt_error
 from ._failures import recordable
-from ._serde import from_json, to_json
+from ._serde import to_json
 from ._spec import Spec
 from .errors import LogCorruptedError
 
@@ -102,4 +102,4 @@ def recorded_chunks(spec: Spec, run: RunContext, key: str) -> list[Any]:
             run_id=run.run_id,
             path=key,
         )
-    return [from_json(spec.out, c) for c in cur["data"]]
+    return [spec.rebuild(c) for c in cur["data"]]
