@@ -17,8 +17,8 @@ from ._artifacts import ArtifactRef
 from ._context import current_scope
 from ._decorators import DurableFunction, make_decorator
 from ._determinism import interrupt, now, random, sleep, uuid4
+from ._effects import NEVER_HAPPENED, current_effect_key
 from ._embedders import Embedder, lexical_embedder
-from ._engine import NEVER_HAPPENED, current_effect_key
 from ._log import MemoryLog, RunInfo
 from ._memory import MemoryStore
 from ._memory_items import MemoryItem, NewItem, SearchHit
@@ -26,7 +26,7 @@ from ._outer import run_outer_loop
 from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult
 from ._parallel import branch, parallel
 from ._recovery import Compaction, compact, gc, recover
-from ._retry import RetryPolicy
+from ._retry_policy import RetryPolicy
 from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
 from ._sqlite import SqliteLog

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from ._artifact_store import ArtifactStore, hex_of, sha256_of
 from ._context import CURRENT, RunContext
-from ._replay import Recorded
+from ._recorded import Recorded
 from .errors import ArtifactIntegrityError, ConfigurationError
 
 if TYPE_CHECKING:
@@ -205,4 +205,4 @@ def check_artifacts(world: WorldCore, rec: Recorded, run_id: str) -> None:
         verify_payload(ref, data, run_id=run_id)
         if path is not None:
             assert data is not None
-            rec.steps_completed[path]["output"] = json.loads(data)
+            rec.inline_output(path, json.loads(data))

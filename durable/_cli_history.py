@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from ._cli_registry import CliError, command, table
+from ._recorded import decode_state
 from ._recovery import compact, gc
-from ._replay import decode_state
 from ._timetravel import UNCHANGED, checkpoints, fork, restore
 from ._world import WorldCore
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._cli_registry import CliError, command, read_rows, run_id_arg, table
-from ._replay import Recorded
+from ._recorded import Recorded
 from ._verify import import_workflow, parse_models, report_text, verify_run
 from ._world import WorldCore
 from .errors import RunNotFoundError

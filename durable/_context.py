@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from ._encode import text
 from ._log import Append, EventLog, Row
-from ._replay import Recorded
-from ._serde import event_text
+from ._recorded import Recorded
 from .errors import ConfigurationError, NondeterminismError
 
 if TYPE_CHECKING:
@@ -72,7 +72,7 @@ class RunContext:
         self.models = models
         self.seq = recorded.last_seq
         self.state_version = recorded.state_version
-        self.buffer: list[tuple[int, str, dict[str, Any]]] = []
+        self.buffer: list[tuple[int, str, dict[str, Any] | str]] = []
         self.active = 1
         self.clock: Callable[[], float] = world.clock
         self.sleep: Callable[[float], Awaitable[None]] = world.sleep
@@ -91,6 +91,18 @@ class RunContext:
         self.seq += 1
         self.buffer.append((self.seq, type_, data))
         return self.seq
+
+    def emit_encoded(self, type_: str, data: str) -> int:
+        """Buffer one event whose payload is already JSON text; returns its seq."""
+        self.seq += 1
+        self.buffer.append((self.seq, type_, data))
+        return self.seq
+
+    def record(self, type_: str, data: dict[str, Any]) -> int:
+        """Buffer one event that later calls of this drive ask the index about; returns its seq."""
+        seq = self.emit(type_, data)
+        self.recorded.note(type_, data)
+        return seq
 
     def unemit(self, data: dict[str, Any]) -> bool:
         """Take back the last buffered event if its payload is ``data``; say whether it was.
@@ -113,7 +125,7 @@ class RunContext:
             return
         buffered, self.buffer = self.buffer, []
         try:
-            rows: list[Row] = [(seq, type_, event_text(data)) for seq, type_, data in buffered]
+            rows: list[Row] = [(seq, type_, text(data)) for seq, type_, data in buffered]
             self.log.append([Append(self.run_id, rows, self.token, status, created)])
         except BaseException as exc:
             # Nothing of the batch was written, and outcomes in it (receipts) are lost

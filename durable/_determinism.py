@@ -16,8 +16,11 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from . import _encode as ev
+from ._claim import Claim
 from ._context import CURRENT, Scope, current_scope
-from ._engine import check_position
+from ._decide import Call
+from ._keys import value_key
 from ._serde import ANY, to_json
 from .errors import ConfigurationError, NondeterminismError, RunInterrupted
 
@@ -34,21 +37,15 @@ def _record(kind: str, produce: Callable[[], Any]) -> Any:
     scope = CURRENT.get()
     if scope is None:
         return produce()
-    run = scope.run
-    n = scope.enter(f"durable.{kind}()")
-    try:
-        key = f"{scope.prefix}{kind}#{n}"
-        if run.replaying:
-            got = run.recorded.values.get(key)
-            if got is not None:
-                return got["value"]
-            check_position(run, scope, n, (kind, kind, "", key))
+    with Claim(scope, f"durable.{kind}()") as claim:
+        key = value_key(scope.prefix, kind, claim.n)
+        got = claim.recorded(claim.run.recorded.values, Call(kind, kind, "", key))
+        if got is not None:
+            return got["value"]
         value = produce()
-        run.emit("value.recorded", {"key": key, "kind": kind, "value": value, "pos": n})
-        run.flush_soon()
+        claim.run.emit("value.recorded", ev.value_recorded(key, kind, value, claim.n))
+        claim.run.flush_soon()
         return value
-    finally:
-        scope.busy = None
 
 
 def now() -> datetime:
@@ -86,23 +83,18 @@ async def sleep(seconds: float) -> None:
         return
     delay = _seconds(seconds)
     run = scope.run
-    n = scope.enter("durable.sleep()")
-    try:
-        key = f"{scope.prefix}sleep#{n}"
-        timer = run.recorded.timers.get(key) if run.replaying else None
+    with Claim(scope, "durable.sleep()") as claim:
+        key = value_key(scope.prefix, "sleep", claim.n)
+        timer = claim.recorded(run.recorded.timers, Call("sleep", "sleep", "", key))
         if timer is not None:
             wake = float(timer["wake_at"])
         else:
-            if run.replaying:
-                check_position(run, scope, n, ("sleep", "sleep", "", key))
             wake = run.clock() + delay
-            run.emit("timer.set", {"path": key, "wake_at": wake, "pos": n})
+            run.emit("timer.set", ev.timer_set(key, wake, claim.n))
             await run.flush_async()
         remaining = wake - run.clock()
         if remaining > 0:
             await run.sleep(remaining)
-    finally:
-        scope.busy = None
 
 
 def interrupt(value: Any = None) -> Any:
@@ -121,9 +113,8 @@ def interrupt(value: Any = None) -> Any:
     """
     scope: Scope = current_scope("durable.interrupt()")
     run = scope.run
-    n = scope.enter("durable.interrupt()")
-    try:
-        key = f"{scope.prefix}interrupt#{n}"
+    with Claim(scope, "durable.interrupt()") as claim:
+        key = value_key(scope.prefix, "interrupt", claim.n)
         rec = run.recorded
         answer = rec.answers.get(key)
         if answer is not None:
@@ -131,12 +122,8 @@ def interrupt(value: Any = None) -> Any:
         if rec.terminal is not None:  # pragma: no cover - guarded by the runner
             raise NondeterminismError("interrupt reached in a finished run", run_id=run.run_id)
         data = to_json(ANY, value, what="the interrupt value", run_id=run.run_id, path=key)
-        if key not in rec.interrupts:
-            if run.replaying:
-                check_position(run, scope, n, ("interrupt", "interrupt", "", key))
-            run.emit("interrupt", {"path": key, "value": data, "pos": n})
-            rec.interrupts[key] = {"path": key, "value": data, "pos": n}
-            rec._positions = None
+        if claim.recorded(rec.interrupts, Call("interrupt", "interrupt", "", key)) is None:
+            run.record("interrupt", ev.interrupt(key, data, claim.n))
         raise RunInterrupted(
             f"run {run.run_id!r} waits at {key!r} for an answer; call run_workflow again with "
             "the same run_id and resume=<answer>.",
@@ -144,5 +131,3 @@ def interrupt(value: Any = None) -> Any:
             value=data,
             path=key,
         )
-    finally:
-        scope.busy = None

@@ -11,47 +11,47 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._attempts import effect_with_retry, step_with_retry
-from ._context import CURRENT, EFFECT_KEY
-from ._engine import (
-    REPLAYED,
-    EffectCall,
-    confirm,
-    effect_async,
-    effect_begin,
-    effect_sync,
-    step_async,
-    step_sync,
-)
+from ._child_runs import child_of_effect
+from ._claim import REPLAYED, Claim
+from ._context import CURRENT
+from ._decide import EXECUTE
+from ._effects import EffectCall, confirm, effect_async, effect_begin, effect_sync, in_effect_body
+from ._keys import child_run_id
+from ._retry_loop import effect_with_retry, step_with_retry
 from ._runner import drive
 from ._spec import Spec
+from ._steps import step_async, step_sync
 from ._streams import stream_effect
-from ._subruns import child_of_effect
 from .errors import ConfigurationError
 
 
 async def _child_workflow(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    if EFFECT_KEY.get() is not None and CURRENT.get().busy is not None:  # type: ignore[union-attr]
+    scope = CURRENT.get()
+    assert scope is not None  # dispatch runs only inside a run
+    if in_effect_body(scope):
         return await child_of_effect(spec, args, kwargs)  # inside a tool body: the tool brackets it
-    parent_id = CURRENT.get().run.run_id  # type: ignore[union-attr]
-    call, replayed = effect_begin(spec, args, kwargs, child_run_id=lambda key: f"{parent_id}:{key}")
-    if call is REPLAYED:
-        return replayed
-    return await confirm(call, _drive_child(call, spec, args, kwargs))
+    parent_id = scope.run.run_id
+    with Claim(scope, spec.label) as claim:
+        call, replayed = effect_begin(
+            spec, claim, args, kwargs, child_run_id=lambda key: child_run_id(parent_id, key)
+        )
+        if call is REPLAYED:
+            return replayed
+        return await confirm(call, _drive_child(call, spec, args, kwargs))
 
 
 async def _drive_child(call: EffectCall, spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     run = call.run
-    if call.mode == "call":
+    if call.action is EXECUTE:
         await run.flush_async()  # the intent (with the child's run id) is durable first
     value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
     return await drive(
         spec,
         value,
         run.world,
-        run_id=f"{run.run_id}:{call.key}",
+        run_id=child_run_id(run.run_id, call.key),
         models=run.models,
         parent=(run.run_id, call.key),
     )

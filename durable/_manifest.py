@@ -25,8 +25,8 @@ from itertools import islice
 from typing import Any
 
 from ._capabilities import reachable
-from ._paths import step_name
-from ._replay import Recorded
+from ._keys import step_name
+from ._recorded import Recorded
 from ._serde import canonical, sha256_tag
 from ._spec import Spec, spec_of
 from .errors import CapabilityDriftError, DriftChange

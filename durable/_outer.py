@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from . import _encode as ev
 from ._locks import hold
 from ._log import Append
 from ._manifest import definition_hash
@@ -34,9 +35,9 @@ from ._outer_manifest import (
     check_outer_loop_id,
 )
 from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult, Supervise
-from ._replay import Recorded
+from ._recorded import Recorded
 from ._runner import new_run_id, run_workflow, validate_input
-from ._serde import ANY, dumps, to_json
+from ._serde import ANY, to_json
 from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
@@ -242,12 +243,11 @@ class _Loop:
         self.store.save(m)
 
     def _commit_data(self, number: int, run_id: str, output: Any, answer: Any) -> Json:
-        data: Json = {"outer_loop_id": self.id, "cycle": number, "output": output}
         where = f"outer loop {self.id!r} cycle {number}"
         if isinstance(answer, Done):
             final = to_json(ANY, answer.final_output, what="Done.final_output", run_id=run_id, path=where)
-            data.update(decision="done", next_input=None, final_output=final, summary=None)
-        elif isinstance(answer, Continue):
+            return ev.cycle_completed(self.id, number, output, "done", None, final, None)
+        if isinstance(answer, Continue):
             if answer.summary is not None and not isinstance(answer.summary, str):
                 raise ConfigurationError(
                     f"{where}: Continue(summary=...) takes a string or None, not {answer.summary!r}."
@@ -262,13 +262,11 @@ class _Loop:
                     reason="invalid_input",
                     run_id=run_id,
                 ) from exc
-            data.update(decision="continue", next_input=next_data, final_output=None, summary=answer.summary)
-        else:
-            raise ConfigurationError(
-                f"{where}: supervise must return durable.Done(final_output) or "
-                f"durable.Continue(next_input), not {answer!r}; nothing was committed."
-            )
-        return data
+            return ev.cycle_completed(self.id, number, output, "continue", next_data, None, answer.summary)
+        raise ConfigurationError(
+            f"{where}: supervise must return durable.Done(final_output) or "
+            f"durable.Continue(next_input), not {answer!r}; nothing was committed."
+        )
 
 
 async def _append_commit(world: WorldCore, run_id: str, data: Json) -> Json:
@@ -282,7 +280,7 @@ async def _append_commit(world: WorldCore, run_id: str, data: Json) -> Json:
         rec = Recorded.from_rows(world.log.read(run_id), run_id)
         if rec.cycle_completed is not None:
             return rec.cycle_completed
-        text = dumps(data)
+        text = ev.text(data)
         world.log.append([Append(run_id, [(rec.last_seq + 1, "outer_loop.cycle_completed", text)], token)])
         committed: Json = json.loads(text)
         return committed

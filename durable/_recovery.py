@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
+from . import _encode as ev
 from ._log import TERMINAL, EventLog
-from ._replay import Recorded, WholeLogNeeded, encode_state
-from ._serde import dumps
+from ._recorded import Recorded, WholeLogNeeded, encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
 
@@ -140,8 +140,8 @@ def compact(run_id: str, *, world: WorldCore) -> Compaction:
         rec = Recorded.from_rows(rows, run_id)
         seq = rows[-1][0] + 1
         digest = rec.state_hash()
-        data = {"state": encode_state(rec.to_state()), "state_hash": digest, "base_seq": seq}
-        world.log.compact(run_id, (seq, "snapshot", dumps(data)), token)
+        data = ev.snapshot(encode_state(rec.to_state()), digest, seq)
+        world.log.compact(run_id, (seq, "snapshot", ev.text(data)), token)
     return Compaction(run_id, seq, len(rows), digest)
 
 

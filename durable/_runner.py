@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from . import _encode as ev
 from ._artifacts import check_artifacts
 from ._context import CURRENT, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
@@ -197,21 +198,20 @@ def _memory_manifest(world: WorldCore) -> dict[str, Any] | None:
 def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tuple[str, str] | None) -> None:
     cache = manifest_cache(run.world)
     manifest = run_manifest(spec, run.models, cache, _memory_manifest(run.world))
-    started = {
-        "workflow": spec.name,
-        "input": data,
-        "input_hash": input_hash,
-        "manifest": manifest,
-        "manifest_hash": manifest_hash(manifest),
-        "models": run.models,
-        "output_schema_hash": output_schema_hash(spec, cache),
-        "format_version": LOG_FORMAT_VERSION,
-    }
-    if parent is not None:
-        started["parent_run_id"], started["parent_key"] = parent
+    started = ev.run_started(
+        spec.name,
+        data,
+        input_hash,
+        manifest,
+        manifest_hash(manifest),
+        run.models,
+        output_schema_hash(spec, cache),
+        LOG_FORMAT_VERSION,
+        parent=parent,
+    )
     run.emit("run.started", started)
     run.flush(created=(spec.name, parent[0] if parent else None))
-    run.recorded.started = started
+    run.recorded.note("run.started", started)
 
 
 def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, retry_failed: bool) -> Any:
@@ -262,18 +262,13 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
                     path=data["path"],
                 )
             answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
-            run.emit("interrupt.resumed", {"path": data["path"], "value": answer})
+            run.record("interrupt.resumed", ev.interrupt_resumed(data["path"], answer))
             run.flush(status="running")
-            rec.answers[data["path"]] = {"path": data["path"], "value": answer}
-            rec.terminal = None
     if retry_failed:
         failed = list(rec.steps_failed) + [k for k, r in rec.receipts.items() if r["outcome"] == "error"]
         if failed or (terminal is not None and terminal[0] == "run.failed"):
-            run.emit("run.retried", {"paths": failed})
+            run.record("run.retried", ev.run_retried(failed))
             run.flush(status="running")
-            for p in failed:
-                rec.clear_failures(p)
-            rec.terminal = None
     return _UNSET
 
 
@@ -285,7 +280,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
             out = await out
         data = to_json(spec.out, out, what="the workflow output", run_id=run.run_id, path="")
     except RunInterrupted as exc:
-        run.emit("run.interrupted", {"path": exc.path, "value": exc.value})
+        run.emit("run.interrupted", ev.run_interrupted(exc.path, exc.value))
         run.flush(status="interrupted")
         raise
     except BaseException as exc:
@@ -293,7 +288,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         raise
     finally:
         CURRENT.reset(token)
-    run.emit("run.completed", {"output": data, "output_hash": value_hash(data)})
+    run.emit("run.completed", ev.run_completed(data, value_hash(data)))
     run.flush(status="completed")
     return out
 
@@ -302,10 +297,7 @@ def _close_failed(run: RunContext, exc: BaseException) -> None:
     """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
     with contextlib.suppress(BaseException):
         if recordable(exc) and not isinstance(exc, SerializationError):
-            run.emit(
-                "run.failed",
-                {**error_data(exc), "path": getattr(exc, "path", None)},
-            )
+            run.emit("run.failed", ev.run_failed(error_data(exc), getattr(exc, "path", None)))
             run.flush(status="failed")
         else:
             run.flush()

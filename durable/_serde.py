@@ -54,16 +54,6 @@ def dumps(value: Any) -> str:
     return _dumps(value)
 
 
-def event_text(value: Any) -> str:
-    """Compact JSON text of an event's JSON-safe payload, as the log stores it.
-
-    Serialized by pydantic-core, several times faster than the ``json``
-    module on small payloads. The text parses back to equal values, but it
-    is not byte-for-byte the ``json`` module's (``1e-07`` is ``1e-7``).
-    """
-    return pydantic_core.to_json(value).decode()
-
-
 def loads(text: str) -> Any:
     """Parse JSON text (an event payload, or many joined as one array)."""
     return pydantic_core.from_json(text)

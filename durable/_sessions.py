@@ -25,11 +25,15 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
+from . import _encode as ev
+from ._claim import Claim
 from ._context import CURRENT, RunContext, Scope
+from ._decide import Call
+from ._keys import session_path
 from ._manifest import definition_hash, signature_text
 from ._serde import canonical, sha256_tag
 from ._spec import Spec, spec_of
-from .errors import CapabilityDriftError, ConfigurationError, DriftChange, NondeterminismError
+from .errors import CapabilityDriftError, ConfigurationError, DriftChange
 
 _BAD_ROLE_CHARS = set(".[]#:/\\")
 
@@ -305,11 +309,7 @@ def _open(run: RunContext, path: str, role: str, slot: str, tools: Any, workflow
             ]
             raise session_drift_error(run.run_id, role, path, old, manifest, changes)
         return session
-    run.emit(
-        "session.started",
-        {"path": path, "role": role, "manifest": manifest, "manifest_hash": session.manifest_hash},
-    )
-    run.recorded.sessions[path] = {"path": path, "role": role, "manifest": manifest}
+    run.record("session.started", ev.session_started(path, role, manifest, session.manifest_hash))
     return session
 
 
@@ -318,26 +318,8 @@ def _close(run: RunContext, session: Session) -> None:
     if recorded is not None and recorded.get("completed"):
         return  # a replayed session ends once in the log
     run.emit(
-        "session.completed",
-        {"path": session.path, "role": session.role, "manifest_hash": session.manifest_hash},
+        "session.completed", ev.session_completed(session.path or "", session.role, session.manifest_hash)
     )
-
-
-def _check_new_position(run: RunContext, scope: Scope, n: int, role: str, path: str) -> None:
-    if not run.replaying or path in run.recorded.sessions:
-        return
-    rec = run.recorded.position(scope.path, n)
-    if rec is not None:
-        kind, name, ih, where = rec
-        raise NondeterminismError(
-            f"run {run.run_id!r}: the code opened session {role!r} at position {n} of scope "
-            f"{scope.path or '<workflow>'!r}, but the log recorded {kind} {name!r} at {where!r} "
-            "there.\nRestore the code the run was started with and resume, or start a new run id.",
-            run_id=run.run_id,
-            path=path,
-            recorded={"kind": kind, "name": name, "input_hash": ih, "path": where},
-            attempted={"kind": "session", "name": role, "input_hash": "", "path": path},
-        )
 
 
 @asynccontextmanager
@@ -396,25 +378,20 @@ async def session(
             CURRENT_SESSION.reset(token0)
         return
     run = scope.run
-    n = scope.enter(f"session {role!r}")
-    try:
-        path = f"{scope.prefix}session:{role}#{n}"
-        _check_new_position(run, scope, n, role, path)
+    with Claim(scope, f"session {role!r}") as claim:
+        path = session_path(scope.prefix, role, claim.n)
+        claim.recorded(run.recorded.sessions, Call("session", role, "", path))
         opened = _open(run, path, role, slot, tools, workflows)
         await run.flush_async()  # the manifest is durable before the session does anything
-    except BaseException:
-        scope.busy = None
-        raise
-    token = CURRENT.set(Scope(run, path))
-    stoken = CURRENT_SESSION.set(opened)
-    try:
-        yield opened
-        _close(run, opened)
-        run.flush_soon()
-    finally:
-        CURRENT_SESSION.reset(stoken)
-        CURRENT.reset(token)
-        scope.busy = None
+        token = CURRENT.set(Scope(run, path))
+        stoken = CURRENT_SESSION.set(opened)
+        try:
+            yield opened
+            _close(run, opened)
+            run.flush_soon()
+        finally:
+            CURRENT_SESSION.reset(stoken)
+            CURRENT.reset(token)
 
 
 @asynccontextmanager

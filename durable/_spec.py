@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ._retry import RetryPolicy, as_policy
+from ._retry_policy import RetryPolicy, as_policy
 from ._serde import ANY, adapter, bytes_hash, stored_bytes, to_json, unchanged_types
 from .errors import ConfigurationError
 

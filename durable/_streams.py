@@ -14,9 +14,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from . import _encode as ev
+from ._claim import REPLAYED, Claim
 from ._context import CURRENT, EFFECT_KEY, RunContext
-from ._engine import REPLAYED, effect_begin, receipt_error
+from ._decide import EXECUTE
+from ._effects import effect_begin, receipt_error
 from ._failures import recordable
+from ._keys import effect_key
 from ._serde import to_json
 from ._spec import Spec
 from .errors import LogCorruptedError
@@ -29,64 +33,65 @@ async def stream_effect(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> AsyncIterator[Any]:
     """Run (or replay) one streamed model call, yielding its chunks."""
-    scope = CURRENT.get()
-    assert scope is not None  # dispatch runs only inside a run
-    call, _ = effect_begin(spec, args, kwargs)
-    if call is REPLAYED:
-        # effect_begin claimed ordinal n (now scope.n - 1) and found the receipt.
-        key = f"{scope.prefix}model:{spec.name}#{scope.n - 1}"
-        for chunk in recorded_chunks(spec, scope.run, key):
-            yield chunk
-        return
-    run = call.run
-    key = call.key
-    count = 0
-    batch: list[Any] = []
-    finished = False
-
-    def cursor(terminal: bool) -> None:
-        nonlocal batch
-        run.emit("stream.cursor", {"key": key, "chunks": count, "terminal": terminal, "data": batch})
-        batch = []
-
-    try:
-        if call.mode == "call":
-            await run.flush_async()  # the intent is durable before the model is asked
-        gen = fn(*args, **kwargs)
-        try:
-            while True:
-                token = EFFECT_KEY.set(f"{run.run_id}:{key}")
-                try:
-                    chunk = await gen.__anext__()
-                except StopAsyncIteration:
-                    break
-                finally:
-                    EFFECT_KEY.reset(token)
-                batch.append(to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key))
-                count += 1
-                if len(batch) >= CURSOR_BATCH:
-                    cursor(False)
-                    run.flush_soon()
+    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
+        call, _ = effect_begin(spec, claim, args, kwargs)
+        if call is REPLAYED:
+            for chunk in recorded_chunks(spec, claim.run, call_key(spec, claim)):
                 yield chunk
+            return
+        run = call.run
+        key = call.key
+        count = 0
+        batch: list[Any] = []
+        finished = False
+
+        def cursor(terminal: bool) -> None:
+            nonlocal batch
+            run.emit("stream.cursor", ev.stream_cursor(key, count, terminal, batch))
+            batch = []
+
+        try:
+            if call.action is EXECUTE:
+                await run.flush_async()  # the intent is durable before the model is asked
+            gen = fn(*args, **kwargs)
+            try:
+                while True:
+                    token = EFFECT_KEY.set(call.idempotency_key)
+                    try:
+                        chunk = await gen.__anext__()
+                    except StopAsyncIteration:
+                        break
+                    finally:
+                        EFFECT_KEY.reset(token)
+                    batch.append(to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key))
+                    count += 1
+                    if len(batch) >= CURSOR_BATCH:
+                        cursor(False)
+                        run.flush_soon()
+                    yield chunk
+            finally:
+                await gen.aclose()
+            finished = True
+        except GeneratorExit:
+            # The consumer stopped early: the chunks it saw are the stream's outcome.
+            finished = True
+            raise
+        except BaseException as exc:
+            if recordable(exc):
+                cursor(True)
+                receipt_error(call, exc)
+                run.flush_soon()
+            raise
         finally:
-            await gen.aclose()
-        finished = True
-    except GeneratorExit:
-        # The consumer stopped early: the chunks it saw are the stream's outcome.
-        finished = True
-        raise
-    except BaseException as exc:
-        if recordable(exc):
-            cursor(True)
-            receipt_error(call, exc)
-            run.flush_soon()
-        raise
-    finally:
-        if finished:
-            cursor(True)
-            run.emit("effect.receipt", {"key": key, "outcome": "ok", "result": {"chunks": count}})
-            run.flush_soon()
-        call.scope.busy = None
+            if finished:
+                cursor(True)
+                run.emit("effect.receipt", ev.receipt_ok(key, {"chunks": count}))
+                run.flush_soon()
+
+
+def call_key(spec: Spec, claim: Claim) -> str:
+    """The key of the streamed model call that ``claim`` holds."""
+    return effect_key(claim.scope.prefix, "model", spec.name, claim.n)
 
 
 def recorded_chunks(spec: Spec, run: RunContext, key: str) -> list[Any]:

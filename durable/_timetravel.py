@@ -20,11 +20,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _encode as ev
 from ._log import Append, Row
+from ._recorded import Recorded, _until, decode_state, encode_state
 from ._recovery import _not_found, locked
-from ._replay import Recorded, _until, decode_state, encode_state
 from ._runner import new_run_id as fresh_run_id
-from ._serde import ANY, dumps, sha256_tag, to_json
+from ._serde import ANY, sha256_tag, to_json
 from ._world import WorldCore
 from .errors import CheckpointNotFoundError, ConfigurationError
 
@@ -183,34 +184,9 @@ def restore(run_id: str, checkpoint: int | str, *, world: WorldCore) -> Restored
         cp = _find(run_id, rows, checkpoint)
         version = Recorded.from_rows(rows, run_id).state_version + 1
         seq = rows[-1][0] + 1
-        event = (seq, "run.restored", dumps({"checkpoint": cp.seq, "state_version": version}))
+        event = (seq, "run.restored", ev.text(ev.run_restored(cp.seq, version)))
         world.log.append([Append(run_id, [event], token, status="running")])
     return Restored(run_id, cp, seq, version)
-
-
-def _inherit(rec: Recorded, started: dict[str, Any]) -> Recorded:
-    """What a fork takes over: committed steps, confirmed effects, recorded values.
-
-    Failures, unconfirmed intents, unanswered interrupts and the terminal
-    event stay behind. Inherited step starts and intents are marked, so the
-    engine runs a call again when its arguments changed in the fork.
-    """
-    out = Recorded(started=started, state_version=rec.state_version)
-    for path, done in rec.steps_completed.items():
-        out.steps_completed[path] = done
-        if path in rec.steps_started:
-            out.steps_started[path] = {**rec.steps_started[path], "inherited": True}
-        out.attempts[path] = rec.attempts.get(path, 1)
-    for key, receipt in rec.receipts.items():
-        if receipt.get("outcome") == "ok" and key in rec.intents:
-            out.intents[key] = {**rec.intents[key], "inherited": True}
-            out.receipts[key] = receipt
-    out.values = dict(rec.values)
-    out.timers = dict(rec.timers)
-    out.answers = dict(rec.answers)
-    out.interrupts = {p: d for p, d in rec.interrupts.items() if p in rec.answers}
-    out.streams = {k: d for k, d in rec.streams.items() if d.get("terminal")}
-    return out
 
 
 def fork(
@@ -273,15 +249,15 @@ def fork(
         manifest["models"] = dict(sorted(models.items()))
         started["models"], started["manifest"] = dict(models), manifest
         started["manifest_hash"] = sha256_tag(manifest)
-    inherited = _inherit(at, started)
+    inherited = at.inherited(started)
     state = inherited.to_state()
-    snapshot = {"state": encode_state(state), "state_hash": sha256_tag(state), "base_seq": 2}
+    snapshot = ev.snapshot(encode_state(state), sha256_tag(state), 2)
     with locked(world, rid, "fork into") as token:
         if world.log.read(rid):
             raise ConfigurationError(
                 f"run id {rid!r} is already used in this world; fork with another new_run_id."
             )
-        rows_out = [(1, "run.started", dumps(started)), (2, "snapshot", dumps(snapshot))]
+        rows_out = [(1, "run.started", ev.text(started)), (2, "snapshot", ev.text(snapshot))]
         world.log.append(
             [Append(rid, rows_out, token, status="running", created=(started.get("workflow", ""), None))]
         )

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ._artifacts import referenced, verify_payload
 from ._capabilities import reachable
 from ._manifest import change_lines, run_drift, undescribed
-from ._replay import Recorded
+from ._recorded import Recorded
 from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import (

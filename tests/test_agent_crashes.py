@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable._replay import Recorded
+from durable._recorded import Recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_BODIES = {

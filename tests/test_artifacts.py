@@ -14,7 +14,7 @@ import durable
 from durable import ArtifactIntegrityError, ArtifactRef, ConfigurationError, World
 from durable._artifact_store import MemoryArtifacts
 from durable._artifacts import check_artifacts
-from durable._replay import Recorded
+from durable._recorded import Recorded
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash, on
 

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 import durable
 from durable import World
 from durable._log import Append
-from durable._replay import Recorded
+from durable._recorded import Recorded
 from durable._serde import dumps
 
 from .strategies import event_programs

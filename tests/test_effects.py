@@ -10,7 +10,7 @@ import pytest
 
 import durable
 from durable import UnknownCommitError
-from durable._replay import Recorded
+from durable._recorded import Recorded
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash, on
 

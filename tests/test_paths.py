@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from durable._manifest import _visit_bases
-from durable._paths import parent_of, step_name
+from durable._keys import parent_of, step_name
 
 name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8)
 key_chars = st.characters(exclude_characters="[]", exclude_categories=["Cs"])

@@ -11,7 +11,7 @@ import pytest
 
 import durable
 from durable import World
-from durable._replay import decode_state, encode_state
+from durable._recorded import decode_state, encode_state
 
 calls: Counter[str] = Counter()
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import durable
 from durable import ConfigurationError, NondeterminismError, NonRetryableError, RetryPolicy
-from durable._retry import decide
+from durable._retry_policy import decide
 from durable.testing import FakeClock, crashing_world
 from tests.conftest import Worlds, step_starts
 from tests.crash import SimulatedCrash, on

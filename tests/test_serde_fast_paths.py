@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from durable import SerializationError
-from durable._replay import Recorded
+from durable._recorded import Recorded
 from durable._serde import adapter, dumps, to_json
 from durable._spec import Spec
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import durable
 from durable import CapabilityDriftError, ConfigurationError, NondeterminismError
-from durable._paths import session_position
-from durable._replay import Recorded
+from durable._keys import session_position
+from durable._recorded import Recorded
 from durable._sessions import _flat, manifest_changes
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash, on

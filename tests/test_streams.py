@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 import durable
-from durable._replay import Recorded
+from durable._recorded import Recorded
 from durable._streams import CURSOR_BATCH
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash

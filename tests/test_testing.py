@@ -12,7 +12,7 @@ import pytest
 import durable
 from durable import NondeterminismError, RetryPolicy
 from durable._log import Append
-from durable._replay import Recorded
+from durable._recorded import Recorded
 from durable.testing import (
     CrashingLog,
     FakeClock,

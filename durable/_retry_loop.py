@@ -1,6 +1,6 @@
 """Steps and effects with a retry policy: attempt after attempt, each decision logged.
 
-After a failed attempt the policy (``_retry.decide``) is asked; the failure
+After a failed attempt the policy (``_retry_policy.decide``) is asked; the failure
 and the decision are written in one transaction (``step.failed`` or an error
 receipt, then ``retry.decision`` with the backoff and its wake time) before
 the backoff sleep starts. A resume therefore continues where the log stops:
@@ -17,22 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ._context import RunContext
-from ._engine import (
-    REPLAYED,
-    EffectCall,
-    StepCall,
-    effect_attempt,
-    effect_begin,
-    receipt_ok,
-    step_attempt,
-    step_begin,
-    step_fail,
-)
+from . import _encode as ev
+from ._claim import REPLAYED, Claim
+from ._context import CURRENT, RunContext
+from ._decide import EXECUTE
+from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok
 from ._failures import error_data, error_type, recordable
-from ._replay import Recorded
-from ._retry import Decision, RetryPolicy, decide
+from ._recorded import Recorded
+from ._retry_policy import Decision, RetryPolicy, decide
 from ._spec import Spec
+from ._steps import StepCall, step_attempt, step_begin, step_fail
 from .errors import NonRetryableError
 
 
@@ -79,15 +73,9 @@ class _Attempts:
         wake = self.run.clock() + decision.backoff if decision.retry else None
         self.run.emit(
             "retry.decision",
-            {
-                "key": self.key,
-                "attempt": self.attempt,
-                "decision": "retry" if decision.retry else "give_up",
-                "backoff": decision.backoff,
-                "wake_at": wake,
-                "error_type": error_type(exc),
-                "first_attempt_at": self.first_at,
-            },
+            ev.retry_decision(
+                self.key, self.attempt, decision.retry, decision.backoff, wake, error_type(exc), self.first_at
+            ),
         )
         if decision.retry:
             self.attempt += 1
@@ -105,15 +93,15 @@ async def step_with_retry(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@step`` with ``retry=``: run its body until it commits or the policy gives up."""
-    call, replayed = step_begin(spec, args, kwargs)
-    if call is REPLAYED:
-        return replayed
-    assert isinstance(call, StepCall)
-    assert spec.retry is not None
-    run = call.run
-    tries = _Attempts(run, call.path, spec.retry)
-    call.attempt = tries.attempt
-    try:
+    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claim, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        assert isinstance(call, StepCall)
+        assert spec.retry is not None
+        run = call.run
+        tries = _Attempts(run, call.path, spec.retry)
+        call.attempt = tries.attempt
         while True:
             await tries.wait_backoff()
             try:
@@ -133,22 +121,20 @@ async def step_with_retry(
                 continue
             await run.flush_async()
             return out
-    finally:
-        call.scope.busy = None
 
 
 async def effect_with_retry(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@tool`` or ``@model_call`` with ``retry=``: one intent and receipt per attempt."""
-    call, replayed = effect_begin(spec, args, kwargs)
-    if call is REPLAYED:
-        return replayed
-    assert isinstance(call, EffectCall)
-    assert spec.retry is not None
-    run = call.run
-    tries = _Attempts(run, call.key, spec.retry)
-    try:
+    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
+        call, replayed = effect_begin(spec, claim, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        assert isinstance(call, EffectCall)
+        assert spec.retry is not None
+        run = call.run
+        tries = _Attempts(run, call.key, spec.retry)
         while True:
             await tries.wait_backoff()
             try:
@@ -158,24 +144,13 @@ async def effect_with_retry(
                 if not recordable(exc):
                     raise
                 decision = tries.decide(exc)
-                run.emit("effect.receipt", {"key": call.key, "outcome": "error", **error_data(exc)})
+                run.emit("effect.receipt", ev.receipt_error(call.key, error_data(exc)))
                 tries.record(exc, decision)
                 await run.flush_async()
                 if not decision.retry:
                     raise
-                call.mode = "call"
-                run.emit(
-                    "effect.intent",
-                    {
-                        "key": call.key,
-                        "kind": spec.kind,
-                        "name": spec.name,
-                        "input_hash": call.ih,
-                        "pos": int(call.key.rsplit("#", 1)[1]),
-                    },
-                )
+                call.action = EXECUTE
+                call.emit_intent()
                 continue
             run.flush_soon()
             return result
-    finally:
-        call.scope.busy = None

@@ -1,7 +1,7 @@
 """Child workflows started from inside a ``@tool`` or ``@model_call`` body.
 
 A ``@workflow`` called in a workflow or step body is an effect of its own
-(``_engine._child_workflow``). Called inside a tool body, for example an
+(``_dispatch._child_workflow``). Called inside a tool body, for example an
 orchestrator's ``start_workflow`` tool, the tool's own intent and receipt
 already bracket it, so the child run is started (or resumed) directly. Its
 run id is derived from the tool's idempotency key, the workflow's name and
@@ -14,12 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._context import CURRENT, EFFECT_KEY
+from ._keys import effect_of_idempotency_key, tool_child_run_id
 from ._spec import Spec
-
-
-def child_run_id(effect_key: str, spec: Spec, input_hash: str) -> str:
-    """The child run's id: ``<run id>:<tool key>/<workflow>:<input hash prefix>``."""
-    return f"{effect_key}/{spec.name}:{input_hash[:16]}"
 
 
 async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -31,7 +27,7 @@ async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, A
     assert scope is not None  # the caller checked both
     assert effect_key is not None
     run = scope.run
-    parent_key = effect_key.removeprefix(f"{run.run_id}:")
+    parent_key = effect_of_idempotency_key(run.run_id, effect_key)
     _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=parent_key)
     value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
     token = EFFECT_KEY.set(None)  # the child's own body is not inside the tool
@@ -40,7 +36,7 @@ async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, A
             spec,
             value,
             run.world,
-            run_id=child_run_id(effect_key, spec, ih),
+            run_id=tool_child_run_id(effect_key, spec.name, ih),
             models=run.models,
             parent=(run.run_id, parent_key),
         )

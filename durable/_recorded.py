@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, fields
 from itertools import islice
 from typing import Any
 
-from ._paths import parent_of, session_position, step_name
+from ._decide import Call
+from ._keys import parent_of, session_position, step_name
 from ._serde import dumps, loads, sha256_tag, value_hash
 from .errors import LogCorruptedError, LogFormatError
 from .events import LOG_FORMAT_VERSION
@@ -237,7 +238,7 @@ class Recorded:
     last_seq: int = 0
     state_version: int = 0
     cycle_completed: Json | None = None
-    _positions: dict[tuple[str, int], tuple[str, str, str, str]] | None = None
+    _positions: dict[tuple[str, int], Call] | None = None
 
     @classmethod
     def from_rows(cls, rows: Iterable[tuple[int, str, str]], run_id: str = "") -> Recorded:
@@ -340,6 +341,21 @@ class Recorded:
                 rec.state_version = d["state_version"]
                 completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
 
+    def note(self, type_: str, data: Json) -> None:
+        """Index one event this driver wrote, for the calls of the same drive that depend on it.
+
+        The driver's own steps and effects need no second look, so only the
+        events that later calls of the same drive ask about go through here
+        (the run's start, an interrupt and its answer, a retried run, a
+        session's manifest). It is the same indexing a resume applies.
+        """
+        self._index([(self.last_seq, type_, "")], [data], [], "")
+        self._positions = None
+
+    def inline_output(self, path: str, output: Any) -> None:
+        """Put a committed step's output, read back from its artifact, into the index."""
+        self.steps_completed[path]["output"] = output
+
     def add_cursor(self, d: Json) -> None:
         """Collect a stream's chunks; a cursor whose batch starts at chunk 0 begins a new attempt."""
         prev = self.streams.get(d["key"])
@@ -394,6 +410,30 @@ class Recorded:
         """``sha256:<hex>`` of the canonical state: equal states have equal hashes."""
         return sha256_tag(self.to_state())
 
+    def inherited(self, started: Json) -> Recorded:
+        """The index a fork starts from: committed steps, confirmed effects, recorded values.
+
+        Failures, unconfirmed intents, unanswered interrupts and the terminal
+        event stay behind. Inherited step starts and intents are marked, so the
+        engine runs a call again when its arguments changed in the fork.
+        """
+        out = Recorded(started=started, state_version=self.state_version)
+        for path, done in self.steps_completed.items():
+            out.steps_completed[path] = done
+            if path in self.steps_started:
+                out.steps_started[path] = {**self.steps_started[path], "inherited": True}
+            out.attempts[path] = self.attempts.get(path, 1)
+        for key, receipt in self.receipts.items():
+            if receipt.get("outcome") == "ok" and key in self.intents:
+                out.intents[key] = {**self.intents[key], "inherited": True}
+                out.receipts[key] = receipt
+        out.values = dict(self.values)
+        out.timers = dict(self.timers)
+        out.answers = dict(self.answers)
+        out.interrupts = {p: d for p, d in self.interrupts.items() if p in self.answers}
+        out.streams = {k: d for k, d in self.streams.items() if d.get("terminal")}
+        return out
+
     def forget(self, key: str) -> None:
         """Drop what was recorded for one step path or effect key, so the call runs again."""
         for index in (self.steps_started, self.steps_completed, self.attempts, self.intents, self.receipts):
@@ -438,38 +478,26 @@ class Recorded:
             return float(wake) if wake is not None else None
         return None
 
-    def position(self, scope: str, pos: int) -> tuple[str, str, str, str] | None:
-        """What was recorded as the ``pos``-th durable call of ``scope``.
-
-        Returns:
-            ``(kind, name, input_hash, path_or_key)`` or ``None``.
-        """
+    def position(self, scope: str, pos: int) -> Call | None:
+        """What was recorded as the ``pos``-th durable call of ``scope``, if anything."""
         if self._positions is None:
-            index: dict[tuple[str, int], tuple[str, str, str, str]] = {}
+            index: dict[tuple[str, int], Call] = {}
             for path, d in self.steps_started.items():
-                index[(parent_of(path), d.get("pos", 0))] = (
-                    "step",
-                    step_name(path),
-                    d["input_hash"],
-                    path,
+                index[(parent_of(path), d.get("pos", 0))] = Call(
+                    "step", step_name(path), d["input_hash"], path
                 )
             for key, d in self.intents.items():
-                index[(parent_of(key), d.get("pos", 0))] = (
-                    d["kind"],
-                    d["name"],
-                    d["input_hash"],
-                    key,
-                )
+                index[(parent_of(key), d.get("pos", 0))] = Call(d["kind"], d["name"], d["input_hash"], key)
             for key, d in self.values.items():
-                index[(parent_of(key), d.get("pos", 0))] = (d["kind"], d["kind"], "", key)
+                index[(parent_of(key), d.get("pos", 0))] = Call(d["kind"], d["kind"], "", key)
             for path, d in self.sessions.items():
                 at = session_position(path)
                 if at is not None:
-                    index[(parent_of(path), at)] = ("session", d["role"], "", path)
+                    index[(parent_of(path), at)] = Call("session", d["role"], "", path)
             for key, d in self.timers.items():
-                index[(parent_of(key), d.get("pos", 0))] = ("sleep", "sleep", "", key)
+                index[(parent_of(key), d.get("pos", 0))] = Call("sleep", "sleep", "", key)
             for key, d in self.interrupts.items():
-                index[(parent_of(key), d.get("pos", 0))] = ("interrupt", "interrupt", "", key)
+                index[(parent_of(key), d.get("pos", 0))] = Call("interrupt", "interrupt", "", key)
             self._positions = index
         return self._positions.get((scope, pos))
 

@@ -1,0 +1,131 @@
+"""The one sequence every durable call goes through: claim, key, decide, record, release.
+
+Each kind of call (step, effect, streamed model call, child run, recorded
+value, durable sleep, interrupt, agent session) runs it the same way::
+
+    with Claim(scope, "tool 'score'") as claim:            # claim the next position
+        key = effect_key(scope.prefix, "tool", name, claim.n)  # build its key (_keys)
+        action, record = claim.effect(Call(...), data, ...)    # ask the log (pure: _decide)
+        ...                                                    # replay, or run and write events
+    # the scope is released, whatever happened
+
+``Claim`` looks up what the recorded index holds at the key and at the
+position, hands both to the pure decision, and applies the one decision
+that changes the index (a fork's inherited call that runs again is
+forgotten). Writing the call's events stays with its kind.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from ._decide import EXECUTE, RERUN, Action, Call, check_position, decide_effect, decide_step
+
+if TYPE_CHECKING:
+    from ._context import RunContext, Scope
+
+Json = dict[str, Any]
+
+REPLAYED = object()
+"""What a kind's begin function returns first when the call's outcome is recorded."""
+
+
+class Claim:
+    """One durable call's hold on its scope: its ordinal, and what the log says about it.
+
+    Entering a scope that another call still holds raises
+    ``NondeterminismError`` (completion order is timing); leaving the
+    ``with`` block releases the scope, however the call ended.
+    """
+
+    __slots__ = ("n", "run", "scope")
+
+    def __init__(self, scope: Scope, what: str):
+        self.n = scope.enter(what)
+        self.scope = scope
+        self.run: RunContext = scope.run
+
+    def __enter__(self) -> Claim:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.scope.busy = None
+
+    def release(self) -> None:
+        """Release the scope now (for a call whose end is not the end of a ``with`` block)."""
+        self.scope.busy = None
+
+    # -- the decision, per kind of record ---------------------------------------
+
+    def step(self, attempted: Call, input_data: Any) -> tuple[Action, Json | None]:
+        """The decision for a step at ``attempted.key``, with the completion or failure it names."""
+        run = self.run
+        if not run.replaying:
+            return EXECUTE, None
+        rec = run.recorded
+        path = attempted.key
+        completed = rec.steps_completed.get(path)
+        failed = rec.steps_failed.get(path)
+        action = decide_step(
+            run.run_id, attempted, input_data, rec.steps_started.get(path), completed, failed
+        )
+        if action is RERUN:
+            rec.forget(path)
+            action = EXECUTE
+        if action is EXECUTE:
+            self.check_position(attempted)
+            return EXECUTE, None
+        return action, completed if completed is not None else failed
+
+    def effect(
+        self, attempted: Call, input_data: Any, *, redrivable: bool, reconcilable: bool
+    ) -> tuple[Action, Json | None]:
+        """The decision for an effect at ``attempted.key``, with the receipt it names."""
+        run = self.run
+        if not run.replaying:
+            return EXECUTE, None
+        rec = run.recorded
+        key = attempted.key
+        intent = rec.intents.get(key)
+        receipt = rec.receipts.get(key)
+        action = decide_effect(
+            run.run_id,
+            attempted,
+            input_data,
+            intent,
+            receipt,
+            redrivable=redrivable,
+            reconcilable=reconcilable,
+        )
+        if action is RERUN:
+            rec.forget(key)
+            action = EXECUTE
+        if action is EXECUTE and intent is None:
+            self.check_position(attempted)
+        return action, receipt
+
+    def recorded(self, index: dict[str, Json], attempted: Call) -> Json | None:
+        """The record of a value, sleep, answer or session at ``attempted.key``, or ``None``.
+
+        ``None`` means the call executes; it is checked against what the log
+        holds at the call's position first.
+        """
+        run = self.run
+        if not run.replaying:
+            return None
+        got = index.get(attempted.key)
+        if got is None:
+            self.check_position(attempted)
+        return got
+
+    def check_position(self, attempted: Call) -> None:
+        """Raise ``NondeterminismError`` if the log recorded another call at this position."""
+        run = self.run
+        if run.replaying:
+            scope = self.scope
+            check_position(
+                run.run_id, scope.path, self.n, run.recorded.position(scope.path, self.n), attempted
+            )

@@ -1,0 +1,215 @@
+"""Effects: ``@tool`` and ``@model_call`` calls, bracketed by an intent and a receipt.
+
+An effect claims the next position of its scope, builds its key and asks
+the log (``Claim.effect``): a receipt replays; an intent without one is an
+unknown commit, re-driven, reconciled or refused by the decision; nothing
+recorded means the intent is made durable, the body runs, and the receipt
+follows. A child workflow called in a body is an effect whose intent
+carries the child's run id.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from . import _encode as ev
+from ._claim import REPLAYED, Claim
+from ._context import CURRENT, EFFECT_KEY, Scope
+from ._decide import EXECUTE, RECONCILE, REDRIVE, REPLAY, Action, Call
+from ._failures import error_data, rebuild_from, recordable
+from ._keys import effect_key, idempotency_key
+from ._serde import stored_bytes, to_json
+from ._spec import Spec
+from .errors import ConfigurationError
+
+
+class _NeverHappened:
+    """The answer a ``reconcile=`` function gives when the effect never took place."""
+
+    _instance: _NeverHappened | None = None
+
+    def __new__(cls) -> _NeverHappened:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "durable.NEVER_HAPPENED"
+
+
+NEVER_HAPPENED = _NeverHappened()
+
+
+class EffectCall:
+    """One executing effect: its claim, key, input and what the decision said to do."""
+
+    __slots__ = ("action", "claim", "ih", "input", "key", "run", "spec")
+
+    def __init__(self, spec: Spec, claim: Claim, key: str, inp: Any, ih: str, action: Action):
+        self.spec = spec
+        self.claim = claim
+        self.run = claim.run
+        self.key = key
+        self.input = inp
+        self.ih = ih
+        self.action = action  # EXECUTE (intent buffered), REDRIVE or RECONCILE
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<run id>:<key>``, what the body sees as ``durable.idempotency_key()``."""
+        return idempotency_key(self.run.run_id, self.key)
+
+    def emit_intent(self, child_run_id: str | None = None) -> None:
+        """Buffer this attempt's ``effect.intent``."""
+        spec = self.spec
+        self.run.emit(
+            "effect.intent",
+            ev.effect_intent(self.key, spec.kind, spec.name, self.ih, self.claim.n, child_run_id),
+        )
+
+
+def effect_begin(
+    spec: Spec,
+    claim: Claim,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    child_run_id: Callable[[str], str] | None = None,
+) -> tuple[Any, Any]:
+    """Build the effect's key and ask the log; ``(REPLAYED, result)`` or ``(call, None)``.
+
+    A recorded result is rebuilt, except a stream's (its chunks are in its
+    ``stream.cursor`` events, which ``_streams`` rebuilds).
+    """
+    run = claim.run
+    kind = spec.kind
+    key = effect_key(claim.scope.prefix, kind, spec.name, claim.n)
+    inp, ih = spec.dump_input(args, kwargs, run.run_id, key)
+    action, receipt = claim.effect(
+        Call(kind, spec.name, ih, key),
+        inp,
+        redrivable=kind != "tool" or spec.idempotent,
+        reconcilable=spec.reconcile is not None,
+    )
+    if action is REPLAY:
+        assert receipt is not None
+        result = receipt["result"]
+        return REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
+    if action not in (EXECUTE, REDRIVE, RECONCILE):  # FAIL: the recorded error
+        assert receipt is not None
+        raise rebuild_from(receipt, run_id=run.run_id, path=key)
+    call = EffectCall(spec, claim, key, inp, ih, action)
+    if action is EXECUTE:
+        call.emit_intent(None if child_run_id is None else child_run_id(key))
+    return call, None
+
+
+def receipt_ok(call: EffectCall, result: Any) -> None:
+    """Buffer the receipt of an effect that returned ``result``."""
+    run = call.run
+    data = to_json(call.spec.out, result, what="the result", run_id=run.run_id, path=call.key)
+    stored_bytes(data, what="the result", run_id=run.run_id, path=call.key)
+    run.emit("effect.receipt", ev.receipt_ok(call.key, data))
+
+
+def receipt_error(call: EffectCall, exc: BaseException) -> bool:
+    """Buffer the receipt of an effect that raised the code's own failure; say whether one was."""
+    if not recordable(exc):
+        return False
+    call.run.emit("effect.receipt", ev.receipt_error(call.key, error_data(exc)))
+    return True
+
+
+async def effect_attempt(
+    call: EffectCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """One attempt of an effect: ask ``reconcile=`` or make the intent durable, then call.
+
+    Returns the effect's result (or the reconciled one); the caller writes the receipt.
+    """
+    run = call.run
+    if call.action is RECONCILE:
+        answer = call.spec.reconcile(call.idempotency_key, call.input)  # type: ignore[misc]
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer is not NEVER_HAPPENED:
+            return answer
+    elif call.action is EXECUTE:
+        await run.flush_async()  # the intent is durable before anything leaves
+    token = EFFECT_KEY.set(call.idempotency_key)
+    try:
+        return await fn(*args, **kwargs)
+    finally:
+        EFFECT_KEY.reset(token)
+
+
+async def effect_async(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """An async ``@tool`` or ``@model_call`` called inside a run."""
+    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
+        call, replayed = effect_begin(spec, claim, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        return await confirm(call, effect_attempt(call, fn, args, kwargs))
+
+
+async def confirm(call: EffectCall, outcome: Awaitable[Any]) -> Any:
+    """Await an effect's outcome and record it: its receipt, or its error (durable at once)."""
+    run = call.run
+    try:
+        result = await outcome
+        receipt_ok(call, result)
+    except BaseException as exc:
+        if receipt_error(call, exc):
+            await run.flush_async()
+        raise
+    run.flush_soon()
+    return result
+
+
+def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A sync ``@tool`` or ``@model_call`` called inside a run."""
+    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
+        call, replayed = effect_begin(spec, claim, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        run = call.run
+        try:
+            if call.action is RECONCILE:
+                answer = spec.reconcile(call.idempotency_key, call.input)  # type: ignore[misc]
+                if answer is not NEVER_HAPPENED:
+                    receipt_ok(call, answer)
+                    run.flush()
+                    return answer
+            elif call.action is EXECUTE:
+                run.flush()
+            token = EFFECT_KEY.set(call.idempotency_key)
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                EFFECT_KEY.reset(token)
+            receipt_ok(call, result)
+        except BaseException as exc:
+            if receipt_error(call, exc):
+                run.flush()
+            raise
+        run.flush()
+        return result
+
+
+def current_effect_key() -> str:
+    """The idempotency key of the running effect (``durable.idempotency_key()``)."""
+    key = EFFECT_KEY.get()
+    if key is None:
+        raise ConfigurationError(
+            "durable.idempotency_key() is only available inside a @tool or @model_call body "
+            "running in a durable run."
+        )
+    return key
+
+
+def in_effect_body(scope: Scope) -> bool:
+    """Whether the current code runs inside an effect's body (which holds ``scope``)."""
+    return EFFECT_KEY.get() is not None and scope.busy is not None

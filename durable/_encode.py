@@ -1,0 +1,241 @@
+"""Writing events: one payload builder per event type, and the one encoder of the log.
+
+The schema is the models of ``durable.events``; each function here builds
+the payload of one of them, under the field names of its model, and
+nothing else in the package spells a field. ``tests`` validate every
+builder's payload against its model (which forbids unknown fields), so a
+field cannot exist under two spellings.
+
+``text`` turns a payload into the JSON text a row stores. A step's output
+is already encoded when it is hashed; ``step_completed`` splices those
+bytes into the event instead of encoding the output a second time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic_core
+
+Json = dict[str, Any]
+
+_to_json = pydantic_core.to_json
+
+
+def text(payload: Json | str) -> str:
+    """The JSON text of an event payload, as the log stores it (pre-encoded text passes through)."""
+    if type(payload) is str:
+        return payload
+    return _to_json(payload).decode()
+
+
+def _with_output(head: Json, raw: bytes | None) -> str:
+    """``head`` encoded with ``"output": <raw>`` spliced in (``null`` when ``raw`` is ``None``)."""
+    body = _to_json(head)
+    return (body[:-1] + b',"output":' + (b"null" if raw is None else raw) + b"}").decode()
+
+
+# -- a run ----------------------------------------------------------------------
+
+
+def run_started(
+    workflow: str,
+    input: Any,
+    input_hash: str,
+    manifest: Json,
+    manifest_hash: str,
+    models: dict[str, str],
+    output_schema_hash: str,
+    format_version: int,
+    *,
+    parent: tuple[str, str] | None = None,
+    fork: tuple[str, int] | None = None,
+) -> Json:
+    """``run.started``: everything a resume must match."""
+    data: Json = {
+        "workflow": workflow,
+        "input": input,
+        "input_hash": input_hash,
+        "manifest": manifest,
+        "manifest_hash": manifest_hash,
+        "models": models,
+        "output_schema_hash": output_schema_hash,
+        "format_version": format_version,
+    }
+    if parent is not None:
+        data["parent_run_id"], data["parent_key"] = parent
+    if fork is not None:
+        data["fork_of"], data["fork_seq"] = fork
+    return data
+
+
+def run_completed(output: Any, output_hash: str) -> Json:
+    """``run.completed``."""
+    return {"output": output, "output_hash": output_hash}
+
+
+def run_failed(error: Json, path: str | None) -> Json:
+    """``run.failed``: ``error`` is ``error_data(exc)`` (type, message, args)."""
+    return {**error, "path": path}
+
+
+def run_interrupted(path: str, value: Any) -> Json:
+    """``run.interrupted``: the run waits at ``path``."""
+    return {"path": path, "value": value}
+
+
+def run_retried(paths: list[str]) -> Json:
+    """``run.retried``: failures of these paths are forgotten."""
+    return {"paths": paths}
+
+
+def run_restored(checkpoint: int, state_version: int) -> Json:
+    """``run.restored``: the state rolls back to ``checkpoint``."""
+    return {"checkpoint": checkpoint, "state_version": state_version}
+
+
+def snapshot(state: Json, state_hash: str, base_seq: int) -> Json:
+    """``snapshot``: the canonical state that replaces the events up to ``base_seq``."""
+    return {"state": state, "state_hash": state_hash, "base_seq": base_seq}
+
+
+# -- steps ----------------------------------------------------------------------
+
+
+def step_started(path: str, visit: int, attempt: int, input_hash: str, pos: int) -> Json:
+    """``step.started``."""
+    return {"path": path, "visit": visit, "attempt": attempt, "input_hash": input_hash, "pos": pos}
+
+
+def step_completed(
+    path: str, visit: int, raw: bytes, output_hash: str, state_version: int, artifact: Json | None
+) -> str:
+    """``step.completed`` as text, the output's encoded bytes ``raw`` spliced in.
+
+    With ``artifact`` set the output lives beside the log and the event's
+    output is null.
+    """
+    head: Json = {"path": path, "visit": visit, "output_hash": output_hash, "state_version": state_version}
+    if artifact is not None:
+        head["artifact"] = artifact
+        return _with_output(head, None)
+    return _with_output(head, raw)
+
+
+def step_completed_folded(
+    started: Json, raw: bytes, output_hash: str, state_version: int, artifact: Json | None
+) -> str:
+    """``step.completed`` that carries its start (``step_started``'s payload) as well."""
+    head: Json = {**started, "output_hash": output_hash, "state_version": state_version}
+    if artifact is not None:
+        head["artifact"] = artifact
+        return _with_output(head, None)
+    return _with_output(head, raw)
+
+
+def step_failed(path: str, visit: int, attempt: int, error: Json, final: bool) -> Json:
+    """``step.failed``: ``error`` is ``error_data(exc)``."""
+    return {"path": path, "visit": visit, "attempt": attempt, **error, "final": final}
+
+
+# -- effects --------------------------------------------------------------------
+
+
+def effect_intent(
+    key: str, kind: str, name: str, input_hash: str, pos: int, child_run_id: str | None
+) -> Json:
+    """``effect.intent``: durable before the external call."""
+    data: Json = {"key": key, "kind": kind, "name": name, "input_hash": input_hash, "pos": pos}
+    if child_run_id is not None:
+        data["child_run_id"] = child_run_id
+    return data
+
+
+def receipt_ok(key: str, result: Any) -> Json:
+    """``effect.receipt`` of an effect that returned ``result`` (JSON-safe)."""
+    return {"key": key, "outcome": "ok", "result": result}
+
+
+def receipt_error(key: str, error: Json) -> Json:
+    """``effect.receipt`` of an effect that raised: ``error`` is ``error_data(exc)``."""
+    return {"key": key, "outcome": "error", **error}
+
+
+def stream_cursor(key: str, chunks: int, terminal: bool, data: list[Any]) -> Json:
+    """``stream.cursor``: a batch of a streamed call's chunks."""
+    return {"key": key, "chunks": chunks, "terminal": terminal, "data": data}
+
+
+def retry_decision(
+    key: str,
+    attempt: int,
+    retry: bool,
+    backoff: float,
+    wake_at: float | None,
+    error_type: str,
+    first_attempt_at: float,
+) -> Json:
+    """``retry.decision`` after a failed attempt of the step or effect ``key``."""
+    return {
+        "key": key,
+        "attempt": attempt,
+        "decision": "retry" if retry else "give_up",
+        "backoff": backoff,
+        "wake_at": wake_at,
+        "error_type": error_type,
+        "first_attempt_at": first_attempt_at,
+    }
+
+
+# -- values, time, interrupts, sessions ----------------------------------------
+
+
+def value_recorded(key: str, kind: str, value: Any, pos: int) -> Json:
+    """``value.recorded``: what ``now()``, ``uuid4()`` or ``random()`` returned."""
+    return {"key": key, "kind": kind, "value": value, "pos": pos}
+
+
+def timer_set(path: str, wake_at: float, pos: int) -> Json:
+    """``timer.set``: the wake time of a durable sleep."""
+    return {"path": path, "wake_at": wake_at, "pos": pos}
+
+
+def interrupt(path: str, value: Any, pos: int) -> Json:
+    """``interrupt``: the run asks ``value`` and waits."""
+    return {"path": path, "value": value, "pos": pos}
+
+
+def interrupt_resumed(path: str, value: Any) -> Json:
+    """``interrupt.resumed``: the answer to the interrupt at ``path``."""
+    return {"path": path, "value": value}
+
+
+def session_started(path: str, role: str, manifest: Json, manifest_hash: str) -> Json:
+    """``session.started``: an agent session and its manifest."""
+    return {"path": path, "role": role, "manifest": manifest, "manifest_hash": manifest_hash}
+
+
+def session_completed(path: str, role: str, manifest_hash: str) -> Json:
+    """``session.completed``."""
+    return {"path": path, "role": role, "manifest_hash": manifest_hash}
+
+
+def cycle_completed(
+    outer_loop_id: str,
+    cycle: int,
+    output: Any,
+    decision: str,
+    next_input: Any,
+    final_output: Any,
+    summary: str | None,
+) -> Json:
+    """``outer_loop.cycle_completed``: what ``supervise`` decided after a cycle."""
+    return {
+        "outer_loop_id": outer_loop_id,
+        "cycle": cycle,
+        "output": output,
+        "decision": decision,
+        "next_input": next_input,
+        "final_output": final_output,
+        "summary": summary,
+    }

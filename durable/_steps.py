@@ -1,0 +1,161 @@
+"""Steps: the unit of memoization, from their start to their commit.
+
+A step claims the next position of its scope, builds its path (with the
+visit for a decision loop) and asks the log (``Claim.step``). A recorded
+output is rebuilt and returned; otherwise the body runs in its own scope
+between ``step.started`` and ``step.completed`` (or ``step.failed``). When
+nothing was written between the two, one ``step.completed`` carries both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from . import _encode as ev
+from ._artifacts import store_output
+from ._claim import REPLAYED, Claim
+from ._context import CURRENT, Scope
+from ._decide import EXECUTE, REPLAY, Call
+from ._failures import error_data, rebuild_from, recordable
+from ._keys import step_path
+from ._serde import bytes_hash, stored_bytes, to_json
+from ._spec import Spec
+from .errors import MaxVisitsExceededError
+
+
+class StepCall:
+    """One executing step: its claim, identity and attempt."""
+
+    __slots__ = ("attempt", "claim", "input_hash", "path", "run", "spec", "started", "visit")
+
+    def __init__(self, spec: Spec, claim: Claim, path: str, visit: int, input_hash: str, attempt: int):
+        self.spec = spec
+        self.claim = claim
+        self.run = claim.run
+        self.path = path
+        self.visit = visit
+        self.attempt = attempt
+        self.input_hash = input_hash
+        self.started: dict[str, Any] | None = None
+
+    def emit_started(self) -> None:
+        """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
+        self.started = ev.step_started(self.path, self.visit, self.attempt, self.input_hash, self.claim.n)
+        self.run.emit("step.started", self.started)
+
+
+def step_begin(spec: Spec, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Build the step's identity and ask the log; ``(REPLAYED, output)`` or ``(call, None)``."""
+    scope = claim.scope
+    run = claim.run
+    name = spec.name
+    visit = scope.visits.get(name, 0)
+    looped = spec.max_visits > 1
+    if visit >= spec.max_visits:
+        raise _too_many_visits(spec, scope, visit)
+    path = step_path(scope.prefix, name, visit, looped)
+    scope.visits[name] = visit + 1
+    data, ih = spec.dump_input(args, kwargs, run.run_id, path)
+    action, record = claim.step(Call("step", name, ih, path), data)
+    if action is not EXECUTE:
+        assert record is not None
+        if action is REPLAY:
+            return REPLAYED, spec.rebuild(record["output"])
+        raise rebuild_from(record, run_id=run.run_id, path=path)
+    call = StepCall(spec, claim, path, visit, ih, run.recorded.attempt(path) if run.replaying else 1)
+    call.emit_started()
+    return call, None
+
+
+def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededError:
+    run_id = scope.run.run_id
+    path = step_path(scope.prefix, spec.name, visit, spec.max_visits > 1)
+    return MaxVisitsExceededError(
+        f"run {run_id!r}: step {spec.name!r} was entered {visit + 1} times in scope "
+        f"{scope.path or '<workflow>'!r} (path {path!r}), more than its max_visits="
+        f"{spec.max_visits}. Raise max_visits for a decision loop, or give each call its "
+        "own scope with durable.branch(key).",
+        run_id=run_id,
+        path=path,
+        step=spec.name,
+        limit=spec.max_visits,
+    )
+
+
+def step_commit(call: StepCall, out: Any) -> None:
+    """Buffer the step's ``step.completed``: its output encoded once, for the hash and the log."""
+    run = call.run
+    data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
+    raw = stored_bytes(data, what="the output", run_id=run.run_id, path=call.path)
+    run.state_version += 1
+    artifact = None
+    if len(raw) > run.world.artifact_threshold:  # large outputs live beside the log
+        artifact = store_output(run, call.path, raw.decode())
+    started = call.started
+    if started is not None and run.unemit(started):
+        # Nothing was buffered since the start and nothing flushed: one event says both.
+        event = ev.step_completed_folded(started, raw, bytes_hash(raw), run.state_version, artifact)
+    else:
+        event = ev.step_completed(call.path, call.visit, raw, bytes_hash(raw), run.state_version, artifact)
+    run.emit_encoded("step.completed", event)
+
+
+def step_fail(call: StepCall, exc: BaseException, *, final: bool = True) -> bool:
+    """Buffer ``step.failed`` for the code's own failure; say whether one was written."""
+    if not recordable(exc):
+        return False
+    call.run.emit("step.failed", ev.step_failed(call.path, call.visit, call.attempt, error_data(exc), final))
+    return True
+
+
+async def step_attempt(
+    call: StepCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Run the step's body once in its own scope and buffer its commit; return the output."""
+    token = CURRENT.set(Scope(call.run, call.path))
+    try:
+        out = await fn(*args, **kwargs)
+    finally:
+        CURRENT.reset(token)
+    step_commit(call, out)
+    return out
+
+
+async def step_async(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """An async ``@step`` called inside a run."""
+    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claim, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        try:
+            out = await step_attempt(call, fn, args, kwargs)
+        except BaseException as exc:
+            if step_fail(call, exc):
+                await call.run.flush_async()
+            raise
+        await call.run.flush_async()
+        return out
+
+
+def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A sync ``@step`` called inside a run."""
+    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claim, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        token = CURRENT.set(Scope(call.run, call.path))
+        try:
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                CURRENT.reset(token)
+            step_commit(call, out)
+        except BaseException as exc:
+            if step_fail(call, exc):
+                call.run.flush()
+            raise
+        call.run.flush()
+        return out
