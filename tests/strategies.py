@@ -6,6 +6,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from durable._keys import value_key
+
 PATHS = ["a", "b", "loop.visit[0]", "loop.visit[1]", "par[x].c", "par[y].c"]
 KEYS = ["tool:pay#0", "model:ask#1", "par[x].tool:pay#0"]
 
@@ -61,11 +63,11 @@ def _op(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         outcome = draw(st.sampled_from(["ok", "error"]))
         data = {"key": key, "outcome": outcome, "result": value}
     elif kind == "value.recorded":
-        data = {"key": f"now#{draw(st.integers(0, 3))}", "kind": "now", "value": value, "pos": 0}
+        data = {"key": value_key("", "now", draw(st.integers(0, 3))), "kind": "now", "value": value, "pos": 0}
     elif kind == "timer.set":
-        data = {"path": f"sleep#{draw(st.integers(0, 3))}", "wake_at": 1.5, "pos": 0}
+        data = {"path": value_key("", "sleep", draw(st.integers(0, 3))), "wake_at": 1.5, "pos": 0}
     elif kind in ("interrupt", "interrupt.resumed", "run.interrupted"):
-        data = {"path": f"interrupt#{draw(st.integers(0, 2))}", "value": value}
+        data = {"path": value_key("", "interrupt", draw(st.integers(0, 2))), "value": value}
     elif kind == "session.started":
         data = {"path": path, "role": "r", "manifest": {}, "manifest_hash": "m"}
     elif kind == "retry.decision":

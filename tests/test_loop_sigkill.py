@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import pytest
 
+from durable._keys import step_path
 from tests.outer_loop_harness import expected_counts, read_counts
 
 pytestmark = pytest.mark.slow
@@ -123,7 +124,7 @@ def test_decision_loop_killed_during_visit_k_resumes_visit_k(tmp_path: Path, vis
     kill_at("decision", data_dir, counts, "visit", visit)
     found = finish(spawn("decision", data_dir, counts))
     assert found["final_output"] == {"text": "d+++", "round": 3}
-    assert found["paths"] == [f"{s}.visit[{k}]" for k in range(3) for s in ("revise", "critique")]
+    assert found["paths"] == [step_path("", s, k, True) for k in range(3) for s in ("revise", "critique")]
     want: Counter[str] = Counter()
     for k in range(3):
         want.update([f"revise:{k}", f"critique:{k}"])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import durable
 from durable import CapabilityDriftError, ConfigurationError, NondeterminismError
-from durable._keys import session_position
+from durable._keys import effect_key, session_path, session_position
 from durable._recorded import Recorded
 from durable._sessions import _flat, manifest_changes
 from tests.conftest import Worlds
@@ -489,9 +489,9 @@ def test_manifest_changes_name_every_differing_leaf(a: dict[str, Any], b: dict[s
 def test_session_position_reads_the_ordinal_back(role: str, n: int, prefix: str) -> None:
     """The ordinal in a session path is read back whatever scope it sits in."""
     scope = f"{prefix}step" if prefix else ""
-    path = f"{scope}.session:{role}#{n}" if scope else f"session:{role}#{n}"
+    path = session_path(f"{scope}." if scope else "", role, n)
     assert session_position(path) == n
-    assert session_position(f"{path}.model:ask#{n}") is None
+    assert session_position(effect_key(f"{path}.", "model", "ask", n)) is None
 
 
 def test_workflow_started_inside_a_tool_recovers_at_each_level(worlds: Worlds) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import durable
+from durable._keys import step_path
 
 DATA_DIR = EFFECTS = LIFE = RUN_ID = RESULT = ""
 ITEMS = 4
@@ -122,7 +123,7 @@ async def judge(state: int) -> str:
 
 @durable.step(max_visits=LOOP_VISITS)
 async def refine(state: int) -> dict[str, Any]:
-    note("step", f"refine.visit[{state}]")
+    note("step", step_path("", "refine", state, True))
     verdict = await judge(state)
     return {"state": state + 1, "verdict": verdict}
 
