@@ -37,7 +37,7 @@ from ._outer_manifest import (
 from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult, Supervise
 from ._recorded import Recorded
 from ._runner import new_run_id, run_workflow, validate_input
-from ._serde import ANY, to_json
+from ._serde import ANY, matches, to_json
 from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
@@ -109,7 +109,7 @@ class _Loop:
 
     # -- the manifest -----------------------------------------------------------
 
-    def open(self, input_hash: str) -> OuterLoopManifest:
+    def open(self, data: Any, input_hash: str) -> OuterLoopManifest:
         """Load (or create) the manifest and check it against the caller."""
         goal = definition_hash(self.spec)
         m = self.store.load()
@@ -138,7 +138,7 @@ class _Loop:
                 "outer_loop_max_cycles_mismatch",
             )
         recorded = m.inputHash if m.inputHash is not None else self._legacy_input_hash(m)
-        if recorded is not None and recorded != input_hash:
+        if recorded is not None and not matches(recorded, data, input_hash):
             raise _runtime_config_error(
                 f"outer loop {self.id!r} was started with another input (hash {recorded}, now "
                 f"{input_hash}); a resume must pass the same input. Use a new outer_loop_id for "
@@ -288,7 +288,7 @@ async def _append_commit(world: WorldCore, run_id: str, data: Json) -> Json:
 
 async def _drive(loop: _Loop, input: Any) -> OuterLoopResult:
     try:
-        value, _, input_hash = validate_input(loop.spec, input, loop.id)
+        value, data, input_hash = validate_input(loop.spec, input, loop.id)
     except RunFailedError as exc:
         raise RunFailedError(
             f"the input of outer loop {loop.id!r} is not valid for workflow {loop.spec.name!r}; "
@@ -297,7 +297,7 @@ async def _drive(loop: _Loop, input: Any) -> OuterLoopResult:
             reason=exc.reason,
         ) from exc
     async with hold(loop.world.locks, f"outer-loop:{loop.id}"):
-        m = loop.open(input_hash)
+        m = loop.open(data, input_hash)
         loop.recover(m)
         while m.result is None:
             await loop.cycle(m, value)

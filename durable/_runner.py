@@ -24,7 +24,7 @@ from ._manifest import (
     run_manifest,
 )
 from ._recovery import recover_log
-from ._serde import ANY, sha256_tag, to_json, value_hash
+from ._serde import ANY, matches, to_json, value_hash
 from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._world import WorldCore
@@ -67,7 +67,7 @@ def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
                 reason="invalid_input",
                 run_id=run_id,
             )
-        return None, None, sha256_tag(None)
+        return None, None, value_hash(None)
     name, ad = params[0]
     try:
         value = ad.validate_python(value)
@@ -80,7 +80,7 @@ def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
             run_id=run_id,
         ) from exc
     data = to_json(ad, value, what="the input", run_id=run_id, path="")
-    return value, data, sha256_tag(data)
+    return value, data, value_hash(data)
 
 
 async def run_workflow(
@@ -179,7 +179,7 @@ async def drive(
                 )
             _start(run, spec, data, input_hash, parent)
         else:
-            finished = _check_resume(run, spec, input_hash, resume, retry_failed)
+            finished = _check_resume(run, spec, data, input_hash, resume, retry_failed)
             if finished is not _UNSET:
                 return finished
         return await _execute(run, spec, value)
@@ -214,7 +214,9 @@ def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tupl
     run.recorded.note("run.started", started)
 
 
-def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, retry_failed: bool) -> Any:
+def _check_resume(
+    run: RunContext, spec: Spec, data: Any, input_hash: str, resume: Any, retry_failed: bool
+) -> Any:
     rec = run.recorded
     started = rec.started or {}
     rid = run.run_id
@@ -226,7 +228,7 @@ def _check_resume(run: RunContext, spec: Spec, input_hash: str, resume: Any, ret
             reason="run_workflow_mismatch",
             run_id=rid,
         )
-    if started.get("input_hash") != input_hash:
+    if not matches(started.get("input_hash", ""), data, input_hash):
         raise RunFailedError(
             f"run {rid!r} was started with another input (hash {started.get('input_hash')}, now "
             f"{input_hash}); a resume must pass the same input. Use a new run id for new input.",

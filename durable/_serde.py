@@ -88,8 +88,15 @@ def value_hash(value: Any) -> str:
 
 
 def matches(recorded: str, value: Any, current: str) -> bool:
-    """Whether a recorded hash is the hash of ``value`` (``current``), in either format."""
-    return recorded == current or recorded == short_hash(dumps(value))
+    """Whether a recorded input hash is the hash of ``value`` (``current``), in any format.
+
+    Besides today's ``value_hash``, two older forms are accepted: the hash of
+    the ``json`` module's text (log format 1) and ``sha256_tag``, which runs
+    recorded as their workflow input's hash before inputs had one format.
+    """
+    if recorded == current or recorded == short_hash(dumps(value)):
+        return True
+    return recorded.startswith("sha256:") and recorded == sha256_tag(value)
 
 
 def sha256_tag(value: Any) -> str:

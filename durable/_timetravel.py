@@ -25,7 +25,7 @@ from ._log import Append, Row
 from ._recorded import Recorded, _until, decode_state, encode_state
 from ._recovery import _not_found, locked
 from ._runner import new_run_id as fresh_run_id
-from ._serde import ANY, sha256_tag, to_json
+from ._serde import ANY, sha256_tag, to_json, value_hash
 from ._world import WorldCore
 from .errors import CheckpointNotFoundError, ConfigurationError
 
@@ -239,7 +239,7 @@ def fork(
     started["fork_of"], started["fork_seq"] = run_id, cp.seq
     if input is not UNCHANGED:
         data = to_json(ANY, input, what="the fork's input", run_id=rid, path="")
-        started["input"], started["input_hash"] = data, sha256_tag(data)
+        started["input"], started["input_hash"] = data, value_hash(data)
     if models is not None:
         if not isinstance(models, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in models.items()
