@@ -54,10 +54,6 @@ class Claim:
     ) -> None:
         self.scope.busy = None
 
-    def release(self) -> None:
-        """Release the scope now (for a call whose end is not the end of a ``with`` block)."""
-        self.scope.busy = None
-
     # -- the decision, per kind of record ---------------------------------------
 
     def step(self, attempted: Call, input_data: Any) -> tuple[Action, Json | None]:

@@ -165,8 +165,24 @@ async def confirm(call: EffectCall, outcome: Awaitable[Any]) -> Any:
         if receipt_error(call, exc):
             await run.flush_async()
         raise
-    run.flush_soon()
+    await settle(call)
     return result
+
+
+async def settle(call: EffectCall) -> None:
+    """Make a buffered receipt durable: at once for a plain tool, batched where a re-drive is safe.
+
+    A plain tool's receipt that a crash loses turns a finished call into an
+    unknown commit, which refuses to resume; so it reaches the log before the
+    caller sees the result. A model call, a child run or an idempotent or
+    reconcilable tool would be re-driven or reconciled, so its receipt rides
+    with the next durable point (or the next event-loop turn).
+    """
+    spec = call.spec
+    if spec.kind == "tool" and not spec.idempotent and spec.reconcile is None:
+        await call.run.flush_async()
+    else:
+        call.run.flush_soon()
 
 
 def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

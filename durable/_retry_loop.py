@@ -21,7 +21,7 @@ from . import _encode as ev
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, RunContext
 from ._decide import EXECUTE
-from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok
+from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok, settle
 from ._failures import error_data, error_type, recordable
 from ._recorded import Recorded
 from ._retry_policy import Decision, RetryPolicy, decide
@@ -152,5 +152,5 @@ async def effect_with_retry(
                 call.action = EXECUTE
                 call.emit_intent()
                 continue
-            run.flush_soon()
+            await settle(call)
             return result
