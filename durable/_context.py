@@ -179,7 +179,7 @@ class Scope:
     ordinal ``n``, and each step name counts its visits.
     """
 
-    __slots__ = ("busy", "n", "path", "prefix", "run", "used_branches", "visits")
+    __slots__ = ("busy", "fanouts", "n", "path", "prefix", "run", "used_branches", "visits")
 
     def __init__(self, run: RunContext, path: str):
         self.run = run
@@ -189,6 +189,7 @@ class Scope:
         self.visits: dict[str, int] = {}
         self.busy: str | None = None
         self.used_branches: set[str] | None = None
+        self.fanouts = 0
 
     def enter(self, what: str) -> int:
         """Claim the scope for one durable call; return the call's ordinal."""

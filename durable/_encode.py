@@ -195,6 +195,11 @@ def value_recorded(key: str, kind: str, value: Any, pos: int) -> Json:
     return {"key": key, "kind": kind, "value": value, "pos": pos}
 
 
+def fanout_started(path: str, name: str, keys: list[str]) -> Json:
+    """``fanout.started``: a ``parallel`` call's name and branch keys."""
+    return {"path": path, "name": name, "keys": keys}
+
+
 def timer_set(path: str, wake_at: float, pos: int) -> Json:
     """``timer.set``: the wake time of a durable sleep."""
     return {"path": path, "wake_at": wake_at, "pos": pos}

@@ -64,6 +64,11 @@ def value_key(prefix: str, kind: str, n: int) -> str:
     return f"{prefix}{kind}#{n}"
 
 
+def fanout_key(prefix: str, m: int) -> str:
+    """The key of the ``m``-th ``parallel`` fan-out of a scope (it takes no call ordinal)."""
+    return f"{prefix}fanout#{m}"
+
+
 def session_path(prefix: str, role: str, n: int) -> str:
     """The path of an agent session opened as the ``n``-th call of a scope."""
     return f"{prefix}session:{role}#{n}"

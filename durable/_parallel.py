@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from ._context import CURRENT
-from .errors import ConfigurationError
+from . import _encode as ev
+from ._context import CURRENT, Scope
+from ._keys import fanout_key
+from .errors import ConfigurationError, NondeterminismError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -81,8 +83,9 @@ async def parallel(
         raise ConfigurationError(
             f"parallel {name!r}: key {dup!r} is given by more than one item; keys must be unique."
         )
-    children = [scope.child_branch(name, k) for k in keys]
     run = scope.run
+    _record_fanout(scope, name, keys)
+    children = [scope.child_branch(name, k) for k in keys]
 
     async def one(item: T, child: Any) -> R:
         CURRENT.set(child)  # this task's own context copy
@@ -102,6 +105,31 @@ async def parallel(
         if isinstance(r, BaseException):
             raise r
     return results  # type: ignore[return-value]
+
+
+def _record_fanout(scope: Scope, name: str, keys: list[str]) -> None:
+    """Check a fan-out against the recorded one at its place, or record it."""
+    m = scope.fanouts
+    scope.fanouts = m + 1
+    path = fanout_key(scope.prefix, m)
+    run = scope.run
+    recorded = run.recorded.fanouts.get(path) if run.replaying else None
+    if recorded is None:
+        run.emit("fanout.started", ev.fanout_started(path, name, keys))
+        return
+    if recorded["name"] != name or recorded["keys"] != keys:
+        old, new = recorded["keys"], keys
+        raise NondeterminismError(
+            f"run {run.run_id!r}: fan-out {m} of scope {scope.path or '<workflow>'!r} was recorded as "
+            f"parallel({recorded['name']!r}) with keys {old!r}, and now runs as parallel({name!r}) with "
+            f"keys {new!r}. Branches are identified by their keys, so a changed key function, "
+            "fan-out name or item list would run every branch again, side effects included. "
+            "Restore the code and items the run was started with and resume, or start a new run id.",
+            run_id=run.run_id,
+            path=path,
+            recorded={"name": recorded["name"], "keys": old},
+            attempted={"name": name, "keys": new},
+        )
 
 
 @asynccontextmanager

@@ -42,6 +42,7 @@ _STATE_FIELDS = (
     "sessions",
     "retries",
     "streams",
+    "fanouts",
     "state_version",
     "cycle_completed",
 )
@@ -214,6 +215,7 @@ class Recorded:
         sessions: ``session.started`` data per path (``completed`` set once it ended).
         retries: ``retry.decision`` data per key or path, in order.
         streams: A stream's chunks per key, from its ``stream.cursor`` events (last attempt).
+        fanouts: ``fanout.started`` data per fan-out key.
         terminal: ``(type, data)`` of the last terminal event, if any.
         last_seq: The seq of the last row.
         state_version: The run's committed state version.
@@ -234,6 +236,7 @@ class Recorded:
     sessions: dict[str, Json] = field(default_factory=dict)
     retries: dict[str, list[Json]] = field(default_factory=dict)
     streams: dict[str, Json] = field(default_factory=dict)
+    fanouts: dict[str, Json] = field(default_factory=dict)
     terminal: tuple[str, Json] | None = None
     last_seq: int = 0
     state_version: int = 0
@@ -321,6 +324,8 @@ class Recorded:
                     rec.clear_failures(d["key"], keep_own_retries=True)
             elif type_ == "stream.cursor":
                 rec.add_cursor(d)
+            elif type_ == "fanout.started":
+                rec.fanouts[d["path"]] = d
             elif type_ == "run.retried":
                 for p in d.get("paths", ()):
                     rec.clear_failures(p)

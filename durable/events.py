@@ -23,6 +23,7 @@ __all__ = [
     "EffectIntent",
     "EffectReceipt",
     "Event",
+    "FanOutStarted",
     "InterruptRequested",
     "InterruptResumed",
     "OuterLoopCycleCompleted",
@@ -45,12 +46,13 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 2
+LOG_FORMAT_VERSION = 3
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
 ``attempt``, ``input_hash`` and ``pos`` has no ``step.started`` before it.
-This SDK reads formats 1 and 2.
+Format 3 added ``fanout.started``, the branch keys of a ``parallel`` call.
+This SDK reads formats 1, 2 and 3.
 """
 
 
@@ -219,6 +221,20 @@ class StreamCursor(_Event):
     data: list[Any] = Field(default_factory=list)
 
 
+class FanOutStarted(_Event):
+    """A ``parallel`` call began: its name and every branch key, in item order.
+
+    A resume that fans out at the same place with another name or other keys
+    fails with ``NondeterminismError`` instead of running every branch again.
+    """
+
+    type: Literal["fanout.started"] = "fanout.started"
+    path: str
+    """The fan-out's key in its scope: ``fanout#<m>`` for the scope's m-th fan-out."""
+    name: str
+    keys: list[str] = Field(default_factory=list)
+
+
 class TimerSet(_Event):
     """A durable sleep's wake time."""
 
@@ -305,6 +321,7 @@ Event = Annotated[
     | InterruptRequested
     | InterruptResumed
     | StreamCursor
+    | FanOutStarted
     | TimerSet
     | Snapshot
     | RunRestored
@@ -335,6 +352,7 @@ EVENT_TYPES: tuple[str, ...] = tuple(
         InterruptRequested,
         InterruptResumed,
         StreamCursor,
+        FanOutStarted,
         TimerSet,
         Snapshot,
         RunRestored,

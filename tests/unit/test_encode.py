@@ -29,6 +29,7 @@ PAYLOADS: dict[str, Any] = {
     "interrupt.resumed": ev.interrupt_resumed("interrupt#2", "yes"),
     "stream.cursor": ev.stream_cursor("model:ask#0", 2, True, ["a", "b"]),
     "timer.set": ev.timer_set("sleep#0", 12.5, 0),
+    "fanout.started": ev.fanout_started("fanout#0", "review", ["c1", "c2"]),
     "snapshot": ev.snapshot({"encoding": "x", "data": ""}, "sha256:z", 9),
     "run.restored": ev.run_restored(3, 7),
     "run.retried": ev.run_retried(["a.b"]),
