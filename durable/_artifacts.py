@@ -179,8 +179,9 @@ def referenced(rec: Recorded, run_id: str = "") -> list[tuple[ArtifactRef, str |
     """
     refs: list[tuple[ArtifactRef, str | None]] = []
     for path, d in rec.steps_completed.items():
-        if _is_ref(d.get("artifact")):
-            refs.append((_ref(d["artifact"], run_id), path))
+        artifact = d.get("artifact")
+        if artifact is not None and _is_ref(artifact):
+            refs.append((_ref(artifact, run_id), path))
     for key, intent in rec.intents.items():
         receipt = rec.receipts.get(key)
         if (

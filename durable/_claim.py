@@ -18,9 +18,10 @@ forgotten). Writing the call's events stays with its kind.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from ._decide import EXECUTE, RERUN, Action, Call, check_position, decide_effect, decide_step
+from .errors import NondeterminismError
 
 if TYPE_CHECKING:
     from ._context import RunContext, Scope
@@ -29,6 +30,18 @@ Json = dict[str, Any]
 
 REPLAYED = object()
 """What a kind's begin function returns first when the call's outcome is recorded."""
+
+
+def _concurrent(scope: Scope, what: str) -> NondeterminismError:
+    run_id = scope.run.run_id
+    return NondeterminismError(
+        f"run {run_id!r}: {what} started in scope {scope.path or '<workflow>'!r} "
+        f"while {scope.busy} is still running there. Completion order is timing, and "
+        "timing does not replay: give each concurrent call its own scope with "
+        "durable.parallel(...) or 'async with durable.branch(key)'.",
+        run_id=run_id,
+        path=scope.path,
+    )
 
 
 class Claim:
@@ -42,11 +55,15 @@ class Claim:
     __slots__ = ("n", "run", "scope")
 
     def __init__(self, scope: Scope, what: str):
-        self.n = scope.enter(what)
+        if scope.busy is not None:
+            raise _concurrent(scope, what)
+        scope.busy = what
+        self.n = n = scope.n
+        scope.n = n + 1
         self.scope = scope
         self.run: RunContext = scope.run
 
-    def __enter__(self) -> Claim:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -56,33 +73,27 @@ class Claim:
 
     # -- the decision, per kind of record ---------------------------------------
 
-    def step(self, attempted: Call, input_data: Any) -> tuple[Action, Json | None]:
-        """The decision for a step at ``attempted.key``, with the completion or failure it names."""
+    def step(self, name: str, input_hash: str, path: str, input_data: Any) -> tuple[Action, Json | None]:
+        """The decision for a replayed step at ``path``, with the completion or failure it names."""
         run = self.run
-        if not run.replaying:
-            return EXECUTE, None
         rec = run.recorded
-        path = attempted.key
         completed = rec.steps_completed.get(path)
         failed = rec.steps_failed.get(path)
-        action = decide_step(
-            run.run_id, attempted, input_data, rec.steps_started.get(path), completed, failed
-        )
+        started = rec.steps_started.get(path)
+        action = decide_step(run.run_id, name, input_hash, path, input_data, started, completed, failed)
         if action is RERUN:
             rec.forget(path)
             action = EXECUTE
         if action is EXECUTE:
-            self.check_position(attempted)
+            self.check_position(Call("step", name, input_hash, path))
             return EXECUTE, None
         return action, completed if completed is not None else failed
 
     def effect(
         self, attempted: Call, input_data: Any, *, redrivable: bool, reconcilable: bool
     ) -> tuple[Action, Json | None]:
-        """The decision for an effect at ``attempted.key``, with the receipt it names."""
+        """The decision for a replayed effect at ``attempted.key``, with the receipt it names."""
         run = self.run
-        if not run.replaying:
-            return EXECUTE, None
         rec = run.recorded
         key = attempted.key
         intent = rec.intents.get(key)

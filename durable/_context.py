@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from ._encode import text
+from ._encode import encode
 from ._log import Append, EventLog, Row
 from ._recorded import Recorded
-from .errors import ConfigurationError, NondeterminismError
+from .errors import ConfigurationError
 
 if TYPE_CHECKING:
     from ._world import WorldCore
@@ -125,7 +125,9 @@ class RunContext:
             return
         buffered, self.buffer = self.buffer, []
         try:
-            rows: list[Row] = [(seq, type_, text(data)) for seq, type_, data in buffered]
+            rows: list[Row] = [
+                (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
+            ]
             self.log.append([Append(self.run_id, rows, self.token, status, created)])
         except BaseException as exc:
             # Nothing of the batch was written, and outcomes in it (receipts) are lost
@@ -176,7 +178,8 @@ class Scope:
     """The place of a durable call inside a run: a body or a branch.
 
     Durable calls inside one scope must be sequential; each gets the next
-    ordinal ``n``, and each step name counts its visits.
+    ordinal ``n`` (``_claim.Claim`` takes it and holds ``busy``), and each
+    step name counts its visits.
     """
 
     __slots__ = ("busy", "fanouts", "n", "path", "prefix", "run", "used_branches", "visits")
@@ -190,22 +193,6 @@ class Scope:
         self.busy: str | None = None
         self.used_branches: set[str] | None = None
         self.fanouts = 0
-
-    def enter(self, what: str) -> int:
-        """Claim the scope for one durable call; return the call's ordinal."""
-        if self.busy is not None:
-            raise NondeterminismError(
-                f"run {self.run.run_id!r}: {what} started in scope {self.path or '<workflow>'!r} "
-                f"while {self.busy} is still running there. Completion order is timing, and "
-                "timing does not replay: give each concurrent call its own scope with "
-                "durable.parallel(...) or 'async with durable.branch(key)'.",
-                run_id=self.run.run_id,
-                path=self.path,
-            )
-        self.busy = what
-        n = self.n
-        self.n = n + 1
-        return n
 
     def child_branch(self, name: str, key: str) -> Scope:
         """A new branch scope ``name[key]`` below this one (each used once)."""

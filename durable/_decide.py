@@ -112,7 +112,9 @@ def _same_input(recorded: Json, attempted: Call, input_data: Any) -> bool:
 
 def decide_step(
     run_id: str,
-    attempted: Call,
+    name: str,
+    input_hash: str,
+    path: str,
     input_data: Any,
     started: Json | None,
     completed: Json | None,
@@ -123,18 +125,27 @@ def decide_step(
     The position check is the caller's (``check_position``), made only when
     this returns ``EXECUTE``: a recorded step is identified by its path.
 
+    Args:
+        run_id: The run, for errors.
+        name: The step's name.
+        input_hash: The hash of the attempted input.
+        path: The step's path.
+        input_data: The attempted input as JSON (for hashes of older formats).
+        started: The recorded start at the path, if any.
+        completed: The recorded completion at the path, if any.
+        failed: The recorded final failure at the path, if any.
+
     Raises:
         NondeterminismError: The step at this path was recorded with another input.
     """
-    if started is not None and not _same_input(started, attempted, input_data):
-        if started.get("inherited"):
-            return RERUN
-        raise mismatch(
-            run_id,
-            f"step {attempted.key!r}",
-            Call("step", attempted.name, started["input_hash"], attempted.key),
-            attempted,
-        )
+    if started is not None:
+        rh = started["input_hash"]
+        if rh != input_hash and not matches(rh, input_data, input_hash):
+            if started.get("inherited"):
+                return RERUN
+            raise mismatch(
+                run_id, f"step {path!r}", Call("step", name, rh, path), Call("step", name, input_hash, path)
+            )
     if completed is not None:
         return REPLAY
     if failed is not None:

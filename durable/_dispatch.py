@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._child_runs import child_of_effect
-from ._claim import REPLAYED, Claim
+from ._claim import REPLAYED
 from ._context import CURRENT
 from ._decide import EXECUTE
 from ._effects import EffectCall, confirm, effect_async, effect_begin, effect_sync, in_effect_body
@@ -33,9 +33,9 @@ async def _child_workflow(
     if in_effect_body(scope):
         return await child_of_effect(spec, args, kwargs)  # inside a tool body: the tool brackets it
     parent_id = scope.run.run_id
-    with Claim(scope, spec.label) as claim:
+    with EffectCall(scope, spec.label) as claimed:
         call, replayed = effect_begin(
-            spec, claim, args, kwargs, child_run_id=lambda key: child_run_id(parent_id, key)
+            spec, claimed, args, kwargs, child_run_id=lambda key: child_run_id(parent_id, key)
         )
         if call is REPLAYED:
             return replayed

@@ -17,7 +17,7 @@ from typing import Any
 from . import _encode as ev
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, EFFECT_KEY, Scope
-from ._decide import EXECUTE, RECONCILE, REDRIVE, REPLAY, Action, Call
+from ._decide import EXECUTE, FAIL, RECONCILE, REPLAY, Action, Call
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import effect_key, idempotency_key
 from ._serde import stored_bytes, to_json
@@ -42,19 +42,16 @@ class _NeverHappened:
 NEVER_HAPPENED = _NeverHappened()
 
 
-class EffectCall:
-    """One executing effect: its claim, key, input and what the decision said to do."""
+class EffectCall(Claim):
+    """One effect call: its claim on the scope, then its key, input and what the decision said."""
 
-    __slots__ = ("action", "claim", "ih", "input", "key", "run", "spec")
+    __slots__ = ("action", "ih", "input", "key", "spec")
 
-    def __init__(self, spec: Spec, claim: Claim, key: str, inp: Any, ih: str, action: Action):
-        self.spec = spec
-        self.claim = claim
-        self.run = claim.run
-        self.key = key
-        self.input = inp
-        self.ih = ih
-        self.action = action  # EXECUTE (intent buffered), REDRIVE or RECONCILE
+    spec: Spec
+    key: str
+    input: Any
+    ih: str
+    action: Action  # EXECUTE (intent buffered), REDRIVE or RECONCILE
 
     @property
     def idempotency_key(self) -> str:
@@ -66,13 +63,13 @@ class EffectCall:
         spec = self.spec
         self.run.emit(
             "effect.intent",
-            ev.effect_intent(self.key, spec.kind, spec.name, self.ih, self.claim.n, child_run_id),
+            ev.effect_intent(self.key, spec.kind, spec.name, self.ih, self.n, child_run_id),
         )
 
 
 def effect_begin(
     spec: Spec,
-    claim: Claim,
+    call: EffectCall,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     child_run_id: Callable[[str], str] | None = None,
@@ -82,24 +79,26 @@ def effect_begin(
     A recorded result is rebuilt, except a stream's (its chunks are in its
     ``stream.cursor`` events, which ``_streams`` rebuilds).
     """
-    run = claim.run
+    run = call.run
     kind = spec.kind
-    key = effect_key(claim.scope.prefix, kind, spec.name, claim.n)
+    key = effect_key(call.scope.prefix, kind, spec.name, call.n)
     inp, ih = spec.dump_input(args, kwargs, run.run_id, key)
-    action, receipt = claim.effect(
-        Call(kind, spec.name, ih, key),
-        inp,
-        redrivable=kind != "tool" or spec.idempotent,
-        reconcilable=spec.reconcile is not None,
-    )
-    if action is REPLAY:
-        assert receipt is not None
-        result = receipt["result"]
-        return REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
-    if action not in (EXECUTE, REDRIVE, RECONCILE):  # FAIL: the recorded error
-        assert receipt is not None
-        raise rebuild_from(receipt, run_id=run.run_id, path=key)
-    call = EffectCall(spec, claim, key, inp, ih, action)
+    action = EXECUTE
+    if run.replaying:
+        action, receipt = call.effect(
+            Call(kind, spec.name, ih, key),
+            inp,
+            redrivable=kind != "tool" or spec.idempotent,
+            reconcilable=spec.reconcile is not None,
+        )
+        if action is REPLAY:
+            assert receipt is not None
+            result = receipt["result"]
+            return REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
+        if action is FAIL:
+            assert receipt is not None
+            raise rebuild_from(receipt, run_id=run.run_id, path=key)
+    call.spec, call.key, call.input, call.ih, call.action = spec, key, inp, ih, action
     if action is EXECUTE:
         call.emit_intent(None if child_run_id is None else child_run_id(key))
     return call, None
@@ -148,8 +147,8 @@ async def effect_async(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@tool`` or ``@model_call`` called inside a run."""
-    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
-        call, replayed = effect_begin(spec, claim, args, kwargs)
+    with EffectCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = effect_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
         return await confirm(call, effect_attempt(call, fn, args, kwargs))
@@ -187,8 +186,8 @@ async def settle(call: EffectCall) -> None:
 
 def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A sync ``@tool`` or ``@model_call`` called inside a run."""
-    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
-        call, replayed = effect_begin(spec, claim, args, kwargs)
+    with EffectCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = effect_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
         run = call.run

@@ -22,17 +22,14 @@ Json = dict[str, Any]
 _to_json = pydantic_core.to_json
 
 
-def text(payload: Json | str) -> str:
-    """The JSON text of an event payload, as the log stores it (pre-encoded text passes through)."""
-    if type(payload) is str:
-        return payload
+def encode(payload: Json) -> str:
+    """The JSON text of an event payload, as the log stores it."""
     return _to_json(payload).decode()
 
 
-def _with_output(head: Json, raw: bytes | None) -> str:
-    """``head`` encoded with ``"output": <raw>`` spliced in (``null`` when ``raw`` is ``None``)."""
-    body = _to_json(head)
-    return (body[:-1] + b',"output":' + (b"null" if raw is None else raw) + b"}").decode()
+def text(payload: Json | str) -> str:
+    """The JSON text of an event payload (text that is already encoded passes through)."""
+    return payload if type(payload) is str else _to_json(payload).decode()
 
 
 # -- a run ----------------------------------------------------------------------
@@ -118,8 +115,8 @@ def step_completed(
     head: Json = {"path": path, "visit": visit, "output_hash": output_hash, "state_version": state_version}
     if artifact is not None:
         head["artifact"] = artifact
-        return _with_output(head, None)
-    return _with_output(head, raw)
+        raw = b"null"
+    return (_to_json(head)[:-1] + b',"output":' + raw + b"}").decode()
 
 
 def step_completed_folded(
@@ -129,8 +126,8 @@ def step_completed_folded(
     head: Json = {**started, "output_hash": output_hash, "state_version": state_version}
     if artifact is not None:
         head["artifact"] = artifact
-        return _with_output(head, None)
-    return _with_output(head, raw)
+        raw = b"null"
+    return (_to_json(head)[:-1] + b',"output":' + raw + b"}").decode()
 
 
 def step_failed(path: str, visit: int, attempt: int, error: Json, final: bool) -> Json:

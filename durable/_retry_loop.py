@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from . import _encode as ev
-from ._claim import REPLAYED, Claim
+from ._claim import REPLAYED
 from ._context import CURRENT, RunContext
 from ._decide import EXECUTE
 from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok, settle
@@ -93,8 +93,8 @@ async def step_with_retry(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@step`` with ``retry=``: run its body until it commits or the policy gives up."""
-    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
-        call, replayed = step_begin(spec, claim, args, kwargs)
+    with StepCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
         assert isinstance(call, StepCall)
@@ -127,8 +127,8 @@ async def effect_with_retry(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@tool`` or ``@model_call`` with ``retry=``: one intent and receipt per attempt."""
-    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
-        call, replayed = effect_begin(spec, claim, args, kwargs)
+    with EffectCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = effect_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
         assert isinstance(call, EffectCall)

@@ -16,7 +16,7 @@ from . import _encode as ev
 from ._artifacts import store_output
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, Scope
-from ._decide import EXECUTE, REPLAY, Call
+from ._decide import EXECUTE, REPLAY
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
 from ._serde import bytes_hash, stored_bytes, to_json
@@ -24,31 +24,28 @@ from ._spec import Spec
 from .errors import MaxVisitsExceededError
 
 
-class StepCall:
-    """One executing step: its claim, identity and attempt."""
+class StepCall(Claim):
+    """One step call: its claim on the scope, then its identity and attempt once it executes."""
 
-    __slots__ = ("attempt", "claim", "input_hash", "path", "run", "spec", "started", "visit")
+    __slots__ = ("attempt", "input_hash", "path", "spec", "started", "visit")
 
-    def __init__(self, spec: Spec, claim: Claim, path: str, visit: int, input_hash: str, attempt: int):
-        self.spec = spec
-        self.claim = claim
-        self.run = claim.run
-        self.path = path
-        self.visit = visit
-        self.attempt = attempt
-        self.input_hash = input_hash
-        self.started: dict[str, Any] | None = None
+    spec: Spec
+    path: str
+    visit: int
+    input_hash: str
+    attempt: int
+    started: dict[str, Any] | None
 
     def emit_started(self) -> None:
         """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
-        self.started = ev.step_started(self.path, self.visit, self.attempt, self.input_hash, self.claim.n)
+        self.started = ev.step_started(self.path, self.visit, self.attempt, self.input_hash, self.n)
         self.run.emit("step.started", self.started)
 
 
-def step_begin(spec: Spec, claim: Claim, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """Build the step's identity and ask the log; ``(REPLAYED, output)`` or ``(call, None)``."""
-    scope = claim.scope
-    run = claim.run
+    scope = call.scope
+    run = call.run
     name = spec.name
     visit = scope.visits.get(name, 0)
     looped = spec.max_visits > 1
@@ -57,13 +54,16 @@ def step_begin(spec: Spec, claim: Claim, args: tuple[Any, ...], kwargs: dict[str
     path = step_path(scope.prefix, name, visit, looped)
     scope.visits[name] = visit + 1
     data, ih = spec.dump_input(args, kwargs, run.run_id, path)
-    action, record = claim.step(Call("step", name, ih, path), data)
-    if action is not EXECUTE:
-        assert record is not None
-        if action is REPLAY:
-            return REPLAYED, spec.rebuild(record["output"])
-        raise rebuild_from(record, run_id=run.run_id, path=path)
-    call = StepCall(spec, claim, path, visit, ih, run.recorded.attempt(path) if run.replaying else 1)
+    attempt = 1
+    if run.replaying:
+        action, record = call.step(name, ih, path, data)
+        if action is not EXECUTE:
+            assert record is not None
+            if action is REPLAY:
+                return REPLAYED, spec.rebuild(record["output"])
+            raise rebuild_from(record, run_id=run.run_id, path=path)
+        attempt = run.recorded.attempt(path)
+    call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
     call.emit_started()
     return call, None
 
@@ -126,8 +126,8 @@ async def step_async(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@step`` called inside a run."""
-    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
-        call, replayed = step_begin(spec, claim, args, kwargs)
+    with StepCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
         try:
@@ -142,8 +142,8 @@ async def step_async(
 
 def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """A sync ``@step`` called inside a run."""
-    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
-        call, replayed = step_begin(spec, claim, args, kwargs)
+    with StepCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
         token = CURRENT.set(Scope(call.run, call.path))

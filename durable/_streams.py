@@ -18,7 +18,7 @@ from . import _encode as ev
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, EFFECT_KEY, RunContext
 from ._decide import EXECUTE
-from ._effects import effect_begin, receipt_error
+from ._effects import EffectCall, effect_begin, receipt_error
 from ._failures import recordable
 from ._keys import effect_key
 from ._serde import to_json
@@ -33,10 +33,10 @@ async def stream_effect(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> AsyncIterator[Any]:
     """Run (or replay) one streamed model call, yielding its chunks."""
-    with Claim(CURRENT.get(), spec.label) as claim:  # type: ignore[arg-type]
-        call, _ = effect_begin(spec, claim, args, kwargs)
+    with EffectCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, _ = effect_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
-            for chunk in recorded_chunks(spec, claim.run, call_key(spec, claim)):
+            for chunk in recorded_chunks(spec, claimed.run, call_key(spec, claimed)):
                 yield chunk
             return
         run = call.run

@@ -47,7 +47,7 @@ def test_a_step_with_its_recorded_input_replays_fails_or_executes(
     started = {"input_hash": call.input_hash} if has_start else None
     done = {"output": 1} if has_done else None
     failed = {"error_type": "x"} if has_failed else None
-    action = decide_step("r", call, inp, started, done, failed)
+    action = decide_step("r", call.name, call.input_hash, call.key, inp, started, done, failed)
     assert action is (REPLAY if has_done else FAIL if has_failed else EXECUTE)
 
 
@@ -62,10 +62,13 @@ def test_a_step_with_another_recorded_input_is_nondeterminism(
     started: dict[str, Any] = {"input_hash": value_hash(recorded)}
     if inherited:
         started["inherited"] = True
-        assert decide_step("r", call, attempted, started, {"output": 1}, None) is RERUN
+        assert (
+            decide_step("r", call.name, call.input_hash, call.key, attempted, started, {"output": 1}, None)
+            is RERUN
+        )
     else:
         with pytest.raises(NondeterminismError, match="arguments differ") as info:
-            decide_step("r", call, attempted, started, {"output": 1}, None)
+            decide_step("r", call.name, call.input_hash, call.key, attempted, started, {"output": 1}, None)
         assert info.value.recorded["input_hash"] == value_hash(recorded)  # type: ignore[attr-defined]
 
 
@@ -122,7 +125,9 @@ def test_a_format_one_input_hash_still_matches() -> None:
 
     call = _step("pay", 1e-07)
     started = {"input_hash": short_hash(dumps(1e-07))}
-    assert decide_step("r", call, 1e-07, started, {"output": 1}, None) is REPLAY
+    assert (
+        decide_step("r", call.name, call.input_hash, call.key, 1e-07, started, {"output": 1}, None) is REPLAY
+    )
 
 
 @given(st.one_of(st.none(), st.just({"value": 1})))
