@@ -30,7 +30,7 @@ from ._claim import Claim
 from ._context import CURRENT, RunContext, Scope
 from ._decide import Call
 from ._keys import session_path
-from ._manifest import definition_hash, signature_text
+from ._manifest import definition_hash, describe, signature_text
 from ._serde import canonical, sha256_tag
 from ._spec import Spec, spec_of
 from .errors import CapabilityDriftError, ConfigurationError, DriftChange
@@ -146,6 +146,21 @@ def _signature(spec: Spec) -> str:
     return str(sig.replace(parameters=params))
 
 
+def _tool_entry(spec: Spec) -> dict[str, Any]:
+    """A tool as a session manifest lists it: name, signature and the options that are set.
+
+    The options are those a run manifest records for a tool (``version``,
+    ``idempotent``, ``reconcile``, ``retry``); only the ones set away from
+    their defaults are listed, so a manifest of a tool with none set reads
+    as it always did.
+    """
+    entry: dict[str, Any] = {"name": spec.name, "signature": _signature(spec)}
+    options = {k: v for k, v in describe(spec)["options"].items() if v not in (None, False)}
+    if options:
+        entry["options"] = options
+    return entry
+
+
 def check_role(role: Any) -> str:
     """``role`` itself, or a ``ConfigurationError`` when it cannot name a session."""
     if not isinstance(role, str) or not role or _BAD_ROLE_CHARS & set(role):
@@ -180,9 +195,7 @@ def session_manifest(
         "role": check_role(role),
         "modelSlot": model_slot,
         f"{role}ModelSlotId": models.get(model_slot),
-        "availableTools": [
-            {"name": s.name, "signature": _signature(s)} for s in _specs("tool", "tools", tools)
-        ],
+        "availableTools": [_tool_entry(s) for s in _specs("tool", "tools", tools)],
         "availableWorkflows": [
             {"name": s.name, "definitionHash": definition_hash(s)}
             for s in _specs("workflow", "workflows", workflows)
