@@ -212,9 +212,15 @@ def interrupt_resumed(path: str, value: Any) -> Json:
     return {"path": path, "value": value}
 
 
-def session_started(path: str, role: str, manifest: Json, manifest_hash: str) -> Json:
+def session_started(path: str, role: str, manifest: Json, manifest_hash: str, manifest_format: int) -> Json:
     """``session.started``: an agent session and its manifest."""
-    return {"path": path, "role": role, "manifest": manifest, "manifest_hash": manifest_hash}
+    return {
+        "path": path,
+        "role": role,
+        "manifest": manifest,
+        "manifest_hash": manifest_hash,
+        "manifest_format": manifest_format,
+    }
 
 
 def session_completed(path: str, role: str, manifest_hash: str) -> Json:

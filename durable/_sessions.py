@@ -146,6 +146,16 @@ def _signature(spec: Spec) -> str:
     return str(sig.replace(parameters=params))
 
 
+MANIFEST_FORMAT = 2
+"""The session manifest layout this SDK records: 2 lists the options set on each tool."""
+
+
+def _without_tool_options(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest as format 1 recorded it: tools by name and signature only."""
+    tools = [{k: v for k, v in t.items() if k != "options"} for t in manifest["availableTools"]]
+    return {**manifest, "availableTools": tools}
+
+
 def _tool_entry(spec: Spec) -> dict[str, Any]:
     """A tool as a session manifest lists it: name, signature and the options that are set.
 
@@ -304,6 +314,9 @@ def recorded_model_drift(
 def _open(run: RunContext, path: str, role: str, slot: str, tools: Any, workflows: Any) -> Session:
     """Record or check the session's manifest; return the open ``Session``."""
     manifest = session_manifest(role, slot, run.models, tools, workflows)
+    recorded = run.recorded.sessions.get(path) if run.replaying else None
+    if recorded is not None and recorded.get("manifest_format", 1) < MANIFEST_FORMAT:
+        manifest = _without_tool_options(manifest)  # recorded before tools listed their options
     session = Session(
         role,
         slot,
@@ -313,7 +326,6 @@ def _open(run: RunContext, path: str, role: str, slot: str, tools: Any, workflow
         run_id=run.run_id,
         data_dir=run.world.data_dir,
     )
-    recorded = run.recorded.sessions.get(path) if run.replaying else None
     if recorded is not None:
         old = recorded.get("manifest") or {}
         if recorded.get("manifest_hash") != session.manifest_hash:
@@ -322,7 +334,9 @@ def _open(run: RunContext, path: str, role: str, slot: str, tools: Any, workflow
             ]
             raise session_drift_error(run.run_id, role, path, old, manifest, changes)
         return session
-    run.record("session.started", ev.session_started(path, role, manifest, session.manifest_hash))
+    run.record(
+        "session.started", ev.session_started(path, role, manifest, session.manifest_hash, MANIFEST_FORMAT)
+    )
     return session
 
 

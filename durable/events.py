@@ -183,6 +183,8 @@ class SessionStarted(_Event):
     role: str
     manifest: dict[str, Any] = Field(default_factory=dict)
     manifest_hash: str
+    manifest_format: int = 1
+    """2 when its tools list their options; a format-1 manifest is compared without them."""
 
 
 class SessionCompleted(_Event):

@@ -23,7 +23,7 @@ PAYLOADS: dict[str, Any] = {
     "effect.receipt": ev.receipt_error("tool:pay#0", ERROR),
     "value.recorded": ev.value_recorded("now#1", "now", 1.5, 1),
     "retry.decision": ev.retry_decision("a", 1, True, 0.5, 10.0, "builtins.ValueError", 9.0),
-    "session.started": ev.session_started("session:w#0", "w", {"role": "w"}, "sha256:y"),
+    "session.started": ev.session_started("session:w#0", "w", {"role": "w"}, "sha256:y", 2),
     "session.completed": ev.session_completed("session:w#0", "w", "sha256:y"),
     "interrupt": ev.interrupt("interrupt#2", {"ask": 1}, 2),
     "interrupt.resumed": ev.interrupt_resumed("interrupt#2", "yes"),
