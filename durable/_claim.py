@@ -20,7 +20,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from ._decide import EXECUTE, RERUN, Action, Call, check_position, decide_effect, decide_step
+from ._decide import EXECUTE, REPLAY, RERUN, Action, Call, check_position, decide_effect, decide_step
 from .errors import NondeterminismError
 
 if TYPE_CHECKING:
@@ -78,8 +78,10 @@ class Claim:
         run = self.run
         rec = run.recorded
         completed = rec.steps_completed.get(path)
-        failed = rec.steps_failed.get(path)
         started = rec.steps_started.get(path)
+        if completed is not None and started is not None and started["input_hash"] == input_hash:
+            return REPLAY, completed  # decide_step's answer for this, the most frequent case
+        failed = rec.steps_failed.get(path)
         action = decide_step(run.run_id, name, input_hash, path, input_data, started, completed, failed)
         if action is RERUN:
             rec.forget(path)
