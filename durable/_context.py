@@ -18,10 +18,10 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from ._log import Append, EventLog, Row
 from ._replay import Recorded
 from ._serde import event_text
 from .errors import ConfigurationError, NondeterminismError
+from .store._protocol import Append, EventLog, Row
 
 if TYPE_CHECKING:
     from ._world import WorldCore

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
-from ._log import TERMINAL, EventLog
 from ._replay import Recorded, WholeLogNeeded, encode_state
 from ._serde import dumps
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
+from .store._protocol import TERMINAL, EventLog
 
 
 def recover(run_id: str, *, world: WorldCore) -> Recorded:

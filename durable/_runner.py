@@ -13,7 +13,6 @@ from pydantic import ValidationError
 from ._artifacts import check_artifacts
 from ._context import CURRENT, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
-from ._locks import hold
 from ._manifest import (
     drift_error,
     manifest_cache,
@@ -35,6 +34,7 @@ from .errors import (
     SerializationError,
 )
 from .events import LOG_FORMAT_VERSION
+from .store._locks import hold
 
 _UNSET: Any = object()
 

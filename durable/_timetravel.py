@@ -20,13 +20,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._log import Append, Row
 from ._recovery import _not_found, locked
 from ._replay import Recorded, _until, decode_state, encode_state
 from ._runner import new_run_id as fresh_run_id
 from ._serde import ANY, dumps, sha256_tag, to_json
 from ._world import WorldCore
 from .errors import CheckpointNotFoundError, ConfigurationError
+from .store._protocol import Append, Row
 
 
 class _Unchanged:

@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from ._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
-from ._locks import Locks
-from ._log import EventLog, RunInfo
 from .errors import ConfigurationError, RunNotFoundError
 from .events import Event, parse_event
+from .store._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
+from .store._locks import Locks
+from .store._protocol import EventLog, RunInfo
 
 Durability = Literal["process", "power"]
 

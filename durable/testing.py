@@ -44,10 +44,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._log import Append, EventLog, Row, RunInfo
+from ._open_world import World
 from ._runner import new_run_id, run_workflow
-from ._worlds import World
 from .errors import ConfigurationError
+from .store._protocol import Append, EventLog, Row, RunInfo
 
 __all__ = [
     "CrashResult",

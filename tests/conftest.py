@@ -33,8 +33,7 @@ class Worlds:
         if self.kind == "sqlite":
             world = durable.local_world(self.data_dir, **kwargs)  # type: ignore[arg-type]
         else:
-            from durable._artifact_store import MemoryArtifacts
-            from durable._locks import MemoryLocks
+            from durable.store import MemoryArtifacts, MemoryLocks
 
             if self._memory_log is None:
                 self._memory_log = durable.MemoryLog()

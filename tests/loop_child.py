@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import durable
-from durable import _outer
-from durable._locks import FileLocks
-from durable._outer_manifest import ManifestStore, OuterLoopManifest
+from durable.outer import _loop as _outer
+from durable.outer._manifest import ManifestStore, OuterLoopManifest
+from durable.store import FileLocks
 from tests.outer_loop_harness import Draft, Harness
 
 

@@ -21,7 +21,7 @@ import pytest
 from pydantic import BaseModel
 
 import durable
-from durable._outer_manifest import ManifestStore, OuterLoopManifest
+from durable.outer._manifest import ManifestStore, OuterLoopManifest
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash
 

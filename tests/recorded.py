@@ -7,8 +7,7 @@ import shutil
 from pathlib import Path
 
 from durable import World
-from durable._artifact_store import MemoryArtifacts
-from durable._log import Append
+from durable.store import Append, MemoryArtifacts
 from tests.conftest import Worlds
 
 DATA = Path(__file__).parent / "data"

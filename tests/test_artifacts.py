@@ -12,9 +12,9 @@ import pytest
 
 import durable
 from durable import ArtifactIntegrityError, ArtifactRef, ConfigurationError, World
-from durable._artifact_store import MemoryArtifacts
 from durable._artifacts import check_artifacts
 from durable._replay import Recorded
+from durable.store import MemoryArtifacts
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash, on
 

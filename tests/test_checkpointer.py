@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 from durable import SqliteLog
-from durable._checkpointer import EVERY, SAFETY_NET_PAGES
-from durable._log import Append
+from durable.store import Append
+from durable.store._wal_checkpoints import EVERY, SAFETY_NET_PAGES
 
 
 def _wait_for(predicate: object, timeout: float = 10.0) -> bool:

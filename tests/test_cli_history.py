@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable._cli_history import parse_duration
-from durable._cli_registry import COMMANDS, CliError
-from durable._cli_runs import follow_events
-from durable._log import Append
 from durable.cli import main
+from durable.cli._history import parse_duration
+from durable.cli._registry import COMMANDS, CliError
+from durable.cli._runs import follow_events
+from durable.store import Append
 
 calls: Counter[str] = Counter()
 

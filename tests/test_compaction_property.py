@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 
 import durable
 from durable import World
-from durable._log import Append
 from durable._replay import Recorded
 from durable._serde import dumps
+from durable.store import Append
 
 from .strategies import event_programs
 

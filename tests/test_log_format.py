@@ -11,9 +11,9 @@ import pytest
 
 import durable
 from durable import LogFormatError
-from durable._log import Append
 from durable.cli import main
 from durable.events import LOG_FORMAT_VERSION
+from durable.store import Append
 from tests.conftest import Worlds
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import durable
 from durable import ConfigurationError, FencedError, LogCorruptedError, LogFormatError, MemoryLog, SqliteLog
-from durable._log import Append, EventLog
+from durable.store import Append, EventLog
 
 
 def make(kind: str, tmp_path: Path) -> EventLog:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durable import MemoryStoreError
-from durable._memory_filter import compile_filter
+from durable.memory._filter import compile_filter
 
 FIELDS = ["a", "b", "c.d"]
 scalars = st.one_of(

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import durable
-import durable._memory_db
+import durable.memory._db
 from durable import MemoryStoreError
-from durable._memory_db import VecDb, stdlib_can_load_extensions
+from durable.memory._db import VecDb, stdlib_can_load_extensions
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -358,7 +358,7 @@ def test_two_bindings_at_once_in_one_process_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Opening a store through apsw while one is open through sqlite3 fails instead of crashing."""
-    monkeypatch.setattr(durable._memory_db, "_OPEN", {"sqlite3": 0, "apsw": 0})  # stores of other tests
+    monkeypatch.setattr(durable.memory._db, "_OPEN", {"sqlite3": 0, "apsw": 0})  # stores of other tests
     first = durable.MemoryStore(tmp_path / "a.db", driver="sqlite3")
     with pytest.raises(MemoryStoreError, match="one SQLite library per process"):
         durable.MemoryStore(tmp_path / "b.db", driver="apsw")

@@ -11,8 +11,8 @@ import pytest
 import durable
 from durable import Continue, Done
 from durable._manifest import definition_hash
-from durable._outer import _append_commit
 from durable._spec import spec_of
+from durable.outer._loop import _append_commit
 from tests.conftest import Worlds
 from tests.crash import SimulatedCrash
 from tests.outer_loop_harness import (

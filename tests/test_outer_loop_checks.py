@@ -11,8 +11,8 @@ import pytest
 import durable
 from durable import Continue, Done, OuterLoopError, RunFailedError
 from durable._manifest import definition_hash
-from durable._outer_manifest import ManifestStore
 from durable._spec import spec_of
+from durable.outer._manifest import ManifestStore
 from tests.conftest import Worlds
 from tests.outer_loop_harness import (
     FINAL,
@@ -204,7 +204,7 @@ def test_failed_manifest_write_keeps_the_old_file(tmp_path: Any, monkeypatch: py
         def broken(src: Any, dst: Any) -> None:
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr("durable._outer_manifest.os.replace", broken)
+        monkeypatch.setattr("durable.outer._manifest.os.replace", broken)
         with pytest.raises(OuterLoopError, match="cannot write"):
             run(Harness().run(world, outer_loop_id="ol_test", description="now described"))
     assert path.read_text() == before

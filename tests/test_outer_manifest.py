@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable._outer_manifest import (
+from durable.errors import ConfigurationError
+from durable.outer._manifest import (
     CycleEntry,
     Goal,
     LoopResult,
@@ -17,7 +18,6 @@ from durable._outer_manifest import (
     _problem,
     check_outer_loop_id,
 )
-from durable.errors import ConfigurationError
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8),

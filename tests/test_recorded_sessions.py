@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import durable
-from durable._log import Append
+from durable.store import Append
 from tests.conftest import Worlds
 
 DATA = Path(__file__).parent / "data" / "orchestrator_session.jsonl"

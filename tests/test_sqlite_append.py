@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from durable import FencedError, SqliteLog
-from durable._log import Append
+from durable.store import Append
 
 
 def _log(tmp_path: Path) -> SqliteLog:

@@ -11,8 +11,8 @@ import pytest
 
 import durable
 from durable import NondeterminismError, RetryPolicy
-from durable._log import Append
 from durable._replay import Recorded
+from durable.store import Append
 from durable.testing import (
     CrashingLog,
     FakeClock,

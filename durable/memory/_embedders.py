@@ -16,9 +16,9 @@ from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from ._context import EFFECT_KEY
-from ._spec import spec_of
-from .errors import MemoryStoreError
+from .._context import EFFECT_KEY
+from .._spec import spec_of
+from ..errors import MemoryStoreError
 
 EmbedFn = Callable[[list[str]], "Sequence[Sequence[float]] | Awaitable[Sequence[Sequence[float]]]"]
 

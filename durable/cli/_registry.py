@@ -10,8 +10,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from ._world import WorldCore
-from .errors import RunNotFoundError
+from .._world import WorldCore
+from ..errors import RunNotFoundError
 
 Handler = Callable[[WorldCore, argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}

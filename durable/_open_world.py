@@ -11,13 +11,13 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ._artifact_store import DEFAULT_THRESHOLD
-from ._locks import FileLocks, MemoryLocks
-from ._log import MemoryLog
-from ._memory import MemoryStore, open_world_memory
-from ._sqlite import SqliteLog
 from ._world import Durability, WorldCore
 from .errors import ConfigurationError
+from .memory._store import MemoryStore, open_world_memory
+from .store._artifact_store import DEFAULT_THRESHOLD
+from .store._locks import FileLocks, MemoryLocks
+from .store._memory_log import MemoryLog
+from .store._sqlite import SqliteLog
 
 
 class World(WorldCore):

@@ -22,24 +22,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ._locks import hold
-from ._log import Append
-from ._manifest import definition_hash
-from ._outer_manifest import (
-    CycleEntry,
-    Goal,
-    LoopResult,
-    ManifestStore,
-    OuterLoopManifest,
-    check_outer_loop_id,
-)
-from ._outer_types import Continue, Cycle, CycleRecord, Done, OuterLoopResult, Supervise
-from ._replay import Recorded
-from ._runner import new_run_id, run_workflow, validate_input
-from ._serde import ANY, dumps, to_json
-from ._spec import Spec, spec_of
-from ._world import WorldCore
-from .errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
+from .._manifest import definition_hash
+from .._replay import Recorded
+from .._runner import new_run_id, run_workflow, validate_input
+from .._serde import ANY, dumps, to_json
+from .._spec import Spec, spec_of
+from .._world import WorldCore
+from ..errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
+from ..store._locks import hold
+from ..store._protocol import Append
+from ._manifest import CycleEntry, Goal, LoopResult, ManifestStore, OuterLoopManifest, check_outer_loop_id
+from ._types import Continue, Cycle, CycleRecord, Done, OuterLoopResult, Supervise
 
 Json = dict[str, Any]
 

@@ -11,11 +11,11 @@ import json
 import re
 from typing import Any
 
-from ._cli_registry import CliError, command, table
-from ._recovery import compact, gc
-from ._replay import decode_state
-from ._timetravel import UNCHANGED, checkpoints, fork, restore
-from ._world import WorldCore
+from .._recovery import compact, gc
+from .._replay import decode_state
+from .._timetravel import UNCHANGED, checkpoints, fork, restore
+from .._world import WorldCore
+from ._registry import CliError, command, table
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

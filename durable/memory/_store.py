@@ -23,17 +23,17 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ._context import CURRENT, EFFECT_KEY
-from ._decorators import make_decorator
+from .._context import CURRENT, EFFECT_KEY
+from .._decorators import make_decorator
+from ..errors import MemoryStoreError
+from ._db import Driver, VecDb
 from ._embedders import Embedder, EmbedFn
-from ._memory_db import Driver, VecDb
-from ._memory_filter import compile_filter
-from ._memory_items import MemoryItem, NewItem, RecordedRow, SearchHit, new_item
-from ._memory_rows import StoredRows, check_namespace
-from .errors import MemoryStoreError
+from ._filter import compile_filter
+from ._items import MemoryItem, NewItem, RecordedRow, SearchHit, new_item
+from ._rows import StoredRows, check_namespace
 
 if TYPE_CHECKING:
-    from ._world import WorldCore
+    from .._world import WorldCore
 
 Metric = Literal["cosine", "l2"]
 F = TypeVar("F", bound=Callable[..., Any])

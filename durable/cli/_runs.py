@@ -8,12 +8,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._cli_registry import CliError, command, read_rows, run_id_arg, table
-from ._replay import Recorded
-from ._verify import import_workflow, parse_models, report_text, verify_run
-from ._world import WorldCore
-from .errors import RunNotFoundError
-from .events import Event, parse_event
+from .._replay import Recorded
+from .._verify import import_workflow, parse_models, report_text, verify_run
+from .._world import WorldCore
+from ..errors import RunNotFoundError
+from ..events import Event, parse_event
+from ._registry import CliError, command, read_rows, run_id_arg, table
 
 
 def _runs_args(p: argparse.ArgumentParser) -> None:

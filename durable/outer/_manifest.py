@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
-from .errors import ConfigurationError, OuterLoopError
+from ..errors import ConfigurationError, OuterLoopError
 
 if TYPE_CHECKING:
     from pydantic import SerializerFunctionWrapHandler
 
-    from ._world import WorldCore
+    from .._world import WorldCore
 
 FOLDER = "outer-loops"
 """The folder under a local world's data directory that holds the manifests."""

@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ._checkpointer import SAFETY_NET_PAGES, Checkpointer
-from ._log import Append, Row, RunInfo, _stale, _taken
-from .errors import ConfigurationError, LogCorruptedError, LogFormatError
+from ..errors import ConfigurationError, LogCorruptedError, LogFormatError
+from ._protocol import Append, Row, RunInfo, _stale, _taken
+from ._wal_checkpoints import SAFETY_NET_PAGES, Checkpointer
 
 SCHEMA_VERSION = 1
 

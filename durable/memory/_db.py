@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import MemoryStoreError
+from ..errors import MemoryStoreError
 
 Driver = Literal["auto", "sqlite3", "apsw"]
 

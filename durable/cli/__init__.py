@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import _cli_history, _cli_runs  # noqa: F401  (importing them registers their commands)
-from ._cli_registry import COMMANDS, HUMAN, CliError
-from ._worlds import local_world
-from .errors import DurableError
+from .._open_world import local_world
+from ..errors import DurableError
+from . import _history, _runs  # noqa: F401  (importing them registers their commands)
+from ._registry import COMMANDS, HUMAN, CliError
 
 # -- output -------------------------------------------------------------------
 
@@ -99,10 +99,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if data is not None:
         print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, data))
     return int(getattr(a, "exit_status", 0))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    # Run as ``python -m durable.cli``: use the imported module, where every command registered.
-    from durable.cli import main as _main
-
-    sys.exit(_main())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import functools
 
-from .cli import build_parser
+from . import build_parser
 
 WIDTH = 88
 """The help text's line width, fixed so the page does not depend on the terminal."""

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import MemoryStoreError
+from ..errors import MemoryStoreError
 
 
 class MemoryItem(BaseModel):

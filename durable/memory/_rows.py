@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
-from ._memory_db import VecDb
-from ._memory_filter import compile_filter
-from .errors import MemoryStoreError
+from ..errors import MemoryStoreError
+from ._db import VecDb
+from ._filter import compile_filter
 
 
 class Row(Protocol):
