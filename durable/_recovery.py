@@ -56,13 +56,10 @@ def recover(run_id: str, *, world: WorldCore) -> Recorded:
 
 def recover_log(log: EventLog, run_id: str) -> Recorded:
     """``recover`` over a bare log (the runner's entry point); an unknown run is empty."""
-    # A log that can stream its rows lets a long run be indexed without
-    # holding every raw row at once (see SqliteLog.iter_rows). A restored run
-    # is re-indexed from earlier rows, so it is read whole.
-    iter_rows = getattr(log, "iter_rows", None)
-    if iter_rows is not None:
-        with contextlib.suppress(WholeLogNeeded):
-            return Recorded.from_rows(iter_rows(run_id), run_id)
+    # Streaming the rows lets a long run be indexed without holding every raw
+    # row at once. A restored run is re-indexed from earlier rows, so it is read whole.
+    with contextlib.suppress(WholeLogNeeded):
+        return Recorded.from_rows(log.iter_rows(run_id), run_id)
     return Recorded.from_rows(log.read(run_id), run_id)
 
 

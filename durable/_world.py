@@ -93,9 +93,7 @@ class WorldCore:
 
         A log without a file (``MemoryLog``) has nothing to give back.
         """
-        vacuum = getattr(self.log, "vacuum", None)
-        if vacuum is not None:
-            vacuum()
+        self.log.vacuum()
 
     def close(self) -> None:
         """Close the log and the memory store (the world is unusable afterwards)."""

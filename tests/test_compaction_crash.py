@@ -43,7 +43,7 @@ def test_kill_during_compaction_keeps_the_state_and_the_resume(tmp_path: Path, s
     assert crashed.returncode == -signal.SIGKILL, crashed.stderr
 
     with durable.local_world(data) as world:
-        assert world.log.integrity_check() == "ok"  # type: ignore[attr-defined]
+        assert world.log.integrity_check() == "ok"
         assert index(durable.recover("r1", world=world)) == before
         assert world.events("r1") == before_events
     calls.write_text("")

@@ -66,7 +66,7 @@ def test_sigkill_then_resume_in_new_process(tmp_path: Path, kill_in: str) -> Non
     }
     assert kill_in not in before and after[kill_in] == 1
     with durable.local_world(tmp_path) as world:
-        assert world.log.integrity_check() == "ok"  # type: ignore[attr-defined]
+        assert world.log.integrity_check() == "ok"
 
 
 def test_uninterrupted_run_matches(tmp_path: Path) -> None:

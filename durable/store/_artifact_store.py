@@ -29,16 +29,38 @@ def hex_of(tag: str) -> str:
 
 
 class ArtifactStore(Protocol):
-    """Where artifact payloads and their manifests live."""
+    """Where artifact payloads and their manifests live, addressed by content hash."""
 
     def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
-        """Store ``data`` under its hash (once); return its location, or ``None`` in memory."""
+        """Store ``data`` under its hash (once: storing the same bytes again is a no-op).
+
+        Args:
+            data: The payload.
+            manifest: JSON-safe facts about it (name, media type, size), kept beside it.
+
+        Returns:
+            Where it is stored (for ``resolve``), or ``None`` for a store without files.
+        """
 
     def get(self, sha256: str) -> bytes | None:
-        """The stored payload for ``sha256:<hex>``, or ``None`` when it is missing."""
+        """The stored payload.
+
+        Args:
+            sha256: Its tag, ``sha256:<hex>``.
+
+        Returns:
+            The bytes, or ``None`` when the store has no such payload.
+        """
 
     def resolve(self, location: str | None) -> Path | None:
-        """The file of a location returned by ``put`` (``None`` in memory)."""
+        """The file behind a location.
+
+        Args:
+            location: What ``put`` returned.
+
+        Returns:
+            The file, or ``None`` for a store without files.
+        """
 
 
 class FileArtifacts:

@@ -23,13 +23,29 @@ _POLL_MAX = 0.05
 
 
 class Locks(Protocol):
-    """Named exclusive locks."""
+    """Named exclusive locks: the engine holds ``run:<run_id>`` while it drives a run.
+
+    A lock held by a process that dies must come free (``FileLocks`` uses
+    ``flock``, which the kernel releases with the process). The fencing token
+    of ``EventLog`` guards the log even when a lock is lost.
+    """
 
     def try_acquire(self, name: str) -> object | None:
-        """Take the lock now and return a handle, or ``None`` when it is held."""
+        """Take the lock now, without waiting.
+
+        Args:
+            name: The lock's name.
+
+        Returns:
+            A handle to pass to ``release``, or ``None`` when another holder has it.
+        """
 
     def release(self, handle: object) -> None:
-        """Give the lock back."""
+        """Give the lock back.
+
+        Args:
+            handle: What ``try_acquire`` returned.
+        """
 
 
 def _file_name(name: str) -> str:

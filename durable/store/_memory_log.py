@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from ._protocol import Append, Row, RunInfo, _stale, _taken
@@ -24,6 +25,7 @@ class MemoryLog:
         self._lock = threading.Lock()
 
     def append(self, batch: Sequence[Append]) -> None:
+        """Write every append of ``batch``, or none of them (see ``EventLog.append``)."""
         with self._lock:
             for a in batch:
                 current = self._tokens.get(a.run_id, 0)
@@ -47,10 +49,16 @@ class MemoryLog:
                     self._info[a.run_id] = info
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
+        """All rows of a run with a seq above ``after_seq``, in seq order."""
         with self._lock:
             return [r for r in self._rows.get(run_id, ()) if r[0] > after_seq]
 
+    def iter_rows(self, run_id: str, after_seq: int = 0) -> Iterator[Row]:
+        """The rows ``read`` returns, one at a time."""
+        yield from self.read(run_id, after_seq)
+
     def info(self, run_id: str) -> RunInfo | None:
+        """The run's summary, or ``None`` when no append started the run."""
         return self._info.get(run_id)
 
     def runs(
@@ -61,6 +69,7 @@ class MemoryLog:
         limit: int | None = None,
         offset: int = 0,
     ) -> list[RunInfo]:
+        """Runs, newest first, optionally filtered (see ``EventLog.runs``)."""
         with self._lock:
             found = [
                 i
@@ -72,12 +81,14 @@ class MemoryLog:
         return found[offset:end]
 
     def fence(self, run_id: str) -> int:
+        """Take a new fencing token for a run; every older token becomes stale."""
         with self._lock:
             token = self._tokens.get(run_id, 0) + 1
             self._tokens[run_id] = token
             return token
 
     def compact(self, run_id: str, snapshot: Row, token: int) -> None:
+        """Append ``snapshot`` and drop every row of the run before it."""
         with self._lock:
             current = self._tokens.get(run_id, 0)
             if token != current:
@@ -89,10 +100,23 @@ class MemoryLog:
             self._rows[run_id] = [snapshot]
 
     def delete_run(self, run_id: str) -> None:
+        """Remove a run: its rows, its summary and its fencing token."""
         with self._lock:
             self._rows.pop(run_id, None)
             self._info.pop(run_id, None)
             self._tokens.pop(run_id, None)
+
+    def integrity_check(self) -> str:
+        """Whether every run's rows still carry consecutive seqs (``"ok"``), or the first gap."""
+        with self._lock:
+            for run_id, rows in self._rows.items():
+                for before, after in itertools.pairwise(rows):
+                    if after[0] != before[0] + 1:
+                        return f"run {run_id!r}: seq {after[0]} follows seq {before[0]}"
+        return "ok"
+
+    def vacuum(self) -> None:
+        """Nothing to give back: deleted rows are freed at once."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -157,7 +157,7 @@ class SqliteLog:
                             "created_at, updated_at, token) VALUES (?, ?, 'running', ?, ?, ?, 0) "
                             "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
                             "parent_run_id = excluded.parent_run_id, "
-                            "created_at = excluded.created_at",
+                            "created_at = excluded.created_at, updated_at = excluded.updated_at",
                             (a.run_id, a.created[0], a.created[1], now, now),
                         )
                     row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
