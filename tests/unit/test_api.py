@@ -36,6 +36,14 @@ def test_public_objects_report_the_durable_module() -> None:
     assert durable.UnknownCommitError.__module__ == "durable"
 
 
+def test_every_public_class_and_function_reports_the_durable_module() -> None:
+    """Wherever a public name is defined (the core, durable.store, durable.memory), it reports `durable`."""
+    for name in durable.__all__:
+        obj = getattr(durable, name)
+        if isinstance(obj, type) or inspect.isfunction(obj) or isinstance(obj, durable.DurableFunction):
+            assert obj.__module__ == "durable", name
+
+
 @pytest.mark.parametrize("deco", [durable.workflow, durable.step, durable.tool, durable.model_call])
 def test_decorators_work_bare_and_with_options(deco: object) -> None:
     """Each decorator works as @deco and @deco(name=...) and keeps the signature."""
