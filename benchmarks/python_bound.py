@@ -47,7 +47,7 @@ from typing import Any
 import pydantic_core
 
 import durable
-from durable._sqlite import _SCHEMA, _guarded_insert
+from durable.store._sqlite import _SCHEMA, _guarded_insert
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000
 ROUNDS = 7

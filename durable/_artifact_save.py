@@ -5,11 +5,11 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from ._artifact_store import sha256_of
 from ._artifacts import ArtifactRef, store_bytes
 from ._context import CURRENT
 from ._decorators import make_decorator
 from .errors import ConfigurationError
+from .store._artifact_store import sha256_of
 
 if TYPE_CHECKING:
     from ._world import WorldCore

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from ._artifact_store import ArtifactStore, hex_of, sha256_of
 from ._context import CURRENT, RunContext
 from ._recorded import Recorded
 from .errors import ArtifactIntegrityError, ConfigurationError
+from .store._artifact_store import ArtifactStore, hex_of, sha256_of
 
 if TYPE_CHECKING:
     from ._world import WorldCore

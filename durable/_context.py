@@ -19,9 +19,9 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ._encode import encode
-from ._log import Append, EventLog, Row
 from ._recorded import Recorded
 from .errors import ConfigurationError
+from .store._protocol import Append, EventLog, Row
 
 if TYPE_CHECKING:
     from ._world import WorldCore

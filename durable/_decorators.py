@@ -1,4 +1,4 @@
-"""The one decorator factory behind ``@workflow``, ``@step``, ``@tool`` and ``@model_call``.
+"""``@workflow``, ``@step``, ``@tool`` and ``@model_call``, and the one factory behind them.
 
 A decorated function becomes a ``DurableFunction``: a ``wrapt.ObjectProxy``
 around the original, so name, docstring, signature, ``inspect`` and type
@@ -10,7 +10,7 @@ to the engine.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, overload
 
 import wrapt
 
@@ -96,3 +96,179 @@ def make_decorator(kind: str, fn: Any, options: dict[str, Any]) -> Any:
     if fn is None:
         return decorate
     return decorate(fn)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@overload
+def workflow(fn: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def workflow(
+    *, name: str | None = None, version: str | int | None = None, uses: list[Any] | None = None
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def workflow(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    uses: list[Any] | None = None,
+) -> Any:
+    """Mark a function as a workflow: the body of a durable run.
+
+    Run it with ``run_workflow``. Called inside another run it starts a child
+    run with its own log. Called outside any run it is the plain function.
+
+    Args:
+        fn: The function (when used bare, ``@workflow``).
+        name: The workflow's name in the log (default: the function's name).
+        version: A manual drift marker: change it to make resumes fail closed.
+        uses: Capabilities (tools, model calls, steps, workflows) the manifest covers.
+    """
+    return make_decorator("workflow", fn, {"name": name, "version": version, "uses": uses})
+
+
+@overload
+def step(fn: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def step(
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    max_visits: int = 1,
+    retry: Any = None,
+    role: str | None = None,
+    tools: list[Any] | None = None,
+    workflows: list[Any] | None = None,
+    model_slot: str | None = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def step(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    max_visits: int = 1,
+    retry: Any = None,
+    role: str | None = None,
+    tools: list[Any] | None = None,
+    workflows: list[Any] | None = None,
+    model_slot: str | None = None,
+) -> Any:
+    """Mark a function as a step: the unit of memoization.
+
+    Inside a run a committed step's output is never recomputed. A step may be
+    entered ``max_visits`` times per scope (decision loops); each visit gets
+    the path suffix ``.visit[k]`` when ``max_visits > 1``.
+
+    Args:
+        fn: The function (when used bare, ``@step``).
+        name: The step's name in paths (default: the function's name).
+        version: A manual drift marker.
+        max_visits: How many times the step may be entered in one scope.
+        retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
+        role: Makes the step an agent session with this role (see ``durable.session``).
+        tools: With ``role``: the ``@tool`` functions the session offers.
+        workflows: With ``role``: the ``@workflow`` functions the session may start.
+        model_slot: With ``role``: the session's model slot (default: the role).
+    """
+    return make_decorator(
+        "step",
+        fn,
+        {
+            "name": name,
+            "version": version,
+            "max_visits": max_visits,
+            "retry": retry,
+            "role": role,
+            "tools": tools,
+            "workflows": workflows,
+            "model_slot": model_slot,
+        },
+    )
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    idempotent: bool = False,
+    reconcile: Callable[[str, dict[str, Any]], Any] | None = None,
+    retry: Any = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def tool(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    idempotent: bool = False,
+    reconcile: Callable[[str, dict[str, Any]], Any] | None = None,
+    retry: Any = None,
+) -> Any:
+    """Mark a function as a tool: an external side effect, bracketed by intent and receipt.
+
+    After a crash between intent and receipt, an ``idempotent=True`` tool is
+    called again with the same ``durable.idempotency_key()``; a tool with
+    ``reconcile=fn`` gets ``fn(key, input)`` asked first (return the result,
+    or ``durable.NEVER_HAPPENED``); any other tool fails closed with
+    ``UnknownCommitError``.
+
+    Args:
+        fn: The function (when used bare, ``@tool``).
+        name: The tool's name in effect keys.
+        version: A manual drift marker.
+        idempotent: Safe to call again with the same idempotency key.
+        reconcile: Asked after an unknown commit whether the effect happened.
+        retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
+    """
+    return make_decorator(
+        "tool",
+        fn,
+        {
+            "name": name,
+            "version": version,
+            "idempotent": idempotent,
+            "reconcile": reconcile,
+            "retry": retry,
+        },
+    )
+
+
+@overload
+def model_call(fn: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def model_call(
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    slot: str | None = None,
+    retry: Any = None,
+) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def model_call(
+    fn: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    slot: str | None = None,
+    retry: Any = None,
+) -> Any:
+    """Mark a function as a model call: an external read whose response is recorded.
+
+    A replay returns the recorded response; a call cut by a crash is issued
+    again. ``slot`` names the model slot that ``run_workflow(models=...)`` maps.
+
+    Args:
+        fn: The function (when used bare, ``@model_call``).
+        name: The call's name in effect keys.
+        version: A manual drift marker.
+        slot: The model slot, e.g. ``"worker"``.
+        retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
+    """
+    return make_decorator("model", fn, {"name": name, "version": version, "slot": slot, "retry": retry})

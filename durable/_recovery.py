@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from . import _encode as ev
-from ._log import TERMINAL, EventLog
 from ._recorded import Recorded, WholeLogNeeded, encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
+from .store._protocol import TERMINAL, EventLog
 
 
 def recover(run_id: str, *, world: WorldCore) -> Recorded:
@@ -56,13 +56,10 @@ def recover(run_id: str, *, world: WorldCore) -> Recorded:
 
 def recover_log(log: EventLog, run_id: str) -> Recorded:
     """``recover`` over a bare log (the runner's entry point); an unknown run is empty."""
-    # A log that can stream its rows lets a long run be indexed without
-    # holding every raw row at once (see SqliteLog.iter_rows). A restored run
-    # is re-indexed from earlier rows, so it is read whole.
-    iter_rows = getattr(log, "iter_rows", None)
-    if iter_rows is not None:
-        with contextlib.suppress(WholeLogNeeded):
-            return Recorded.from_rows(iter_rows(run_id), run_id)
+    # Streaming the rows lets a long run be indexed without holding every raw
+    # row at once. A restored run is re-indexed from earlier rows, so it is read whole.
+    with contextlib.suppress(WholeLogNeeded):
+        return Recorded.from_rows(log.iter_rows(run_id), run_id)
     return Recorded.from_rows(log.read(run_id), run_id)
 
 

@@ -14,7 +14,6 @@ from . import _encode as ev
 from ._artifacts import check_artifacts
 from ._context import CURRENT, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
-from ._locks import hold
 from ._manifest import (
     drift_error,
     manifest_cache,
@@ -36,6 +35,7 @@ from .errors import (
     SerializationError,
 )
 from .events import LOG_FORMAT_VERSION
+from .store._locks import hold
 
 _UNSET: Any = object()
 

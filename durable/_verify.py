@@ -139,11 +139,9 @@ def verify_run(
         "drift": [],
         "undescribed": [],
     }
-    integrity = getattr(world.log, "integrity_check", None)
-    if callable(integrity):
-        answer = str(integrity())
-        if answer != "ok":
-            report["problems"].append(f"database integrity check failed: {answer}")
+    answer = world.log.integrity_check()
+    if answer != "ok":
+        report["problems"].append(f"database integrity check failed: {answer}")
     _check_run(world, run_id, spec, models, report)
     drift: list[DriftChange] = report.pop("drift")
     report["drift_checked"] = spec is not None

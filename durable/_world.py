@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from ._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
-from ._locks import Locks
-from ._log import EventLog, RunInfo
 from .errors import ConfigurationError, RunNotFoundError
 from .events import Event, parse_event
+from .store._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
+from .store._locks import Locks
+from .store._protocol import EventLog, RunInfo
 
 Durability = Literal["process", "power"]
 
@@ -93,9 +93,7 @@ class WorldCore:
 
         A log without a file (``MemoryLog``) has nothing to give back.
         """
-        vacuum = getattr(self.log, "vacuum", None)
-        if vacuum is not None:
-            vacuum()
+        self.log.vacuum()
 
     def close(self) -> None:
         """Close the log and the memory store (the world is unusable afterwards)."""

@@ -40,14 +40,14 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._log import Append, EventLog, Row, RunInfo
-from ._runner import new_run_id, run_workflow
-from ._worlds import World
+from . import World, run_workflow
 from .errors import ConfigurationError
+from .store import Append, EventLog, Row, RunInfo
 
 __all__ = [
     "CrashResult",
@@ -59,6 +59,10 @@ __all__ = [
     "run_replaying_always",
     "run_with_crash",
 ]
+
+
+def _new_run_id() -> str:
+    return f"run_{uuid.uuid4().hex}"  # the form run_workflow gives a run without an id
 
 
 class SimulatedCrash(BaseException):
@@ -122,6 +126,10 @@ class CrashingLog:
         """Read from the inner log."""
         return self.inner.read(run_id, after_seq)
 
+    def iter_rows(self, run_id: str, after_seq: int = 0) -> Iterator[Row]:
+        """Stream from the inner log."""
+        return self.inner.iter_rows(run_id, after_seq)
+
     def info(self, run_id: str) -> RunInfo | None:
         """The inner log's summary of a run."""
         return self.inner.info(run_id)
@@ -152,6 +160,14 @@ class CrashingLog:
     def delete_run(self, run_id: str) -> None:
         """Delete through the inner log."""
         self.inner.delete_run(run_id)
+
+    def integrity_check(self) -> str:
+        """The inner log's integrity check."""
+        return self.inner.integrity_check()
+
+    def vacuum(self) -> None:
+        """Vacuum the inner log."""
+        self.inner.vacuum()
 
     def close(self) -> None:
         """Leave the inner log open: it belongs to the world that made it."""
@@ -225,7 +241,7 @@ async def run_with_crash(
     """
     if not isinstance(crash_after, int) or isinstance(crash_after, bool) or crash_after < 0:
         raise ConfigurationError(f"crash_after must be an int >= 0, not {crash_after!r}.")
-    rid = run_id if run_id is not None else new_run_id()
+    rid = run_id if run_id is not None else _new_run_id()
     view = crashing_world(world, max_events=crash_after)
     log = view.log
     assert isinstance(log, CrashingLog)
@@ -285,7 +301,7 @@ async def run_replaying_always(
         RunInterrupted: The run waits for an answer; answer it with ``run_workflow(..., resume=)``.
         Exception: What the workflow itself raised.
     """
-    rid = run_id if run_id is not None else new_run_id()
+    rid = run_id if run_id is not None else _new_run_id()
     resumes = 0
     while True:
         view = crashing_world(world, max_appends=1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from durable._cli_docs import render_markdown
+from durable.cli._docs import render_markdown
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "cli.md"
 

@@ -8,8 +8,11 @@ from typing import Any
 
 import pytest
 
-import durable
-from durable import World
+pytest.register_assert_rewrite("durable.store.conformance")  # readable failures of the public suite
+
+import durable  # noqa: E402  (after the rewrite hook, as pytest asks)
+from durable import World  # noqa: E402
+from durable.store import MemoryArtifacts, MemoryLocks, MemoryLog  # noqa: E402
 
 
 class Worlds:
@@ -23,27 +26,24 @@ class Worlds:
     def __init__(self, kind: str, tmp_path: Path):
         self.kind = kind
         self.data_dir = tmp_path / "data"
-        self._memory_log: durable.MemoryLog | None = None
-        self._memory_locks: object | None = None
+        self._memory_log: MemoryLog | None = None
+        self._memory_locks: MemoryLocks | None = None
         self._memory_extensions: dict[str, object] = {}
-        self._memory_artifacts: object | None = None
+        self._memory_artifacts: MemoryArtifacts | None = None
         self.opened: list[World] = []
 
     def open(self, **kwargs: object) -> World:
         if self.kind == "sqlite":
             world = durable.local_world(self.data_dir, **kwargs)  # type: ignore[arg-type]
         else:
-            from durable._artifact_store import MemoryArtifacts
-            from durable._locks import MemoryLocks
-
             if self._memory_log is None:
-                self._memory_log = durable.MemoryLog()
+                self._memory_log = MemoryLog()
                 self._memory_locks = MemoryLocks()
                 self._memory_artifacts = MemoryArtifacts()
             world = World(
                 self._memory_log,
-                self._memory_locks,  # type: ignore[arg-type]
-                artifacts=self._memory_artifacts,  # type: ignore[arg-type]
+                self._memory_locks,
+                artifacts=self._memory_artifacts,
                 **kwargs,  # type: ignore[arg-type]
             )
             world.extensions = self._memory_extensions  # outer-loop manifests survive like files

@@ -1,0 +1,1 @@
+"""Pure functions: paths, serde, manifests and the public surface."""

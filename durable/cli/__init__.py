@@ -1,0 +1,101 @@
+"""``little``: read and maintain a data directory from the shell.
+
+Every command takes ``--data-dir`` (default ``.little-workflow``) and
+``--json``. A bad argument or an unknown run id prints one line to stderr and
+exits with status 1; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .._open_world import local_world
+from ..errors import DurableError
+from . import _history, _runs  # noqa: F401  (importing them registers their commands)
+from ._registry import COMMANDS, HUMAN, CliError
+
+# -- output -------------------------------------------------------------------
+
+
+def _human(name: str, data: Any) -> str:
+    if name in HUMAN:
+        return HUMAN[name](data)
+    if isinstance(data, dict):
+        out = []
+        for k, v in data.items():
+            if isinstance(v, list | dict):
+                out.append(f"{k}:" + ("" if v else " (none)"))
+                items = v.items() if isinstance(v, dict) else ((None, x) for x in v)
+                out += [f"  {x}" if key is None else f"  {key}: {x}" for key, x in items]
+            else:
+                out.append(f"{k}: {v}")
+        return "\n".join(out)
+    return json.dumps(data, indent=2)
+
+
+_ORDER = ["runs", "events", "replay", "checkpoints", "restore", "fork", "compact", "gc", "verify"]
+"""The order commands are listed in (reading first, then time travel and maintenance)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (exit status 2, reported as 1)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``little`` argument parser with every registered command."""
+    parser = _Parser(prog="little", description="Inspect and maintain durable runs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    order = {name: i for i, name in enumerate(_ORDER)}
+    for name in sorted(COMMANDS, key=lambda n: (order.get(n, len(order)), n)):
+        help_, add_args, _ = COMMANDS[name]
+        p = sub.add_parser(name, help=help_, description=help_)
+        p.add_argument(
+            "--data-dir",
+            default=".little-workflow",
+            help="the data directory (default .little-workflow)",
+        )
+        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        add_args(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``little`` with ``argv``; return the exit status."""
+    parser = build_parser()
+    try:
+        a = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed its one-line usage error
+        return int(exc.code or 0) and 1
+    if a.command is None:
+        parser.print_help()
+        return 1
+    data_dir = Path(a.data_dir)
+    if not (data_dir / "events.db").exists():
+        print(
+            f"little: no durable data directory at {str(data_dir)!r} (no events.db); pass --data-dir",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        world = local_world(data_dir)
+    except DurableError as exc:
+        print(f"little: {exc}", file=sys.stderr)
+        return 1
+    try:
+        data = COMMANDS[a.command][2](world, a)
+    except (DurableError, CliError) as exc:
+        print(f"little: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
+    finally:
+        world.close()
+    if data is not None:
+        print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, data))
+    return int(getattr(a, "exit_status", 0))

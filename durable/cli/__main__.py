@@ -1,0 +1,7 @@
+"""``python -m durable.cli``: the ``little`` command without the console script."""
+
+import sys
+
+from durable.cli import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""The registry of ``little`` commands, and what their handlers share.
+
+Command modules register with ``@command``; ``durable.cli`` builds the parser
+from the registry and prints what handlers return.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from .._world import WorldCore
+from ..errors import RunNotFoundError
+
+Handler = Callable[[WorldCore, argparse.Namespace], Any]
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
+"""Command name → (help, add-arguments, handler); each handler returns JSON-able data."""
+HUMAN: dict[str, Callable[[Any], str]] = {}
+"""Command name → how its data is shown without ``--json`` (when not the default)."""
+
+
+class CliError(Exception):
+    """A one-line error for the user (exit status 1)."""
+
+
+def command(
+    name: str,
+    help: str,
+    args: Callable[[argparse.ArgumentParser], None] | None = None,
+    *,
+    human: Callable[[Any], str] | None = None,
+) -> Callable[[Handler], Handler]:
+    """Register a ``little`` subcommand (``human`` formats its data for people).
+
+    A handler that prints as it goes (``events --follow``) returns ``None``.
+    """
+
+    def register(fn: Handler) -> Handler:
+        COMMANDS[name] = (help, args or (lambda p: None), fn)
+        if human is not None:
+            HUMAN[name] = human
+        return fn
+
+    return register
+
+
+def run_id_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", help="the run's id (see `little runs`)")
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    """Rows as an aligned text table with upper-case headers (``(none)`` when empty)."""
+    if not rows:
+        return "(none)"
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def read_rows(world: WorldCore, run_id: str) -> list[tuple[int, str, str]]:
+    rows = world.log.read(run_id)
+    if not rows:
+        raise RunNotFoundError(f"no run {run_id!r} in this data directory; list runs with `little runs`.")
+    return rows

@@ -1,0 +1,181 @@
+"""``little runs``, ``events``, ``replay`` and ``verify``: reading a data directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .._recorded import Recorded
+from .._verify import import_workflow, parse_models, report_text, verify_run
+from .._world import WorldCore
+from ..errors import RunNotFoundError
+from ..events import Event, parse_event
+from ._registry import CliError, command, read_rows, run_id_arg, table
+
+
+def _runs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--status",
+        choices=["running", "completed", "failed", "interrupted"],
+        help="only runs with this status",
+    )
+    p.add_argument("--workflow", help="only runs of this workflow")
+    p.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many runs first")
+
+
+@command(
+    "runs",
+    "list runs, newest first",
+    _runs_args,
+    human=lambda rows: table(rows, ["run_id", "workflow", "status"]),
+)
+def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
+    if a.limit < 1 or a.offset < 0:
+        raise CliError("--limit must be at least 1 and --offset at least 0")
+    infos = world.runs(status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
+    return [
+        {
+            "run_id": i.run_id,
+            "workflow": i.workflow,
+            "status": i.status,
+            "parent_run_id": i.parent_run_id,
+            "created_at": i.created_at,
+            "updated_at": i.updated_at,
+        }
+        for i in infos
+    ]
+
+
+def follow_events(
+    world: WorldCore,
+    run_id: str,
+    *,
+    interval: float = 0.5,
+    timeout: float = 300.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> Iterator[Event]:
+    """Yield a run's events as they are written, until it stops running or ``timeout`` passes.
+
+    The status is read before the rows, and a status change is written in the
+    same transaction as its rows, so the last events are never missed.
+
+    Raises:
+        RunNotFoundError: The world has no run with that id.
+    """
+    if not world.log.read(run_id):
+        raise RunNotFoundError(f"no run {run_id!r} in this data directory; list runs with `little runs`.")
+    deadline = clock() + timeout
+    last = 0
+    while True:
+        info = world.log.info(run_id)
+        for seq, type_, data in world.log.read(run_id, after_seq=last):
+            last = seq
+            yield parse_event(run_id, seq, type_, data)
+        if info is None or info.status != "running" or clock() >= deadline:
+            return
+        sleep(interval)
+
+
+def _events_args(p: argparse.ArgumentParser) -> None:
+    run_id_arg(p)
+    p.add_argument("--type", action="append", dest="types", help="only events of this type (repeatable)")
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep printing new events until the run stops running (--json prints one object a line)",
+    )
+    p.add_argument(
+        "--interval", type=float, default=0.5, help="seconds between polls with --follow (default 0.5)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="stop following after this many seconds (default 300)"
+    )
+
+
+@command(
+    "events",
+    "print a run's events in order",
+    _events_args,
+    human=lambda events: "\n".join(_event_line(e) for e in events) or "(none)",
+)
+def _events(world: WorldCore, a: argparse.Namespace) -> Any:
+    if a.follow:
+        if a.interval <= 0 or a.timeout < 0:
+            raise CliError("--interval must be above 0 and --timeout at least 0")
+        try:
+            for e in follow_events(world, a.run_id, interval=a.interval, timeout=a.timeout):
+                if not a.types or e.type in a.types:
+                    data = e.model_dump(mode="json")
+                    print(json.dumps(data, default=str) if a.json else _event_line(data), flush=True)
+        except KeyboardInterrupt:  # Ctrl-C is how people stop following
+            pass
+        return None
+    events = world.events(a.run_id)
+    return [e.model_dump(mode="json") for e in events if not a.types or e.type in a.types]
+
+
+def _event_line(e: dict[str, Any]) -> str:
+    where = e.get("path") or e.get("key") or ""
+    return f"{e['seq']:>6}  {e['type']:<28} {where}".rstrip()
+
+
+@command("replay", "rebuild a run's state from its log without calling anything", run_id_arg)
+def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
+    rec = Recorded.from_rows(read_rows(world, a.run_id), a.run_id)
+    visits: dict[str, int] = {}
+    for path, d in rec.steps_completed.items():
+        base = path.split(".visit[", 1)[0] if ".visit[" in path else path
+        visits[base] = max(visits.get(base, 0), d.get("visit", 0) + 1)
+    waiting = [p for p in rec.interrupts if p not in rec.answers]
+    started = rec.started or {}
+    return {
+        "run_id": a.run_id,
+        "workflow": started.get("workflow"),
+        "status": rec.status(),
+        "state_version": rec.state_version,
+        "committed_steps": sorted(rec.steps_completed),
+        "visits": visits,
+        "failed_steps": sorted(rec.steps_failed),
+        "confirmed_effects": sorted(k for k in rec.intents if k in rec.receipts),
+        "unconfirmed_effects": rec.unconfirmed(),
+        "pending_steps": sorted(
+            p for p in rec.steps_started if p not in rec.steps_completed and p not in rec.steps_failed
+        ),
+        "waiting_for_answer": waiting,
+    }
+
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    run_id_arg(p)
+    p.add_argument(
+        "--workflow",
+        metavar="MODULE:FUNCTION",
+        help="also check drift against this @workflow in the current code",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="SLOT=ID",
+        help="a model slot mapping to compare (repeatable; default: the recorded mapping)",
+    )
+
+
+@command(
+    "verify",
+    "check a run's log integrity, artifact hashes and (with --workflow) drift; exit 1 on any finding",
+    _verify_args,
+    human=report_text,
+)
+def _verify(world: WorldCore, a: argparse.Namespace) -> Any:
+    spec = import_workflow(a.workflow) if a.workflow else None
+    models = parse_models(a.model) if a.model else None
+    report = verify_run(world, a.run_id, spec, models)
+    if not report["ok"]:
+        a.exit_status = 1
+    return report

@@ -1,0 +1,47 @@
+"""Where durable state is stored: the event log protocol, its backends, locks and artifact stores.
+
+A log backend is a class with the methods of ``EventLog``; ``MemoryLog``
+(in the process) and ``SqliteLog`` (one SQLite file) are the two that ship.
+A world takes a log, a ``Locks`` (one driver per run) and an
+``ArtifactStore`` (large payloads by content hash). Check a new backend with
+``durable.store.conformance``, the suite both shipped logs pass.
+
+Example:
+    >>> from durable.store import Append, MemoryLog
+    >>> log = MemoryLog()
+    >>> token = log.fence("r1")
+    >>> log.append([Append("r1", [(1, "run.started", "{}")], token, created=("wf", None))])
+    >>> log.read("r1")
+    [(1, 'run.started', '{}')]
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ._artifact_store import ArtifactStore, FileArtifacts, MemoryArtifacts
+from ._locks import FileLocks, Locks, MemoryLocks
+from ._memory_log import MemoryLog
+from ._protocol import Append, EventLog, Row, RunInfo
+from ._sqlite import SqliteLog
+
+__all__ = [
+    "Append",
+    "ArtifactStore",
+    "EventLog",
+    "FileArtifacts",
+    "FileLocks",
+    "Locks",
+    "MemoryArtifacts",
+    "MemoryLocks",
+    "MemoryLog",
+    "Row",
+    "RunInfo",
+    "SqliteLog",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and _obj.__module__.startswith("durable.store."):
+        with contextlib.suppress(AttributeError, TypeError):
+            _obj.__module__ = "durable.store"

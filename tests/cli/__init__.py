@@ -1,0 +1,1 @@
+"""The little CLI, its reference page, cookbook recipes and benchmark smoke runs."""

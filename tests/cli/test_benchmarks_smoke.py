@@ -1,0 +1,63 @@
+"""The benchmark harness runs end to end at tiny sizes, so it never rots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _python(*argv: str) -> str:
+    """Run ``python *argv`` from the repository root; return its output after checking it succeeded."""
+    proc = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _smoke(tmp_path: Path, *extra: str) -> str:
+    return _python("-m", "benchmarks", "--smoke", "--quiet", "--out", str(tmp_path), *extra)
+
+
+def test_smoke_run_reports_every_target(tmp_path: Path) -> None:
+    """``--smoke`` measures every scenario for durable and the floor and prints the table."""
+    out = _smoke(tmp_path, "--no-peers")
+    for target in (
+        "(a) process",
+        "(a) power",
+        "(b) power",
+        "(c)",
+        "(d) power",
+        "(e)",
+        "(f)",
+        "(g)",
+    ):
+        assert f"| {target} |" in out
+    assert "| a process | raw SQLite |" in out
+    assert list(tmp_path.glob("*-smoke.md"))
+    assert list(tmp_path.glob("*-smoke.json"))
+
+
+@pytest.mark.slow
+def test_smoke_run_with_peers(tmp_path: Path) -> None:
+    """With the ``bench`` extra installed, the peers run in the same smoke pass."""
+    pytest.importorskip("dbos")
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    out = _smoke(tmp_path)
+    assert "| a process | DBOS (WAL) |" in out
+    assert "| a process | LangGraph |" in out
+
+
+def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
+    """``benchmarks/python_bound.py`` runs at a tiny size and prints its write and replay tables."""
+    out = _python("benchmarks/python_bound.py", "20")
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ")]
+    names = [r[0].strip() for r in rows if r[0].strip() not in ("loop", "replay", "---")]
+    assert names == ["floor", "bare step", "durable", "plain await", "bare replay", "durable replay"]
+    assert next(r for r in rows if r[0].strip() == "floor")[2].strip() == "1.00×"
+    assert next(r for r in rows if r[0].strip() == "plain await")[2].strip() == "0.00"

@@ -1,0 +1,1 @@
+"""Real subprocesses killed with SIGKILL, and the torture suites."""

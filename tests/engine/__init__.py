@@ -1,0 +1,1 @@
+"""Engine behaviour, each test on both log backends."""

@@ -1,0 +1,1 @@
+"""The memory store, outside and inside runs."""

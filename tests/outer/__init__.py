@@ -1,0 +1,1 @@
+"""Outer loops and their manifests."""

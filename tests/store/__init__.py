@@ -1,0 +1,1 @@
+"""Log backends, locks, WAL checkpoints and the store conformance suite."""
