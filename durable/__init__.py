@@ -18,6 +18,7 @@ from ._determinism import interrupt, now, random, sleep, uuid4
 from ._effects import NEVER_HAPPENED
 from ._open_world import World, local_world, memory_world
 from ._parallel import branch, parallel
+from ._recorded import Recorded
 from ._recovery import Compaction, compact, gc, recover
 from ._retry_policy import RetryPolicy
 from ._runner import run_workflow
@@ -81,6 +82,7 @@ __all__ = [
     "NondeterminismError",
     "OuterLoopError",
     "OuterLoopResult",
+    "Recorded",
     "Restored",
     "RetryPolicy",
     "RunFailedError",
