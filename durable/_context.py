@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._encode import encode
 from ._recorded import Recorded
-from .errors import ConfigurationError
+from .errors import ConfigurationError, DriftChange
 from .store._protocol import Append, EventLog, Row
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ class RunContext:
     __slots__ = (
         "_flush_scheduled",
         "_waiters",
+        "accept_drift",
         "active",
         "broken",
         "buffer",
@@ -79,6 +80,11 @@ class RunContext:
         self._waiters: list[asyncio.Future[None]] = []
         self._flush_scheduled = False
         self.broken: BaseException | None = None
+        self.accept_drift: frozenset[str] = frozenset()
+
+    def accepts(self, changes: list[DriftChange]) -> bool:
+        """Whether the caller accepted every one of these drift changes (``accept_drift=``)."""
+        return bool(changes) and all(c.key in self.accept_drift for c in changes)
 
     # -- writing -------------------------------------------------------------
 

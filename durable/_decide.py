@@ -203,8 +203,9 @@ def decide_effect(
         f"run {run_id!r}: tool {attempted.name!r} (key {key!r}) was started before the crash and "
         "never confirmed, so it may or may not have happened. It is not idempotent and has no "
         "reconcile=, so durable will not call it again. Check the external system for "
-        f"idempotency key {run_id}:{key}, then mark the tool idempotent=True, give it a "
-        "reconcile= function, or start a new run.",
+        f"idempotency key {run_id}:{key}. Then either start a new run, or make calling it "
+        "again safe (mark the tool idempotent=True, or give it a reconcile= function) and "
+        "resume with the accept_drift=[...] keys that resume's CapabilityDriftError lists.",
         run_id=run_id,
         key=key,
     )

@@ -197,6 +197,23 @@ def fanout_started(path: str, name: str, keys: list[str]) -> Json:
     return {"path": path, "name": name, "keys": keys}
 
 
+def drift_accepted(
+    changes: list[Json],
+    manifest: Json,
+    manifest_hash: str,
+    *,
+    output_schema_hash: str | None = None,
+    session: str | None = None,
+) -> Json:
+    """``drift.accepted``: drift a resume accepted, and the manifest compared from now on."""
+    data: Json = {"changes": changes, "manifest": manifest, "manifest_hash": manifest_hash}
+    if output_schema_hash is not None:
+        data["output_schema_hash"] = output_schema_hash
+    if session is not None:
+        data["session"] = session
+    return data
+
+
 def timer_set(path: str, wake_at: float, pos: int) -> Json:
     """``timer.set``: the wake time of a durable sleep."""
     return {"path": path, "wake_at": wake_at, "pos": pos}

@@ -439,7 +439,17 @@ def drift_error(
         f"Run {run_id!r} was started with a different {what}.\n\n"
         f"Changes detected:\n{change_lines(changes)}\n\n"
         "To resume cleanly, restore the prior code or configuration and resume.\n"
-        "To start fresh, run with a new run_id.",
+        "To start fresh, run with a new run_id.\n"
+        f"{accept_advice(changes)}",
         run_id=run_id,
         changes=changes,
+    )
+
+
+def accept_advice(changes: list[DriftChange]) -> str:
+    """The third way out of a drift: accept exactly these changes for this run."""
+    keys = ", ".join(f'"{c.key}"' for c in changes)
+    return (
+        "To keep this run going with the change (it is deliberate, for example an option an "
+        f"error told you to set), resume with run_workflow(..., accept_drift=[{keys}])."
     )

@@ -43,6 +43,7 @@ _STATE_FIELDS = (
     "retries",
     "streams",
     "fanouts",
+    "accepted",
     "state_version",
     "cycle_completed",
 )
@@ -216,6 +217,7 @@ class Recorded:
         retries: ``retry.decision`` data per key or path, in order.
         streams: A stream's chunks per key, from its ``stream.cursor`` events (last attempt).
         fanouts: ``fanout.started`` data per fan-out key.
+        accepted: ``drift.accepted`` data, in order.
         terminal: ``(type, data)`` of the last terminal event, if any.
         last_seq: The seq of the last row.
         state_version: The run's committed state version.
@@ -237,6 +239,7 @@ class Recorded:
     retries: dict[str, list[Json]] = field(default_factory=dict)
     streams: dict[str, Json] = field(default_factory=dict)
     fanouts: dict[str, Json] = field(default_factory=dict)
+    accepted: list[Json] = field(default_factory=list)
     terminal: tuple[str, Json] | None = None
     last_seq: int = 0
     state_version: int = 0
@@ -326,6 +329,8 @@ class Recorded:
                 rec.add_cursor(d)
             elif type_ == "fanout.started":
                 rec.fanouts[d["path"]] = d
+            elif type_ == "drift.accepted":
+                rec.accept(d)
             elif type_ == "run.retried":
                 for p in d.get("paths", ()):
                     rec.clear_failures(p)
@@ -356,6 +361,24 @@ class Recorded:
         """
         self._index([(self.last_seq, type_, "")], [data], [], "")
         self._positions = None
+
+    def accept(self, d: Json) -> None:
+        """Index accepted drift: later checks compare with the manifest it carries."""
+        self.accepted.append(d)
+        session = d.get("session")
+        if session is not None:
+            old = self.sessions.get(session) or {"path": session}
+            self.sessions[session] = {
+                **old,
+                "manifest": d["manifest"],
+                "manifest_hash": d["manifest_hash"],
+                "manifest_format": 2,
+            }
+        elif self.started is not None:
+            started = {**self.started, "manifest": d["manifest"], "manifest_hash": d["manifest_hash"]}
+            if d.get("output_schema_hash") is not None:
+                started["output_schema_hash"] = d["output_schema_hash"]
+            self.started = started
 
     def inline_output(self, path: str, output: Any) -> None:
         """Put a committed step's output, read back from its artifact, into the index."""

@@ -54,6 +54,30 @@ def recover(run_id: str, *, world: WorldCore) -> Recorded:
     return Recorded.from_rows(rows, run_id)
 
 
+def unsafe_unconfirmed(rec: Recorded) -> list[str]:
+    """Keys of unconfirmed tool calls that no resume may call again (plain tools).
+
+    A tool counts as safe to call again when the run's manifest, or the
+    manifest of a session that offers it, records it as idempotent or with a
+    ``reconcile=`` function.
+    """
+    safe: set[str] = set()
+    for name, d in (((rec.started or {}).get("manifest") or {}).get("tools") or {}).items():
+        opts = d.get("options") or {}
+        if opts.get("idempotent") or opts.get("reconcile"):
+            safe.add(name)
+    for session in rec.sessions.values():
+        for t in (session.get("manifest") or {}).get("availableTools") or []:
+            opts = t.get("options") or {}
+            if opts.get("idempotent") or opts.get("reconcile"):
+                safe.add(t.get("name"))
+    return [
+        k
+        for k in rec.unconfirmed()
+        if rec.intents[k].get("kind") == "tool" and rec.intents[k].get("name") not in safe
+    ]
+
+
 def recover_log(log: EventLog, run_id: str) -> Recorded:
     """``recover`` over a bare log (the runner's entry point); an unknown run is empty."""
     # Streaming the rows lets a long run be indexed without holding every raw

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -22,7 +23,7 @@ from ._manifest import (
     run_drift,
     run_manifest,
 )
-from ._recovery import recover_log
+from ._recovery import recover_log, unsafe_unconfirmed
 from ._serde import ANY, matches, to_json, value_hash
 from ._sessions import recorded_model_drift
 from ._spec import Spec, spec_of
@@ -93,6 +94,7 @@ async def run_workflow(
     timeout: float | None = None,
     resume: Any = _UNSET,
     retry_failed: bool = False,
+    accept_drift: Iterable[str] = (),
 ) -> Any:
     """Run a workflow, or resume it when ``run_id`` names a run already in ``world``.
 
@@ -110,6 +112,11 @@ async def run_workflow(
         timeout: Seconds to wait in all (lock wait included); the run stays resumable.
         resume: The answer to the interrupt the run is waiting on.
         retry_failed: Run again the steps and effects that failed for good.
+        accept_drift: Drift keys, as a ``CapabilityDriftError`` prints them
+            (``"tools.pay.options.idempotent"``), that this resume accepts: the
+            run goes on with the changed code, the log records the accepted
+            change, and later resumes compare with the new manifest. Drift
+            under any other key still fails.
 
     Returns:
         The workflow's output.
@@ -140,6 +147,7 @@ async def run_workflow(
         models=dict(models or {}),
         resume=resume,
         retry_failed=retry_failed,
+        accept_drift=_drift_keys(accept_drift),
     )
     if timeout is None:
         return await coro
@@ -147,11 +155,25 @@ async def run_workflow(
         async with asyncio.timeout(timeout):
             return await coro
     except TimeoutError:
-        raise RunTimeoutError(
-            f"run {rid!r} did not finish within {timeout} s; it stays resumable: call "
-            "run_workflow again with the same run_id.",
-            run_id=rid,
-        ) from None
+        raise RunTimeoutError(_timeout_message(world, rid, timeout), run_id=rid) from None
+
+
+def _timeout_message(world: WorldCore, run_id: str, timeout: float) -> str:
+    """What a timed-out run's log allows: a plain resume, or a check of a tool first."""
+    head = f"run {run_id!r} did not finish within {timeout} s"
+    try:
+        unsafe = unsafe_unconfirmed(recover_log(world.log, run_id))
+    except Exception:  # the log cannot be read now: say what is known
+        unsafe = []
+    if not unsafe:
+        return f"{head}; it stays resumable: call run_workflow again with the same run_id."
+    keys = ", ".join(repr(k) for k in unsafe)
+    return (
+        f"{head} while a tool that is neither idempotent nor reconcilable was running ({keys}). "
+        "It may or may not have happened, so a resume raises UnknownCommitError for it: check "
+        f"the external system for idempotency key {run_id}:<key>, then start a new run, or "
+        "make the tool safe to call again and resume with accept_drift= as that error says."
+    )
 
 
 async def drive(
@@ -164,6 +186,7 @@ async def drive(
     parent: tuple[str, str] | None = None,
     resume: Any = _UNSET,
     retry_failed: bool = False,
+    accept_drift: frozenset[str] = frozenset(),
 ) -> Any:
     """Take the run's lock, check the log against the caller, and execute or replay."""
     value, data, input_hash = validate_input(spec, input, run_id)
@@ -171,6 +194,7 @@ async def drive(
         token = world.log.fence(run_id)
         rec = recover_log(world.log, run_id)
         run = RunContext(world, run_id, token, rec, models)
+        run.accept_drift = accept_drift
         if rec.started is None:
             if resume is not _UNSET:
                 raise ConfigurationError(
@@ -183,6 +207,16 @@ async def drive(
             if finished is not _UNSET:
                 return finished
         return await _execute(run, spec, value)
+
+
+def _drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:
+    keys = [] if isinstance(accept_drift, str) else list(accept_drift)
+    if isinstance(accept_drift, str) or not all(isinstance(k, str) for k in keys):
+        raise ConfigurationError(
+            f"accept_drift= takes a list of drift keys as a CapabilityDriftError prints them "
+            f'(e.g. ["tools.pay.options.idempotent"]), not {accept_drift!r}.'
+        )
+    return frozenset(keys)
 
 
 def _memory_manifest(world: WorldCore) -> dict[str, Any] | None:
@@ -238,13 +272,22 @@ def _check_resume(
         )
     # A session's model reports drift under its own key (orchestratorModelSlotId).
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
-    if model_drift is not None:
-        raise model_drift
-    changes = run_drift(
-        started, spec, run.models, rec, manifest_cache(run.world), _memory_manifest(run.world)
-    )
+    if model_drift is not None and not run.accepts(model_drift.changes):
+        raise model_drift  # accepted, it is recorded when its session opens again
+    cache, memory = manifest_cache(run.world), _memory_manifest(run.world)
+    changes = run_drift(started, spec, run.models, rec, cache, memory)
     if changes:
-        raise drift_error(rid, changes)
+        if not run.accepts(changes):
+            raise drift_error(rid, changes)
+        current = run_manifest(spec, run.models, cache, memory)
+        accepted = [{"key": c.key, "old": c.old, "new": c.new} for c in changes]
+        run.record(
+            "drift.accepted",
+            ev.drift_accepted(
+                accepted, current, manifest_hash(current), output_schema_hash=output_schema_hash(spec, cache)
+            ),
+        )
+        run.flush()
     check_artifacts(run.world, rec, rid)
     terminal = rec.terminal
     if terminal is not None:

@@ -30,7 +30,7 @@ from ._claim import Claim
 from ._context import CURRENT, RunContext, Scope
 from ._decide import Call
 from ._keys import session_path
-from ._manifest import definition_hash, describe, signature_text
+from ._manifest import accept_advice, definition_hash, describe, signature_text
 from ._serde import canonical, sha256_tag
 from ._spec import Spec, spec_of
 from .errors import CapabilityDriftError, ConfigurationError, DriftChange
@@ -279,7 +279,8 @@ def session_drift_error(
         f"Run {run_id!r} was started with a different {role} config (session {path!r}).\n\n"
         f"Changes detected:\n{body}\n\n"
         "To resume cleanly, restore the prior state.\n"
-        "To start fresh, run with a new run_id.",
+        "To start fresh, run with a new run_id.\n"
+        f"{accept_advice(changes)}",
         run_id=run_id,
         changes=changes,
     )
@@ -332,7 +333,20 @@ def _open(run: RunContext, path: str, role: str, slot: str, tools: Any, workflow
             changes = manifest_changes(old, manifest) or [
                 DriftChange("manifestHash", recorded.get("manifest_hash"), session.manifest_hash)
             ]
-            raise session_drift_error(run.run_id, role, path, old, manifest, changes)
+            if not run.accepts(changes):
+                raise session_drift_error(run.run_id, role, path, old, manifest, changes)
+            if recorded.get("manifest_format", 1) < MANIFEST_FORMAT:  # accepted: record it whole
+                manifest = session_manifest(role, slot, run.models, tools, workflows)
+                session.manifest, session.manifest_hash = manifest, sha256_tag(manifest)
+            run.record(
+                "drift.accepted",
+                ev.drift_accepted(
+                    [{"key": c.key, "old": c.old, "new": c.new} for c in changes],
+                    manifest,
+                    session.manifest_hash,
+                    session=path,
+                ),
+            )
         return session
     run.record(
         "session.started", ev.session_started(path, role, manifest, session.manifest_hash, MANIFEST_FORMAT)

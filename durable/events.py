@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 __all__ = [
     "EVENT_TYPES",
     "LOG_FORMAT_VERSION",
+    "DriftAccepted",
     "EffectIntent",
     "EffectReceipt",
     "Event",
@@ -237,6 +238,22 @@ class FanOutStarted(_Event):
     keys: list[str] = Field(default_factory=list)
 
 
+class DriftAccepted(_Event):
+    """A resume accepted drift on purpose (``run_workflow(..., accept_drift=[...])``).
+
+    From here on the run is compared with the manifest this event carries:
+    the run's own (``session`` is ``None``) or the session's at ``session``.
+    """
+
+    type: Literal["drift.accepted"] = "drift.accepted"
+    changes: list[dict[str, Any]] = Field(default_factory=list)
+    """Each accepted change as ``{"key", "old", "new"}``."""
+    session: str | None = None
+    manifest: dict[str, Any] = Field(default_factory=dict)
+    manifest_hash: str
+    output_schema_hash: str | None = None
+
+
 class TimerSet(_Event):
     """A durable sleep's wake time."""
 
@@ -324,6 +341,7 @@ Event = Annotated[
     | InterruptResumed
     | StreamCursor
     | FanOutStarted
+    | DriftAccepted
     | TimerSet
     | Snapshot
     | RunRestored
@@ -355,6 +373,7 @@ EVENT_TYPES: tuple[str, ...] = tuple(
         InterruptResumed,
         StreamCursor,
         FanOutStarted,
+        DriftAccepted,
         TimerSet,
         Snapshot,
         RunRestored,

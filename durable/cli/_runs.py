@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._keys import without_visit
 from .._recorded import Recorded
 from .._verify import import_workflow, parse_models, report_text, verify_run
 from .._world import WorldCore
@@ -129,7 +130,7 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
     rec = Recorded.from_rows(read_rows(world, a.run_id), a.run_id)
     visits: dict[str, int] = {}
     for path, d in rec.steps_completed.items():
-        base = path.split(".visit[", 1)[0] if ".visit[" in path else path
+        base = without_visit(path)
         visits[base] = max(visits.get(base, 0), d.get("visit", 0) + 1)
     waiting = [p for p in rec.interrupts if p not in rec.answers]
     started = rec.started or {}
@@ -147,6 +148,11 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
             p for p in rec.steps_started if p not in rec.steps_completed and p not in rec.steps_failed
         ),
         "waiting_for_answer": waiting,
+        "accepted_drift": [
+            {"key": c["key"], "old": c["old"], "new": c["new"], "session": d.get("session")}
+            for d in rec.accepted
+            for c in d["changes"]
+        ],
     }
 
 

@@ -170,7 +170,7 @@ def test_log_from_a_newer_format_fails_naming_the_version(worlds: Worlds) -> Non
 
 
 def test_drift_message_has_the_documented_format(worlds: Worlds) -> None:
-    """The drift message names the run, lists ``key: old → new`` and ends with the two ways out."""
+    """The drift message names the run, lists ``key: old → new`` and ends with the three ways out."""
     world = load(worlds, "signature")
     with pytest.raises(CapabilityDriftError) as info:
         _resume(world)
@@ -182,7 +182,9 @@ def test_drift_message_has_the_documented_format(worlds: Worlds) -> None:
         '"(candidate_id: str, strict: bool = False) -> int"\n'
         "\n"
         "To resume cleanly, restore the prior code or configuration and resume.\n"
-        "To start fresh, run with a new run_id."
+        "To start fresh, run with a new run_id.\n"
+        "To keep this run going with the change (it is deliberate, for example an option an "
+        'error told you to set), resume with run_workflow(..., accept_drift=["tools.score.signature"]).'
     )
     assert info.value.run_id == RUN_ID
 

@@ -30,6 +30,13 @@ PAYLOADS: dict[str, Any] = {
     "stream.cursor": ev.stream_cursor("model:ask#0", 2, True, ["a", "b"]),
     "timer.set": ev.timer_set("sleep#0", 12.5, 0),
     "fanout.started": ev.fanout_started("fanout#0", "review", ["c1", "c2"]),
+    "drift.accepted": ev.drift_accepted(
+        [{"key": "tools.pay.options.idempotent", "old": False, "new": True}],
+        {"tools": {}},
+        "sha256:m",
+        output_schema_hash="o",
+        session="session:w#0",
+    ),
     "snapshot": ev.snapshot({"encoding": "x", "data": ""}, "sha256:z", 9),
     "run.restored": ev.run_restored(3, 7),
     "run.retried": ev.run_retried(["a.b"]),
