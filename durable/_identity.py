@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,18 @@ def module_name(fn: Any) -> str:
     if not file or file.startswith("<"):
         return module  # python -c, an interactive session: there is no module to import
     return _from_path(os.path.realpath(file), tuple(sys.path)) or module
+
+
+def main_module() -> str:
+    """The importable name of the ``__main__`` module (``__main__`` when it has none)."""
+    main = sys.modules.get("__main__")
+    return module_name(types.SimpleNamespace(__module__="__main__", __code__=getattr(main, "__code__", None)))
+
+
+def module_of(qualname: str, fn: Any) -> str:
+    """The module part of a recorded-style ``module.qualname`` of ``fn``."""
+    own = getattr(fn, "__qualname__", "")
+    return qualname[: -len(own) - 1] if own and qualname.endswith("." + own) else qualname
 
 
 @functools.lru_cache(maxsize=64)
