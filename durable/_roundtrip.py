@@ -27,10 +27,12 @@ from .errors import SerializationError
 
 _INT_DIGITS = 4300
 """Python's default limit on the digits of an int read from text (``sys.set_int_max_str_digits``)."""
-_INT_BITS = 14_284  # an int below 2**14284 has at most 4,300 digits
+INT_BITS = 14_284  # an int below 2**14284 has at most 4,300 digits
 _INT_LIMIT = 10**_INT_DIGITS
 _PLAIN_TYPES = (str, int, float, bool, type(None))
 _UNIONS = (typing.Union, types.UnionType)
+_TEXTS = frozenset((str, bool, type(None)))
+_INTS = frozenset((int,))
 _ANY: TypeAdapter[Any] = TypeAdapter(Any)
 _MASK = "**********"
 
@@ -58,7 +60,7 @@ def _not_json(value: Any) -> list[Any] | None:
     if t is str or t is bool or value is None:
         return None
     if t is int:
-        if value.bit_length() < _INT_BITS or -_INT_LIMIT < value < _INT_LIMIT:
+        if value.bit_length() < INT_BITS or -_INT_LIMIT < value < _INT_LIMIT:
             return None
         return ["int", value]
     if t is float:
@@ -67,7 +69,8 @@ def _not_json(value: Any) -> list[Any] | None:
         for k, v in value.items():
             if type(k) is not str:
                 return ["key", k]
-            if type(v) is str:
+            tv = type(v)
+            if tv is str or tv is bool or v is None or (tv is int and v.bit_length() < INT_BITS):
                 continue
             bad = _not_json(v)
             if bad is not None:
@@ -75,15 +78,24 @@ def _not_json(value: Any) -> list[Any] | None:
                 return bad
         return None
     if t is list:
-        for i, v in enumerate(value):
-            if type(v) is str:
+        if len(value) > 8:  # long lists: the types first, in C, then a loop only where needed
+            kinds = set(map(type, value))
+            if kinds <= _TEXTS or (kinds == _INTS and min(value) > -_INT_LIMIT and max(value) < _INT_LIMIT):
+                return None
+        for v in value:
+            tv = type(v)
+            if tv is str or tv is bool or v is None or (tv is int and v.bit_length() < INT_BITS):
                 continue
             bad = _not_json(v)
             if bad is not None:
-                bad.append(("item", i))
+                bad.append(("item", _index(value, v)))
                 return bad
         return None
     return ["type", value]
+
+
+def _index(items: list[Any], item: Any) -> int:
+    return next(i for i, v in enumerate(items) if v is item)
 
 
 def _path_text(steps: list[Any]) -> str:
@@ -169,6 +181,22 @@ def _show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class _Where:
+    """How a message names the value (``the output of step 'f' at path ...``), built only on error."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, *args: Any):
+        self.args = args
+
+    def __str__(self) -> str:
+        what, owner, path, run_id = self.args
+        return f"{what} of {owner} at path {path!r} in run {run_id!r}"
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
 class Output:
     """How a decorated function's outputs are stored and rebuilt: its return adapter and the rule.
 
@@ -178,12 +206,13 @@ class Output:
         plain: Whether the annotation only describes JSON (checked by one walk, never rebuilt).
         annotation: The return annotation's text, or ``None`` when there is none.
         owner: How messages name the function, e.g. ``step 'fetch' (app.fetch)``.
+        ints: Whether ints (of fewer than 4,300 digits) are stored as they are.
         unresolved: A return annotation that could not be resolved (stored as if there were none).
         same: The exact value types stored as they are, unchecked (str, bool, None where the
             annotation keeps them).
     """
 
-    __slots__ = ("adapter", "annotation", "keep", "owner", "plain", "same", "unresolved")
+    __slots__ = ("adapter", "annotation", "ints", "keep", "owner", "plain", "same", "unresolved")
 
     def __init__(
         self,
@@ -202,6 +231,7 @@ class Output:
         self.owner = owner
         self.unresolved = unresolved
         self.same = tuple(t for t in keep if t in (str, bool, type(None)))
+        self.ints = int in keep
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON schema of the return annotation."""
@@ -232,15 +262,19 @@ class Output:
         t = type(value)
         if t in self.same:
             return value
-        where = f"{what} of {self.owner} at path {path!r} in run {run_id!r}"
+        if t is int and self.ints and value.bit_length() < INT_BITS:
+            return value
+        where = _Where(what, self.owner, path, run_id)
         if self.plain:
             bad = _not_json(value)
             if bad is not None:
                 raise self._not_json_error(where, value, bad, run_id, path)
+            if t is not dict and t is not list and t in self.keep:
+                return value  # a scalar the annotation keeps unchanged
             if self.annotation is not None:
                 return self._dump(where, value, run_id, path)
             # Exact JSON already; containers are copied (the caller may change its own later).
-            return value if t is int or t is float else _ANY.dump_python(value, mode="json")
+            return _ANY.dump_python(value, mode="json")
         data = self._dump(where, value, run_id, path)
         bad = _not_json(data)
         if bad is not None:
@@ -263,14 +297,14 @@ class Output:
             return data
         raise self._changed_error(where, diff, run_id, path)
 
-    def _dump(self, where: str, value: Any, run_id: str | None, path: str | None) -> Any:
+    def _dump(self, where: Any, value: Any, run_id: str | None, path: str | None) -> Any:
         try:
             return self.adapter.dump_python(value, mode="json", warnings="error")
         except Exception as exc:
             raise unstorable(where, value, exc, run_id, path) from exc
 
     def _not_json_error(
-        self, where: str, value: Any, bad: list[Any], run_id: str | None, path: str | None
+        self, where: Any, value: Any, bad: list[Any], run_id: str | None, path: str | None
     ) -> SerializationError:
         kind, leaf, *steps = bad
         at = _path_text(steps)
@@ -323,7 +357,7 @@ class Output:
         )
 
     def _changed_error(
-        self, where: str, diff: list[Any], run_id: str | None, path: str | None
+        self, where: Any, diff: list[Any], run_id: str | None, path: str | None
     ) -> SerializationError:
         stored, rebuilt, note, *steps = diff
         at = _path_text(steps)
@@ -362,7 +396,7 @@ class Output:
 
 
 def unstorable(
-    where: str, value: Any, exc: Exception, run_id: str | None, path: str | None
+    where: Any, value: Any, exc: Exception, run_id: str | None, path: str | None
 ) -> SerializationError:
     """The ``SerializationError`` for a value pydantic cannot dump at all."""
     return SerializationError(

@@ -16,7 +16,7 @@ from typing import Any
 import pydantic_core
 from pydantic import TypeAdapter
 
-from ._roundtrip import Output, unstorable
+from ._roundtrip import INT_BITS, Output, unstorable
 from .errors import SerializationError
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=False).encode
@@ -144,6 +144,9 @@ def to_json(
     if same is not None and type(value) in same:
         return value
     if isinstance(ad, Output):
+        t = type(value)
+        if t in ad.same or (t is int and ad.ints and value.bit_length() < INT_BITS):
+            return value  # what Output.dump returns first, without the call
         return ad.dump(value, what=what, run_id=run_id, path=path)
     try:
         return ad.dump_python(value, mode="json", warnings="error")
