@@ -84,6 +84,20 @@ def test_aliased_models_replay_after_a_crash(worlds: Worlds) -> None:
     assert run(durable.run_workflow(wf, 7, world=worlds.open(), run_id="r")) == expected
 
 
+def test_an_aliased_workflow_input_is_accepted_as_the_log_recorded_it(world: durable.World) -> None:
+    """The input as ``run.started`` holds it (field names), as outer loops pass it back, resumes the run."""
+
+    @durable.workflow
+    async def wf(c: Customer) -> int:
+        return c.customer_id
+
+    run(durable.run_workflow(wf, Customer(customerId=3, displayName="Ada"), world=world, run_id="r"))
+    [started] = [e for e in world.events("r") if e.type == "run.started"]
+    recorded = started.input  # type: ignore[union-attr]
+    assert recorded == {"customer_id": 3, "display_name": "Ada", "tags": []}
+    assert run(durable.run_workflow(wf, recorded, world=world, run_id="r")) == 3
+
+
 class Price(BaseModel):
     cents: int
 
