@@ -328,9 +328,9 @@ class Output:
             )
         else:
             problem = (
-                f"{field} is a {type(leaf).__qualname__}, which the log stores as JSON and gives "
+                f"{field} is a {type(leaf).__name__}, which the log stores as JSON and gives "
                 f"back as a {_comes_back_as(leaf)} after a crash. "
-                + self._annotate_advice(value, f"for example -> {type(value).__qualname__}")
+                + self._annotate_advice(value, f"for example -> {type(value).__name__}")
             )
         return SerializationError(
             f"{where} would not come back as itself on replay: {problem} Nothing was recorded; "
@@ -376,9 +376,10 @@ class Output:
             )
         elif type(stored) is not type(rebuilt):
             problem = (
-                f"{field} is a {type(stored).__qualname__} ({_show(stored)}) and would come back "
-                f"as a {type(rebuilt).__qualname__} ({_show(rebuilt)}). Annotate the return type "
-                "with the type you return (a subclass loses its own fields under its base's annotation)."
+                f"{field} is a {type(stored).__name__} ({_show(stored)}) and would come back "
+                f"as a {type(rebuilt).__name__} ({_show(rebuilt)}). Annotate it (the field, or "
+                "the return type) with the type it holds; a subclass under its base's annotation "
+                "comes back as the base, its own fields lost."
             )
         else:
             problem = (

@@ -142,7 +142,14 @@ def to_json(
     """
     same = _UNCHANGED.get(id(ad))
     if same is not None and type(value) in same:
-        return value
+        if type(value) is not int or value.bit_length() < INT_BITS:
+            return value
+        raise SerializationError(
+            f"{what} at path {path!r} in run {run_id!r} is an int of more than 4,300 digits, which "
+            "Python cannot read back from the log. Pass it as a str instead. Nothing was recorded.",
+            run_id=run_id,
+            path=path,
+        )
     if isinstance(ad, Output):
         t = type(value)
         if t in ad.same or (t is int and ad.ints and value.bit_length() < INT_BITS):

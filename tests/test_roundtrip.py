@@ -377,6 +377,36 @@ def test_an_int_too_long_to_read_back_is_refused(world: durable.World, where: st
         assert run(durable.run_workflow(wf, world=world, run_id="r")) in (2, 5)
 
 
+def test_a_workflow_input_too_long_to_read_back_is_refused(world: durable.World) -> None:
+    """A huge int given as a workflow's input is a SerializationError before anything is recorded."""
+
+    @durable.workflow
+    async def wf(n: int) -> int:
+        return 1
+
+    with pytest.raises(SerializationError, match="more than 4,300 digits"):
+        run(durable.run_workflow(wf, 10**5000, world=world, run_id="r"))
+    assert world.runs() == []
+
+
+def test_a_subclass_under_its_base_annotation_is_refused(world: durable.World) -> None:
+    """A model subclass returned under its base's annotation would lose its fields: refused."""
+
+    class Special(Clean):
+        extra: int = 0
+
+    @durable.step
+    async def s() -> Clean:
+        return Special(name="x", extra=5)
+
+    @durable.workflow
+    async def wf() -> None:
+        await s()
+
+    with pytest.raises(SerializationError, match=r"is a Special \(.*would come back as a Clean"):
+        run(durable.run_workflow(wf, world=world, run_id="r"))
+
+
 def test_a_return_type_pydantic_cannot_handle_fails_at_decoration() -> None:
     """``-> np.ndarray`` is a ConfigurationError when the module is imported, not after the body ran."""
     with pytest.raises(ConfigurationError, match=r"return type ndarray is not a type pydantic can store"):
