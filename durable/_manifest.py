@@ -25,6 +25,7 @@ from itertools import islice
 from typing import Any
 
 from ._capabilities import reachable
+from ._identity import main_module, module_of
 from ._keys import step_name
 from ._recorded import Recorded
 from ._serde import canonical, sha256_tag
@@ -117,11 +118,16 @@ def _schema(spec: Spec) -> Any:
 
 
 def retry_text(retry: Any) -> str:
-    """A stable text of a retry policy (its ``describe()`` or repr, without memory addresses)."""
+    """A stable text of a retry policy (its ``describe()`` or repr, without memory addresses).
+
+    Callables of a module run as a script are named by the module's importable
+    name, as ``Spec.qualname`` names functions.
+    """
     describe_ = getattr(retry, "describe", None)
-    if callable(describe_):
-        return _stable(str(describe_()))
-    return _stable(repr(retry))
+    text = _stable(str(describe_()) if callable(describe_) else repr(retry))
+    if "__main__." in text:
+        text = text.replace("__main__.", main_module() + ".")
+    return text
 
 
 Cache = dict[Spec, dict[str, Any]]
@@ -134,18 +140,21 @@ def manifest_cache(world: Any) -> Cache:
     return cache
 
 
-def describe(spec: Spec, cache: Cache | None = None) -> dict[str, Any]:
+def describe(spec: Spec, cache: Cache | None = None, legacy: str | None = None) -> dict[str, Any]:
     """The canonical description of one decorated function (what drift compares).
 
     Args:
         spec: The spec of a decorated function.
         cache: Descriptions computed before, reused and filled (never mutate its values).
+        legacy: A module whose functions are described as logs written before
+            identities were importable names recorded them when the module ran
+            as a script (``__main__.checkout``); only to accept such old logs.
 
     Returns:
         Its kind, name, qualified name, signature text, return schema and
         decorator options, as JSON-safe data.
     """
-    if cache is not None:
+    if cache is not None and legacy is None:
         found = cache.get(spec)
         if found is None:
             found = cache[spec] = describe(spec)
@@ -162,10 +171,16 @@ def describe(spec: Spec, cache: Cache | None = None) -> dict[str, Any]:
         options["slot"] = spec.slot
     if spec.retry is not None:
         options["retry"] = retry_text(spec.retry)
+    qualname = spec.qualname
+    if legacy is not None:
+        if "retry" in options:
+            options["retry"] = options["retry"].replace(legacy + ".", "__main__.")
+        if module_of(qualname, spec.fn) == legacy:
+            qualname = "__main__." + spec.fn.__qualname__
     return {
         "kind": spec.kind,
         "name": spec.name,
-        "qualname": spec.qualname,
+        "qualname": qualname,
         "signature": signature_text(spec),
         "returns": _schema(spec),
         "options": options,
@@ -181,10 +196,10 @@ def _declared(spec: Spec) -> list[Spec]:
     return [s for s in (spec_of(u) for u in spec.uses) if s is not None]
 
 
-def definition_hash(spec: Spec, cache: Cache | None = None) -> str:
+def definition_hash(spec: Spec, cache: Cache | None = None, legacy: str | None = None) -> str:
     """The hash of a workflow's own description and of the capabilities it declares."""
-    uses = sorted((describe(u, cache) for u in _declared(spec)), key=canonical)
-    return sha256_tag({"workflow": describe(spec, cache), "uses": uses})
+    uses = sorted((describe(u, cache, legacy) for u in _declared(spec)), key=canonical)
+    return sha256_tag({"workflow": describe(spec, cache, legacy), "uses": uses})
 
 
 def capability_key(spec: Spec) -> str:
@@ -192,10 +207,10 @@ def capability_key(spec: Spec) -> str:
     return f"{SECTIONS[spec.kind]}.{spec.name}"
 
 
-def _entry(spec: Spec, cache: Cache | None) -> dict[str, Any]:
+def _entry(spec: Spec, cache: Cache | None, legacy: str | None = None) -> dict[str, Any]:
     if spec.kind == "workflow":
-        return {"definition_hash": definition_hash(spec, cache)}
-    return describe(spec, cache)
+        return {"definition_hash": definition_hash(spec, cache, legacy)}
+    return describe(spec, cache, legacy)
 
 
 def run_manifest(
@@ -203,6 +218,7 @@ def run_manifest(
     models: dict[str, str],
     cache: Cache | None = None,
     memory: dict[str, Any] | None = None,
+    legacy: str | None = None,
 ) -> dict[str, Any]:
     """The manifest a run records at its start.
 
@@ -216,11 +232,13 @@ def run_manifest(
         cache: Descriptions computed before (see ``describe``).
         memory: The world's memory store (embedder name, dimension, metric),
             recorded when the store is configured.
+        legacy: Describe this module's functions as old logs did when it ran as
+            a script (see ``describe``).
 
     Returns:
         The manifest, as JSON-safe data.
     """
-    manifest: dict[str, Any] = {"workflow": describe(spec, cache)}
+    manifest: dict[str, Any] = {"workflow": describe(spec, cache, legacy)}
     declared = _declared(spec)
     manifest["declared"] = sorted({capability_key(s) for s in declared})
     for section in SECTIONS.values():
@@ -231,7 +249,7 @@ def run_manifest(
             continue
         section = manifest[SECTIONS[s.kind]]
         if s.name not in section:
-            section[s.name] = _entry(s, cache)
+            section[s.name] = _entry(s, cache, legacy)
     manifest["models"] = dict(sorted(models.items()))
     if memory is not None:
         manifest["memory"] = memory
@@ -346,10 +364,26 @@ def resume_changes(recorded: dict[str, Any], current: dict[str, Any], used: set[
 
     Returns:
         The changes, in key order (empty when the run may resume).
+
+    A function's qualified name is not compared: its identity is its kind,
+    its name (``name=``, or the function's own) and its signature, so
+    moving it to another module, or starting its module as a script, is a
+    refactor. A whole entry added or removed is still reported.
     """
     described = {f"{section}.{n}" for section in SECTIONS.values() for n in recorded.get(section) or {}}
     keys = (used & described) | set(recorded.get("declared") or ()) | set(current.get("declared") or ())
-    return diff(_relevant(recorded, keys), _relevant(current, keys))
+    changes = diff(_relevant(recorded, keys), _relevant(current, keys))
+    return [
+        c for c in changes if not (c.key.endswith(".qualname") and c.old is not None and c.new is not None)
+    ]
+
+
+def _legacy_module(recorded: dict[str, Any], spec: Spec) -> str | None:
+    """The workflow's module, when the recorded run named it ``__main__`` (logs of older versions)."""
+    qualname = (recorded.get("workflow") or {}).get("qualname")
+    if not isinstance(qualname, str) or not qualname.startswith("__main__."):
+        return None
+    return module_of(spec.qualname, spec.fn)
 
 
 def run_drift(
@@ -374,7 +408,16 @@ def run_drift(
         The manifest changes, then the output schema change if any.
     """
     current = run_manifest(spec, models, cache, memory)
-    changes = resume_changes(started.get("manifest") or {}, current, used_keys(rec))
+    recorded = started.get("manifest") or {}
+    used = used_keys(rec)
+    changes = resume_changes(recorded, current, used)
+    legacy = _legacy_module(recorded, spec) if changes else None
+    if legacy is not None:
+        # Hashes of child workflows and retry texts were recorded with the script's
+        # functions named __main__.*: a change is one only if it is one in that form too.
+        old_form = run_manifest(spec, models, None, memory, legacy=legacy)
+        still = {c.key for c in resume_changes(recorded, old_form, used)}
+        changes = [c for c in changes if c.key in still]
     schema = output_schema_hash(spec, cache)
     recorded_schema = started.get("output_schema_hash")
     if recorded_schema not in (None, "", schema):

@@ -71,7 +71,7 @@ def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
         return None, None, value_hash(None)
     name, ad = params[0]
     try:
-        value = ad.validate_python(value)
+        value = ad.validate_python(value, by_alias=True, by_name=True)  # recorded inputs hold names
     except ValidationError as exc:
         raise RunFailedError(
             f"the input of workflow {spec.name!r} (parameter {name!r}) is not valid for run "

@@ -9,12 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import json.encoder
+import re
 from functools import lru_cache
 from typing import Any
 
 import pydantic_core
 from pydantic import TypeAdapter
 
+from ._roundtrip import INT_BITS, Output, unstorable
 from .errors import SerializationError
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=False).encode
@@ -127,21 +129,37 @@ def unchanged_types(ad: TypeAdapter[Any]) -> tuple[type, ...]:
     return _UNCHANGED.get(id(ad), ())
 
 
-def to_json(ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, path: str | None) -> Any:
-    """Dump ``value`` to a JSON-safe structure, or raise ``SerializationError``."""
+def to_json(
+    ad: TypeAdapter[Any] | Output, value: Any, *, what: str, run_id: str | None, path: str | None
+) -> Any:
+    """Dump ``value`` to a JSON-safe structure, or raise ``SerializationError``.
+
+    Through a function's ``Output`` (``Spec.out``) the round-trip rule applies:
+    a value that would not come back from the log as itself is refused.
+    """
     same = _UNCHANGED.get(id(ad))
     if same is not None and type(value) in same:
-        return value
+        if type(value) is not int or value.bit_length() < INT_BITS:
+            return value
+        raise SerializationError(
+            f"{what} at path {path!r} in run {run_id!r} is an int of more than 4,300 digits, which "
+            "Python cannot read back from the log. Pass it as a str instead. Nothing was recorded.",
+            run_id=run_id,
+            path=path,
+        )
+    if isinstance(ad, Output):
+        t = type(value)
+        if t in ad.same or (t is int and ad.ints and value.bit_length() < INT_BITS):
+            return value  # what Output.dump returns first, without the call
+        return ad.dump(value, what=what, run_id=run_id, path=path)
     try:
         return ad.dump_python(value, mode="json", warnings="error")
     except Exception as exc:
-        raise SerializationError(
-            f"{what} of type {type(value).__qualname__} at path {path!r} in run {run_id!r} "
-            f"cannot be stored as JSON: {exc}. Return pydantic models, dataclasses or plain "
-            "JSON types, or annotate the function so pydantic knows how to serialize it.",
-            run_id=run_id,
-            path=path,
-        ) from exc
+        raise unstorable(f"{what} at path {path!r} in run {run_id!r}", value, exc, run_id, path) from exc
+
+
+_LONG_DIGITS = re.compile(rb"\d{4301}")
+"""A run of more digits than Python reads back as an int by default (4,300)."""
 
 
 def stored_bytes(data: Any, *, what: str, run_id: str | None, path: str | None) -> bytes:
@@ -149,10 +167,12 @@ def stored_bytes(data: Any, *, what: str, run_id: str | None, path: str | None) 
 
     ``to_json`` passes strings through unchanged; a string holding a lone
     surrogate (which UTF-8 cannot encode) is caught here, before any event
-    that holds it is buffered.
+    that holds it is buffered. So is an int too long to be read back (more
+    than 4,300 digits): only a payload that long can hold one, and only one
+    with such a run of digits is parsed to make sure.
     """
     try:
-        return json_bytes(data)
+        raw = json_bytes(data)
     except ValueError as exc:
         raise SerializationError(
             f"{what} at path {path!r} in run {run_id!r} cannot be stored as JSON: {exc}. "
@@ -160,3 +180,15 @@ def stored_bytes(data: Any, *, what: str, run_id: str | None, path: str | None) 
             run_id=run_id,
             path=path,
         ) from exc
+    if len(raw) > 4300 and _LONG_DIGITS.search(raw) is not None:
+        try:
+            loads(raw.decode())
+        except ValueError as exc:
+            raise SerializationError(
+                f"{what} at path {path!r} in run {run_id!r} cannot be stored: it holds an int "
+                f"that could not be read back ({exc}). Store such a number as a str, or keep it "
+                "in an artifact. Nothing was recorded; the run stays resumable.",
+                run_id=run_id,
+                path=path,
+            ) from None
+    return raw

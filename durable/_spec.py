@@ -12,9 +12,11 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import PydanticSchemaGenerationError, TypeAdapter
 
+from ._identity import module_name
 from ._retry_policy import RetryPolicy, as_policy
+from ._roundtrip import Output, plain_annotation
 from ._serde import ANY, adapter, bytes_hash, stored_bytes, to_json, unchanged_types
 from .errors import ConfigurationError
 
@@ -36,7 +38,6 @@ class Spec:
         "idempotent",
         "is_async",
         "is_asyncgen",
-        "keep",
         "kind",
         "label",
         "max_visits",
@@ -59,7 +60,8 @@ class Spec:
         self.name: str = options.pop("name", None) or fn.__name__
         self.label = f"{kind} {self.name!r}"
         """How errors name a call of this function, e.g. ``step 'fetch'``."""
-        self.qualname = f"{fn.__module__}.{fn.__qualname__}"
+        self.qualname = f"{module_name(fn)}.{fn.__qualname__}"
+        """The importable module and qualified name, the same however the module was started."""
         self.version: str | None = options.pop("version", None)
         self.max_visits: int = options.pop("max_visits", 1)
         self.retry: RetryPolicy | None = as_policy(options.pop("retry", None))
@@ -74,9 +76,8 @@ class Spec:
         self.signature = inspect.signature(fn)
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._plan: list[tuple[str, TypeAdapter[Any], tuple[type, ...]]] | None = None
-        self._out: TypeAdapter[Any] | None = None
-        self.keep: tuple[type, ...] = ()
-        """The types of recorded outputs that ``rebuild`` returns as they are (set with ``out``)."""
+        self._out: Output | None = None
+        check_types(self)
 
     # -- lazily resolved types (modules are fully imported by the first call) --
 
@@ -93,29 +94,37 @@ class Spec:
             params = list(self.signature.parameters.values())
             if self.binding in ("method", "classmethod") and params:
                 params = params[1:]
-            self._params = [(p.name, adapter(hints.get(p.name, Any))) for p in params]
+            ads = [(p.name, _adapter_of(self, p.name, hints.get(p.name, Any))) for p in params]
+            _ = self.out  # the return type too fails here, before any body runs
+            self._params = ads
         return self._params
 
     @property
-    def out(self) -> TypeAdapter[Any]:
-        """The adapter of the return annotation (``Any`` when there is none)."""
+    def out(self) -> Output:
+        """How outputs are stored and rebuilt: the return annotation's adapter and the round-trip rule."""
         if self._out is None:
             ret = self._hints().get("return", Any)
             if self.is_asyncgen:
                 args = typing.get_args(ret)
                 ret = args[0] if args else Any
-            ad = ANY if ret is type(None) and self.kind != "workflow" else adapter(ret)
+            ad = ANY if ret is type(None) and self.kind != "workflow" else _adapter_of(self, "return", ret)
             # Recorded outputs are parsed JSON: an un-annotated output keeps every JSON type.
-            self.keep = _JSON_TYPES if ad is ANY else unchanged_types(ad)
-            self._out = ad
+            self._out = Output(
+                ad,
+                _JSON_TYPES if ad is ANY else unchanged_types(ad),
+                plain=ad is ANY or plain_annotation(ret),
+                annotation=None if ad is ANY else _type_text(ret),
+                owner=f"{self.label} ({self.qualname})",
+                unresolved=_unresolved(self, ad),
+            )
         return self._out
 
     def rebuild(self, data: Any) -> Any:
         """A recorded output (JSON data) of this function, rebuilt into its return annotation."""
-        ad = self.out
-        if type(data) in self.keep:
+        out = self._out if self._out is not None else self.out
+        if type(data) in out.keep:  # Output.rebuild's first test, without the call (every replayed step)
             return data
-        return ad.validate_python(data)
+        return out.rebuild(data)
 
     def dump_input(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
@@ -151,6 +160,58 @@ class Spec:
                 )
         raw = stored_bytes(data, what=f"the arguments of {self.label}", run_id=run_id, path=path)
         return data, bytes_hash(raw)
+
+
+def _unresolved(spec: Spec, ad: TypeAdapter[Any]) -> str | None:
+    """The text of a return annotation that could not be resolved, if that is why ``ad`` is ``Any``."""
+    written = spec.signature.return_annotation
+    if ad is not ANY or written is _EMPTY or "return" in spec._hints():
+        return None
+    return written if isinstance(written, str) else _type_text(written)
+
+
+def _type_text(annotation: Any) -> str:
+    if isinstance(annotation, type):
+        return annotation.__qualname__
+    return inspect.formatannotation(annotation)
+
+
+def _adapter_of(spec: Spec, where: str, annotation: Any) -> TypeAdapter[Any]:
+    """``adapter(annotation)``, or ``ConfigurationError`` when pydantic cannot handle the type."""
+    try:
+        return adapter(annotation)
+    except PydanticSchemaGenerationError as exc:
+        what = "return type" if where == "return" else f"parameter {where!r}"
+        raise ConfigurationError(
+            f"{spec.kind} {spec.name!r} ({spec.qualname}): its {what} "
+            f"{_type_text(annotation)} is not a type pydantic can store as JSON, so its "
+            "values could never be recorded or rebuilt. Annotate it with a type pydantic "
+            "handles (list[float] for an array, a pydantic model or dataclass, or "
+            "Annotated[..., PlainSerializer(...), PlainValidator(...)] to say how).\n"
+            f"pydantic said: {str(exc).splitlines()[0]}"
+        ) from None
+
+
+def check_types(spec: Spec) -> None:
+    """Fail at decoration time when an annotation is a type pydantic cannot handle.
+
+    Annotations that cannot be resolved yet (names defined later in the
+    module) are checked at the first call instead, before its body runs.
+    """
+    try:
+        hints = typing.get_type_hints(spec.fn)
+    except Exception:
+        return
+    for where, annotation in hints.items():
+        if spec.is_asyncgen and where == "return":
+            args = typing.get_args(annotation)
+            annotation = args[0] if args else Any
+        try:
+            _adapter_of(spec, where, annotation)
+        except ConfigurationError:
+            raise
+        except Exception:  # a model not fully defined yet is checked at the first call
+            continue
 
 
 def _check_name(kind: str, name: str) -> None:

@@ -37,7 +37,13 @@ def _spec(fn: Any) -> Spec:
 
 
 class _Opaque:
-    pass
+    """A default whose repr holds an address; stored as anything (annotations must be storable)."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.any_schema()
 
 
 _OPAQUE = _Opaque()
