@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from . import _encode as ev
-from ._recorded import Recorded, WholeLogNeeded, encode_state
+from ._recorded import Recorded, WholeLogNeeded
+from ._snapshots import encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
 from .store._protocol import TERMINAL, EventLog

@@ -25,7 +25,7 @@ from ._manifest import (
 )
 from ._recovery import recover_log, unsafe_unconfirmed
 from ._serde import ANY, matches, to_json, value_hash
-from ._sessions import recorded_model_drift
+from ._session_manifest import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import (

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _encode as ev
-from ._recorded import Recorded, _until, decode_state, encode_state
+from ._recorded import Recorded, _until
 from ._recovery import _not_found, locked
 from ._runner import new_run_id as fresh_run_id
 from ._serde import ANY, sha256_tag, to_json, value_hash
+from ._snapshots import decode_state, encode_state
 from ._world import WorldCore
 from .errors import CheckpointNotFoundError, ConfigurationError
 from .store._protocol import Append, Row

@@ -11,8 +11,8 @@ import json
 import re
 from typing import Any
 
-from .._recorded import decode_state
 from .._recovery import compact, gc
+from .._snapshots import decode_state
 from .._timetravel import UNCHANGED, checkpoints, fork, restore
 from .._world import WorldCore
 from ._registry import CliError, command, table

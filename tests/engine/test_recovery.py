@@ -11,7 +11,7 @@ import pytest
 
 import durable
 from durable import World
-from durable._recorded import decode_state, encode_state
+from durable._snapshots import decode_state, encode_state
 
 calls: Counter[str] = Counter()
 

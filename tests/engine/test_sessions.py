@@ -14,7 +14,7 @@ import durable
 from durable import CapabilityDriftError, ConfigurationError, NondeterminismError
 from durable._keys import effect_key, session_path, session_position
 from durable._recorded import Recorded
-from durable._sessions import _flat, manifest_changes
+from durable._session_manifest import _flat, manifest_changes
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 
