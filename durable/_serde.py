@@ -7,6 +7,7 @@ annotated type; nothing is pickled. Adapters are built once per annotation.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import json.encoder
 from functools import lru_cache
@@ -138,6 +139,15 @@ def to_json(ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, 
     try:
         return ad.dump_python(value, mode="json", warnings="error")
     except Exception as exc:
+        if inspect.isawaitable(value):
+            _close(value)
+            raise SerializationError(
+                f"{what} at path {path!r} in run {run_id!r} is a {type(value).__qualname__} that "
+                "was never awaited: an `await` is probably missing (write `return await f(...)` "
+                "or `x = await f(...)`, not `f(...)`).",
+                run_id=run_id,
+                path=path,
+            ) from exc
         raise SerializationError(
             f"{what} of type {type(value).__qualname__} at path {path!r} in run {run_id!r} "
             f"cannot be stored as JSON: {exc}. Return pydantic models, dataclasses or plain "
@@ -145,6 +155,16 @@ def to_json(ad: TypeAdapter[Any], value: Any, *, what: str, run_id: str | None, 
             run_id=run_id,
             path=path,
         ) from exc
+
+
+def _close(value: Any) -> None:
+    """Close a coroutine that will never run, so Python does not also warn it was never awaited."""
+    close = getattr(value, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # only tidying up before the real error
+            return
 
 
 def stored_bytes(data: Any, *, what: str, run_id: str | None, path: str | None) -> bytes:
