@@ -344,6 +344,8 @@ class Recorded:
         for (_, type_, _), d in zip(chunk, parsed, strict=True):
             if type_ == "step.completed":
                 p = d["path"]
+                if "output" not in d:  # damaged: fails here, named by update(), not at replay
+                    raise KeyError("output")
                 completed[p] = d
                 rec.state_version = d["state_version"]
                 if "input_hash" in d:  # its start is folded in: no step.started precedes it
