@@ -14,6 +14,7 @@ into one commit.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,9 @@ CURRENT: ContextVar[Scope | None] = ContextVar("durable_scope", default=None)
 
 EFFECT_KEY: ContextVar[str | None] = ContextVar("durable_effect_key", default=None)
 """The idempotency key of the effect whose body is running."""
+
+_TOOL_CALL_ID = re.compile(r"(call|toolu|tool|fc|chatcmpl)[-_][A-Za-z0-9_-]*$")
+"""What the tool-call ids of the common model APIs look like (``call_…``, ``toolu_…``, ``fc_…``)."""
 
 
 class RunContext:
@@ -212,9 +216,15 @@ class Scope:
         if used is None:
             used = self.used_branches = set()
         if seg in used:
+            hint = (
+                " Model tool-call ids can repeat across turns: key the branch by turn and id, "
+                'for example durable.branch(f"{turn}:{call_id}").'
+                if _TOOL_CALL_ID.match(key)
+                else ""
+            )
             raise ConfigurationError(
                 f"run {self.run.run_id!r}: branch {seg!r} was already used in scope "
-                f"{self.path or '<workflow>'!r}; branch keys must be unique within a scope.",
+                f"{self.path or '<workflow>'!r}; branch keys must be unique within a scope.{hint}",
                 run_id=self.run.run_id,
                 path=self.prefix + seg,
             )

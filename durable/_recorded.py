@@ -15,14 +15,15 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from itertools import islice
-from typing import Any
+from operator import itemgetter
+from typing import Any, get_args
 
 from ._decide import Call
 from ._keys import parent_of, session_position, step_name
 from ._serde import loads, sha256_tag
 from ._snapshots import STATE_FORMAT, decode_state
 from .errors import LogCorruptedError, LogFormatError
-from .events import LOG_FORMAT_VERSION
+from .events import LOG_FORMAT_VERSION, Event
 
 Json = dict[str, Any]
 
@@ -61,6 +62,57 @@ def _until(rows: list[tuple[int, str, str]], seq: int, run_id: str) -> list[tupl
     return rows[: seq - first + 1]
 
 
+def _damaged_row(
+    chunk: list[tuple[int, str, str]], parsed: list[Any], run_id: str, exc: BaseException
+) -> LogCorruptedError:
+    """The error naming the first row of ``chunk`` that cannot be indexed on its own."""
+    for row, d in zip(chunk, parsed, strict=True):
+        try:
+            Recorded()._index([row], [d], [row], run_id)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as own:
+            return _damaged(run_id, row[0], row[1], own)
+        except Exception:  # another kind of failure: that row is not the culprit
+            continue
+    return _damaged(run_id, f"{chunk[0][0]}..{chunk[-1][0]}", "one of these", exc)
+
+
+_NEEDED: dict[str, frozenset[str]] = {
+    m.model_fields["type"].default: frozenset(
+        name for name, f in m.model_fields.items() if f.is_required() and name != "type"
+    )
+    for m in get_args(get_args(Event)[0])
+}
+"""The fields each event type must hold (its schema's required fields)."""
+_NEEDED["run.completed"] = _NEEDED["run.completed"] | {"output"}
+_type_of = itemgetter(1)
+
+
+def _check_fields(chunk: list[tuple[int, str, str]], parsed: list[Any], run_id: str) -> None:
+    """Refuse a row that lacks a field its type requires, before the index takes it in.
+
+    The index and what reads it later take those fields as given; a damaged
+    row must stop the run here, named, not as a ``KeyError`` somewhere later.
+    """
+    # ``step.completed`` (most rows) is left to the index loop, which reads its fields
+    # anyway; the other types are checked only when the chunk holds any.
+    for row in (chunk[0], chunk[-1]):  # the log orders rows by seq: NULL first, text last
+        if type(row[0]) is not int:
+            raise _damaged(run_id, repr(row[0]), row[1], TypeError("the event's seq is not an integer"))
+    rare = set(map(_type_of, chunk))
+    rare.discard("step.completed")
+    if not rare:
+        return
+    needed = _NEEDED
+    for row, d in zip(chunk, parsed, strict=True):
+        if row[1] not in rare:
+            continue
+        want = needed.get(row[1])
+        if want is not None and not (type(d) is dict and d.keys() >= want):
+            missing = sorted(want - d.keys()) if type(d) is dict else None
+            what = f"missing {', '.join(missing)}" if missing else f"not an object: {str(d)[:40]}"
+            raise _damaged(run_id, row[0], row[1], KeyError(what))
+
+
 class WholeLogNeeded(Exception):
     """A streamed log met a ``run.restored``, which re-indexes earlier rows: pass the list."""
 
@@ -69,7 +121,9 @@ _CHUNK = 4096
 """Rows parsed per call of the JSON parser; also bounds the raw rows held at once."""
 
 
-def _chunks(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[list[tuple[int, str, str]], list[Any]]]:
+def _chunks(
+    rows: Iterable[tuple[int, str, str]], run_id: str = ""
+) -> Iterator[tuple[list[tuple[int, str, str]], list[Any]]]:
     """The rows a chunk at a time, each with its parsed payloads.
 
     When ``rows`` is an iterator (as ``SqliteLog.iter_rows`` gives), only one
@@ -78,10 +132,28 @@ def _chunks(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[list[tuple[i
     """
     it = iter(rows)
     while chunk := list(islice(it, _CHUNK)):
-        yield chunk, _parse_all(chunk)
+        yield chunk, _parse_all(chunk, run_id)
 
 
-def _parse_all(rows: list[tuple[int, str, str]]) -> list[Any]:
+def _damaged(run_id: str, seq: int | str, type_: str, exc: BaseException) -> LogCorruptedError:
+    what = f"{type(exc).__name__}: {exc}"
+    return LogCorruptedError(
+        f"run {run_id!r}: event {seq} ({type_}) in its log is damaged and cannot be read ({what[:200]}). "
+        "Nothing was changed; the events before it are intact. Run `little verify "
+        f"{run_id}` to list every damaged event, then restore the file from a backup or "
+        "start the work again with a new run_id.",
+        run_id=run_id,
+    )
+
+
+def _parse_one(row: tuple[int, str, str], run_id: str) -> Any:
+    try:
+        return json.loads(row[2])
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise _damaged(run_id, row[0], row[1], exc) from exc
+
+
+def _parse_all(rows: list[tuple[int, str, str]], run_id: str = "") -> list[Any]:
     """Every row's JSON payload, parsed in one call.
 
     One parse of the joined payloads costs a fraction of one call
@@ -95,9 +167,9 @@ def _parse_all(rows: list[tuple[int, str, str]]) -> list[Any]:
         parsed = loads("[" + ",".join([r[2] for r in rows]) + "]")
         if isinstance(parsed, list) and len(parsed) == len(rows):
             return parsed
-    except ValueError:
+    except (ValueError, TypeError, RecursionError):
         pass
-    return [json.loads(r[2]) for r in rows]
+    return [_parse_one(r, run_id) for r in rows]
 
 
 @dataclass
@@ -158,8 +230,14 @@ class Recorded:
         """Index further rows (in seq order, after ``last_seq``); returns ``self``."""
         rec = self
         rec._positions = None
-        for chunk, parsed in _chunks(rows):
-            rec._index(chunk, parsed, rows, run_id)
+        for chunk, parsed in _chunks(rows, run_id):
+            _check_fields(chunk, parsed, run_id)
+            try:
+                rec._index(chunk, parsed, rows, run_id)
+            except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
+                # A damaged payload (a missing field, a value of the wrong shape): the
+                # hot loop does not check every row, so find the row here.
+                raise _damaged_row(chunk, parsed, run_id, exc) from exc
             rec.last_seq = chunk[-1][0]
         return rec
 
@@ -176,6 +254,8 @@ class Recorded:
         for (_, type_, _), d in zip(chunk, parsed, strict=True):
             if type_ == "step.completed":
                 p = d["path"]
+                if "output" not in d:  # damaged: fails here, named by update(), not at replay
+                    raise KeyError("output")
                 completed[p] = d
                 rec.state_version = d["state_version"]
                 if "input_hash" in d:  # its start is folded in: no step.started precedes it

@@ -4,7 +4,8 @@
 state; the runner resumes from it. ``compact`` writes that state as a
 ``snapshot`` event and drops every event before it in one transaction, so
 recovery from the compacted log equals recovery from the full log. ``gc``
-deletes finished runs older than a given age.
+deletes finished runs older than a given age, except those an unfinished run
+still depends on.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ._recorded import Recorded, WholeLogNeeded
 from ._snapshots import encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
-from .store._protocol import TERMINAL, EventLog
+from .store._protocol import TERMINAL, EventLog, RunInfo
 
 
 def recover(run_id: str, *, world: WorldCore) -> Recorded:
@@ -176,12 +177,37 @@ def _seconds(older_than: float | timedelta) -> float:
     return float(value)
 
 
+def _needed(runs: list[RunInfo]) -> set[str]:
+    """The finished runs that an unfinished run depends on: its child runs, at any depth.
+
+    A parent killed after its child finished but before it recorded the
+    child's result resumes by driving the child again, which then replays
+    the child's log; without that log the child would run from scratch and
+    its plain tools would run twice.
+    """
+    by_id = {i.run_id: i for i in runs}
+    needed: set[str] = set()
+    for info in runs:
+        if info.status not in TERMINAL or info.run_id in needed:
+            continue
+        chain = [info.run_id]
+        parent = by_id.get(info.parent_run_id or "")
+        while parent is not None and parent.run_id not in chain:
+            if parent.status not in TERMINAL or parent.run_id in needed:
+                needed.update(chain)
+                break
+            chain.append(parent.run_id)
+            parent = by_id.get(parent.parent_run_id or "")
+    return needed
+
+
 def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False) -> list[str]:
     """Delete finished runs (completed or failed) not updated for ``older_than``.
 
-    Running and interrupted runs are kept whatever their age, and so is a run
-    some caller is driving right now. Call ``world.vacuum()`` afterwards to
-    give the space back to the disk.
+    Running and interrupted runs are kept whatever their age, and so is every
+    run one of them depends on (its child runs, at any depth) and a run some
+    caller is driving right now. Call ``world.vacuum()`` afterwards to give
+    the space back to the disk.
 
     Args:
         world: The world to clean.
@@ -195,8 +221,10 @@ def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False
         ConfigurationError: ``older_than`` is negative or not a duration.
     """
     cutoff = world.clock() - _seconds(older_than)
+    runs = world.log.runs()
+    keep = _needed(runs)
     doomed = sorted(
-        (i for i in world.log.runs() if i.status in TERMINAL and i.updated_at < cutoff),
+        (i for i in runs if i.status in TERMINAL and i.updated_at < cutoff and i.run_id not in keep),
         key=lambda i: (i.updated_at, i.run_id),
     )
     deleted: list[str] = []

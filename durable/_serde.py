@@ -7,6 +7,7 @@ annotated type; nothing is pickled. Adapters are built once per annotation.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import json.encoder
 import re
@@ -151,6 +152,16 @@ def to_json(
         t = type(value)
         if t in ad.same or (t is int and ad.ints and value.bit_length() < INT_BITS):
             return value  # what Output.dump returns first, without the call
+    if inspect.isawaitable(value):
+        _close(value)
+        raise SerializationError(
+            f"{what} at path {path!r} in run {run_id!r} is a {type(value).__qualname__} that "
+            "was never awaited: an `await` is probably missing (write `return await f(...)` "
+            "or `x = await f(...)`, not `f(...)`).",
+            run_id=run_id,
+            path=path,
+        )
+    if isinstance(ad, Output):
         return ad.dump(value, what=what, run_id=run_id, path=path)
     try:
         return ad.dump_python(value, mode="json", warnings="error")
@@ -160,6 +171,16 @@ def to_json(
 
 _LONG_DIGITS = re.compile(rb"\d{4301}")
 """A run of more digits than Python reads back as an int by default (4,300)."""
+
+
+def _close(value: Any) -> None:
+    """Close a coroutine that will never run, so Python does not also warn it was never awaited."""
+    close = getattr(value, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception:  # only tidying up before the real error
+            return
 
 
 def stored_bytes(data: Any, *, what: str, run_id: str | None, path: str | None) -> bytes:

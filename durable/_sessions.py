@@ -102,18 +102,27 @@ class Session:
                 f"run {self.run_id!r}: session {self.path!r} has no scratch folder because its "
                 "world keeps no files (memory_world); use local_world(data_dir) for scratch files."
             )
-        for part in (self.run_id, self.path):
-            if "/" in part or "\\" in part or part in (".", ".."):
-                raise ConfigurationError(
-                    f"run {self.run_id!r}: {part!r} cannot name a scratch folder; use run ids "
-                    "without slashes."
-                )
-        folder = self._data_dir / "runs" / self.run_id / "harness" / self.path
+        folder = self._data_dir / "runs" / folder_name(self.run_id) / "harness" / folder_name(self.path)
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
     def __repr__(self) -> str:
         return f"<durable session {self.role!r} at {self.path!r} model={self.model!r}>"
+
+
+def folder_name(part: str) -> str:
+    """``part`` (a run id or a path) as one folder name, different parts giving different names.
+
+    A child run started from a tool has a ``/`` in its generated id
+    (``<run id>:<tool key>/<workflow>:<hash>``): ``/`` and a backslash are
+    written ``%2F`` and ``%5C`` (and ``%`` itself ``%25``), so the folder stays inside
+    the run's folder. ``.`` and ``..`` become ``%2E`` and ``%2E%2E``.
+    """
+    if part in (".", ".."):
+        return part.replace(".", "%2E")
+    if "%" in part or "/" in part or "\\" in part:
+        return part.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C")
+    return part
 
 
 # -- opening a session ----------------------------------------------------------

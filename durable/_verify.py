@@ -5,6 +5,8 @@ Pure reading: nothing is written to the log or the artifacts. The checks:
 - the database's own integrity check (SQLite's ``PRAGMA integrity_check``);
 - every event's seq follows the previous one without gaps;
 - every event matches its schema, and the log format is one this SDK reads;
+- every recorded output (of a step or of the run) matches its ``output_hash``,
+  and every snapshot's state matches its ``state_hash``;
 - every artifact the run references is present and matches its hash;
 - with the workflow given, the recorded manifest against the current code,
   reported as the same ``key: old → new`` lines as ``CapabilityDriftError``.
@@ -25,13 +27,15 @@ from ._artifacts import referenced, verify_payload
 from ._capabilities import reachable
 from ._manifest import change_lines, run_drift, undescribed
 from ._recorded import Recorded
+from ._serde import loads, matches, value_hash
+from ._snapshots import decode_state
 from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import (
     ArtifactIntegrityError,
     ConfigurationError,
     DriftChange,
-    LogFormatError,
+    DurableError,
     RunNotFoundError,
 )
 from .events import parse_event
@@ -39,8 +43,11 @@ from .events import parse_event
 
 def _seq_problems(rows: list[tuple[int, str, str]]) -> list[str]:
     problems = []
-    expected = rows[0][0] if rows and rows[0][1] == "snapshot" else 1
+    expected = rows[0][0] if rows and rows[0][1] == "snapshot" and isinstance(rows[0][0], int) else 1
     for seq, _, _ in rows:
+        if not isinstance(seq, int):
+            problems.append(f"an event after seq {expected - 1} has no valid seq ({seq!r})")
+            continue
         if seq != expected:
             problems.append(f"seq gap: expected event {expected}, found {seq}")
         expected = seq + 1
@@ -52,9 +59,45 @@ def _schema_problems(run_id: str, rows: list[tuple[int, str, str]]) -> list[str]
     for seq, type_, data in rows:
         try:
             parse_event(run_id, seq, type_, data)
-        except (ValidationError, ValueError, TypeError) as exc:
+        except (ValidationError, ValueError, TypeError, RecursionError) as exc:
             first = str(exc).splitlines()[0]
             problems.append(f"event {seq} ({type_}) does not match the event schema: {first}")
+    return problems
+
+
+def _hash_problems(run_id: str, rows: list[tuple[int, str, str]]) -> list[str]:
+    """Recorded outputs and snapshot states that no longer match the hash written with them.
+
+    A resume returns a recorded output as it is: an output edited in the file
+    would be returned silently. (An output held as an artifact is checked
+    against the artifact's own hash instead.)
+    """
+    problems = []
+    for seq, type_, data in rows:
+        if type_ not in ("step.completed", "run.completed", "snapshot"):
+            continue
+        try:
+            d = loads(data)
+            if type_ == "snapshot":
+                state = Recorded.from_state(decode_state(d["state"], run_id), run_id).state_hash()
+                if state != d["state_hash"]:
+                    problems.append(
+                        f"event {seq} (snapshot): the state does not match its recorded state_hash "
+                        f"({d['state_hash']}, found {state}); the log was edited or damaged"
+                    )
+                continue
+            if d.get("artifact") is not None or "output_hash" not in d:
+                continue
+            output = d.get("output")
+            if not matches(d["output_hash"], output, value_hash(output)):
+                where = f" at path {d['path']!r}" if "path" in d else ""
+                problems.append(
+                    f"event {seq} ({type_}){where}: the output does not match its recorded "
+                    "output_hash; the log was edited or damaged, and a resume would return "
+                    "the changed output"
+                )
+        except (DurableError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            continue  # an unreadable event: the schema check reports it
     return problems
 
 
@@ -65,21 +108,22 @@ def _check_run(
     models: dict[str, str] | None,
     report: dict[str, Any],
 ) -> None:
-    rows = world.log.read(run_id)
+    try:
+        rows = world.log.read(run_id)
+    except DurableError as exc:  # the file is damaged where the run's rows are
+        report["problems"].append(str(exc).splitlines()[0])
+        return
     if not rows:
         report["problems"].append(f"run {run_id!r}: no events")
         return
     report["runs"].append(run_id)
     report["events"] += len(rows)
-    problems = [f"run {run_id!r}: {p}" for p in _seq_problems(rows) + _schema_problems(run_id, rows)]
-    report["problems"] += problems
+    problems = _seq_problems(rows) + _schema_problems(run_id, rows) + _hash_problems(run_id, rows)
+    report["problems"] += [f"run {run_id!r}: {p}" for p in problems]
     try:
         rec = Recorded.from_rows(rows, run_id)
-    except LogFormatError as exc:
+    except DurableError as exc:
         report["problems"].append(str(exc).splitlines()[0])
-        return
-    except (KeyError, TypeError, ValueError) as exc:
-        report["problems"].append(f"run {run_id!r}: the log cannot be replayed ({type(exc).__name__}: {exc})")
         return
     try:
         refs = referenced(rec, run_id)
@@ -128,7 +172,11 @@ def verify_run(
     Raises:
         RunNotFoundError: The world has no run with that id.
     """
-    if not world.log.read(run_id):
+    try:
+        found = bool(world.log.read(run_id))
+    except DurableError:
+        found = True  # damaged where the run is: the checks below report it
+    if not found:
         raise RunNotFoundError(f"no run {run_id!r} in this data directory; list runs with `little runs`.")
     report: dict[str, Any] = {
         "run_id": run_id,
@@ -139,7 +187,10 @@ def verify_run(
         "drift": [],
         "undescribed": [],
     }
-    answer = world.log.integrity_check()
+    try:
+        answer = str(world.log.integrity_check())
+    except DurableError as exc:
+        answer = str(exc).splitlines()[0]
     if answer != "ok":
         report["problems"].append(f"database integrity check failed: {answer}")
     _check_run(world, run_id, spec, models, report)

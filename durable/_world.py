@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import ConfigurationError, RunNotFoundError
+from .errors import ConfigurationError, LogCorruptedError, RunNotFoundError
 from .events import Event, parse_event
 from .store._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
 from .store._locks import Locks
@@ -75,7 +75,20 @@ class WorldCore:
                 f"no run {run_id!r} in {self._where()}; list runs with `little runs`.",
                 run_id=run_id,
             )
-        return [parse_event(run_id, *row) for row in rows]
+        try:
+            return [parse_event(run_id, *row) for row in rows]
+        except (ValueError, TypeError, RecursionError):  # a damaged row: name it
+            for seq, type_, data in rows:
+                try:
+                    parse_event(run_id, seq, type_, data)
+                except (ValueError, TypeError, RecursionError) as exc:
+                    first = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+                    raise LogCorruptedError(
+                        f"run {run_id!r}: event {seq} ({type_}) in its log is damaged and cannot be "
+                        f"read ({first}). Run `little verify {run_id}` to list every damaged event.",
+                        run_id=run_id,
+                    ) from exc
+            raise
 
     def runs(
         self,

@@ -18,6 +18,7 @@ caller can do next. The tree::
     ├── CheckpointNotFoundError     no checkpoint with that seq in the run
     ├── LogCorruptedError           the log file is damaged or is not a durable log
     ├── LogFormatError              the log was written by an incompatible SDK
+    ├── LogUnavailableError         the log cannot be written now (locked too long, disk full)
     ├── MemoryStoreError            misuse of the memory store (dimension, filter, extra)
     ├── OuterLoopError              an outer-loop manifest cannot be read
     └── RunTimeoutError             run_workflow's own timeout passed; the run stays resumable
@@ -44,6 +45,7 @@ __all__ = [
     "FencedError",
     "LogCorruptedError",
     "LogFormatError",
+    "LogUnavailableError",
     "MaxVisitsExceededError",
     "MemoryStoreError",
     "NonRetryableError",
@@ -250,6 +252,14 @@ class LogCorruptedError(DurableError):
 
 class LogFormatError(DurableError):
     """The log was written by an SDK whose format this version cannot read."""
+
+
+class LogUnavailableError(DurableError):
+    """The log cannot be opened or written right now; what it holds is intact.
+
+    Another process held it locked past ``busy_timeout``, or the disk is full.
+    Nothing of the refused write was kept: fix the cause and resume the run.
+    """
 
 
 class MemoryStoreError(DurableError):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .. import __version__
 from .._open_world import local_world
 from ..errors import DurableError
 from . import _history, _runs  # noqa: F401  (importing them registers their commands)
@@ -52,6 +54,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``little`` argument parser with every registered command."""
     parser = _Parser(prog="little", description="Inspect and maintain durable runs.")
+    parser.add_argument("--version", action="version", version=f"little {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     order = {name: i for i, name in enumerate(_ORDER)}
     for name in sorted(COMMANDS, key=lambda n: (order.get(n, len(order)), n)):
@@ -68,7 +71,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``little`` with ``argv``; return the exit status."""
+    """Run ``little`` with ``argv``; return the exit status.
+
+    When the reader of the output goes away (``little events --json | head``),
+    ``little`` stops quietly with status 141, as a program stopped by
+    ``SIGPIPE`` does.
+    """
+    try:
+        return _run(argv)
+    except BrokenPipeError:
+        # Point stdout at /dev/null so that the interpreter's last flush stays quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         a = parser.parse_args(argv)

@@ -22,15 +22,22 @@ _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in ``90``, ``90s``, ``15m``, ``12h``, ``7d`` or ``2w``.
+    """Seconds in ``90s``, ``15m``, ``12h``, ``7d`` or ``2w`` (and ``0``, the same in every unit).
 
     Raises:
-        CliError: The text is not such a duration.
+        CliError: The text is not such a duration, or is a number without a unit.
     """
     m = _DURATION.match(text.strip())
     if m is None:
         raise CliError(f"--older-than takes a duration like 90s, 15m, 12h, 7d or 2w, not {text!r}")
-    return float(m.group(1)) * _UNIT[m.group(2)]
+    number, unit = m.group(1), m.group(2)
+    if not unit and float(number) != 0:
+        # A bare number deletes runs: guessing its unit wrong deletes the wrong ones.
+        raise CliError(
+            f"--older-than {text.strip()} has no unit: write {number}s for seconds, or "
+            f"{number}m, {number}h, {number}d or {number}w"
+        )
+    return float(number) * _UNIT[unit]
 
 
 def _checkpoint_arg(p: argparse.ArgumentParser) -> None:
@@ -171,7 +178,7 @@ def _gc_args(p: argparse.ArgumentParser) -> None:
         "--older-than",
         required=True,
         metavar="DURATION",
-        help="delete finished runs not updated for this long: 90s, 15m, 12h, 7d, 2w",
+        help="delete finished runs not updated for this long, with a unit: 90s, 15m, 12h, 7d, 2w",
     )
     p.add_argument("--dry-run", action="store_true", help="only list the runs that would be deleted")
     p.add_argument("--vacuum", action="store_true", help="give the freed space back to the disk afterwards")

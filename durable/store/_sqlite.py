@@ -15,11 +15,19 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..errors import ConfigurationError, LogCorruptedError, LogFormatError
+from ..errors import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
 from ._protocol import Append, Row, RunInfo, _stale, _taken
 from ._wal_checkpoints import SAFETY_NET_PAGES, Checkpointer
 
 SCHEMA_VERSION = 1
+
+_COLUMNS = {
+    "events": {"run_id", "seq", "type", "data"},
+    "runs": {"run_id", "workflow", "status", "parent_run_id", "created_at", "updated_at", "token"},
+}
+"""The columns of the log's own tables: a file without them is not a durable log."""
+
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -103,26 +111,84 @@ class SqliteLog:
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot open the event log {str(self.path)!r}: {exc}") from exc
         try:
-            self._setup(busy_timeout)
-        except sqlite3.DatabaseError as exc:
+            self._open(busy_timeout)
+        except BaseException:
             self._db.close()
-            raise LogCorruptedError(
-                f"{str(self.path)!r} is not a readable durable log ({exc}). Nothing was written "
-                "to it. Move it aside to start a new log, or restore it from a backup."
-            ) from exc
+            raise
+
+    def _open(self, busy_timeout: int) -> None:
+        """Set the file up, waiting for other openers: a lock is a wait, never damage."""
+        deadline = time.monotonic() + busy_timeout / 1000
+        pause = 0.002
+        while True:
+            try:
+                self._setup(busy_timeout)
+                return
+            except sqlite3.OperationalError as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                # Switching a fresh file to WAL needs a lock that SQLite does not wait
+                # for: another process opening the same new file at once holds it.
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
+                    raise self._unreadable(exc) from exc
+                if time.monotonic() >= deadline:
+                    raise LogUnavailableError(
+                        f"{str(self.path)!r} stayed locked by another process for "
+                        f"{busy_timeout / 1000:g} s while this one opened it ({exc}). The log is "
+                        "not damaged: try again once that process has let go of it."
+                    ) from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+                raise self._unreadable(exc) from exc
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def _unreadable(self, exc: Exception) -> LogCorruptedError:
+        return LogCorruptedError(
+            f"{str(self.path)!r} is not a readable durable log ({exc}). Nothing was written "
+            "to it. Move it aside to start a new log, or restore it from a backup."
+        )
+
+    def _recognise(self, version: int, tables: set[str]) -> None:
+        """Refuse, before anything is written, a file whose tables are not the log's own."""
+        if not tables and version == 0:
+            return  # a new, empty file: the log is created in it
+        db = self._db
+        missing = []
+        for table, columns in _COLUMNS.items():
+            have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+            if not columns <= have:
+                missing.append(table)
+        if version == SCHEMA_VERSION and not missing:
+            return
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise LogCorruptedError(
+            f"{str(self.path)!r} is another database, not a durable log: it holds the tables "
+            f"{shown} (user_version {version}) and not the log's own. Nothing was written to it. "
+            "Give local_world() a data directory of its own (the log is events.db inside it), "
+            "or move this file out of the data directory if it was put there by mistake."
+        )
 
     def _setup(self, busy_timeout: int) -> None:
         db = self._db
         db.execute(f"PRAGMA busy_timeout={int(busy_timeout)}")
+        db.execute("BEGIN")  # one read snapshot: another opener may be creating the log right now
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version > SCHEMA_VERSION:
+        tables = {
+            r[0]
+            for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            if not r[0].startswith("sqlite_")
+        }
+        if version > SCHEMA_VERSION and (not tables or set(_COLUMNS) <= tables):
             raise LogFormatError(
                 f"{str(self.path)!r} has log schema version {version}, written by a newer "
                 f"durable; this one reads version {SCHEMA_VERSION}. Upgrade little-workflow."
             )
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables and version == 0 and "events" not in tables:
-            raise sqlite3.DatabaseError("the database holds other tables and no durable log")
+        self._recognise(version, tables)
+        db.execute("COMMIT")
         if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
             raise sqlite3.DatabaseError("WAL journal mode is not available for this file")
         db.execute(f"PRAGMA synchronous={DURABILITY_SYNC[self.durability]}")
@@ -136,6 +202,35 @@ class SqliteLog:
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             db.execute("COMMIT")
 
+    def _failure(
+        self, exc: Exception, run_id: str | None, rows: Sequence[Row] = ()
+    ) -> LogCorruptedError | LogUnavailableError:
+        """The durable error for a failed statement: the file is damaged, or it cannot be written now."""
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        where = f"run {run_id!r}: " if run_id else ""
+        if rows:
+            where += f"writing events from seq {rows[0][0]}: "
+        if code == sqlite3.SQLITE_FULL:
+            return LogUnavailableError(
+                f"{where}the disk holding {str(self.path)!r} is full ({exc}). Nothing of this "
+                "write was kept and everything committed before it is intact. Free some space, "
+                "then resume the run with the same run_id.",
+                run_id=run_id,
+            )
+        if code in _BUSY or code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM):
+            return LogUnavailableError(
+                f"{where}{str(self.path)!r} cannot be used right now ({exc}). Nothing of this "
+                "write was kept and everything committed before it is intact. Fix the cause "
+                "(another process holding the file, permissions, the disk), then resume.",
+                run_id=run_id,
+            )
+        return LogCorruptedError(
+            f"{where}{str(self.path)!r} is damaged ({exc}). Nothing was written. Run "
+            "`little verify` on the run to see what can still be read, then restore the file "
+            "from a backup or move it aside and start again.",
+            run_id=run_id,
+        )
+
     # -- writing -------------------------------------------------------------
 
     def append(self, batch: Sequence[Append]) -> None:
@@ -147,8 +242,8 @@ class SqliteLog:
                 return
         db = self._db
         with self._lock:
-            db.execute("BEGIN IMMEDIATE")
             try:
+                db.execute("BEGIN IMMEDIATE")
                 now = time.time()
                 for a in batch:
                     if a.created is not None:
@@ -177,8 +272,11 @@ class SqliteLog:
                             (a.status, now, a.run_id),
                         )
                 db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, batch[0].run_id, batch[0].rows) from exc
                 raise
         if self.checkpointer is not None:
             self.checkpointer.appended()
@@ -197,6 +295,8 @@ class SqliteLog:
                 written = self._db.execute(sql, params).rowcount
             except sqlite3.IntegrityError:
                 raise _taken(a.run_id, a.rows[0][0]) from None
+            except sqlite3.Error as exc:
+                raise self._failure(exc, a.run_id, a.rows) from exc
             if written != n:  # the guard matched nothing: another driver holds the run
                 row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
                 raise _stale(a.run_id, a.token, row[0] if row else 0)
@@ -207,8 +307,8 @@ class SqliteLog:
         """Take a new fencing token for a run; every older token becomes stale."""
         with self._lock:
             db = self._db
-            db.execute("BEGIN IMMEDIATE")
             try:
+                db.execute("BEGIN IMMEDIATE")
                 db.execute(
                     "INSERT INTO runs (run_id, token) VALUES (?, 0) ON CONFLICT (run_id) DO NOTHING",
                     (run_id,),
@@ -217,8 +317,11 @@ class SqliteLog:
                     "UPDATE runs SET token = token + 1 WHERE run_id = ? RETURNING token", (run_id,)
                 ).fetchone()[0]
                 db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, run_id) from exc
                 raise
             return int(token)
 
@@ -226,8 +329,8 @@ class SqliteLog:
         """Append ``snapshot`` and delete every row of the run strictly before it."""
         db = self._db
         with self._lock:
-            db.execute("BEGIN IMMEDIATE")
             try:
+                db.execute("BEGIN IMMEDIATE")
                 row = db.execute("SELECT token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
                 current = row[0] if row else 0
                 if current != token:
@@ -241,21 +344,27 @@ class SqliteLog:
                     raise _taken(run_id, snapshot[0]) from None
                 db.execute("DELETE FROM events WHERE run_id = ? AND seq < ?", (run_id, snapshot[0]))
                 db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, run_id) from exc
                 raise
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run and its rows."""
         with self._lock:
             db = self._db
-            db.execute("BEGIN IMMEDIATE")
             try:
+                db.execute("BEGIN IMMEDIATE")
                 db.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
                 db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
                 db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, run_id) from exc
                 raise
 
     def vacuum(self) -> None:
@@ -271,10 +380,13 @@ class SqliteLog:
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """All rows of a run above ``after_seq``, in seq order, in one query."""
         with self._lock:
-            return self._db.execute(
-                "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
-                (run_id, after_seq),
-            ).fetchall()
+            try:
+                return self._db.execute(
+                    "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+                    (run_id, after_seq),
+                ).fetchall()
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, run_id) from exc
 
     def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:
         """The rows of ``read``, fetched ``chunk`` rows per query as they are consumed.
@@ -286,10 +398,14 @@ class SqliteLog:
         """
         while True:
             with self._lock:
-                rows = self._db.execute(
-                    "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                    (run_id, after_seq, chunk),
-                ).fetchall()
+                try:
+                    rows = self._db.execute(
+                        "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? "
+                        "ORDER BY seq LIMIT ?",
+                        (run_id, after_seq, chunk),
+                    ).fetchall()
+                except (sqlite3.Error, UnicodeDecodeError) as exc:
+                    raise self._failure(exc, run_id) from exc
             yield from rows
             if len(rows) < chunk:
                 return
@@ -298,9 +414,12 @@ class SqliteLog:
     def info(self, run_id: str) -> RunInfo | None:
         """The run's summary, or ``None`` when the log has no such run."""
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {_INFO_COLUMNS} FROM runs WHERE run_id = ? AND workflow != ''", (run_id,)
-            ).fetchone()
+            try:
+                row = self._db.execute(
+                    f"SELECT {_INFO_COLUMNS} FROM runs WHERE run_id = ? AND workflow != ''", (run_id,)
+                ).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, run_id) from exc
         return RunInfo(*row) if row else None
 
     def runs(
@@ -323,12 +442,18 @@ class SqliteLog:
         sql += " ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?"
         args += [-1 if limit is None else limit, offset]
         with self._lock:
-            return [RunInfo(*r) for r in self._db.execute(sql, args)]
+            try:
+                return [RunInfo(*r) for r in self._db.execute(sql, args)]
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, None) from exc
 
     def integrity_check(self) -> str:
         """SQLite's own ``PRAGMA integrity_check`` answer (``"ok"`` when sound)."""
         with self._lock:
-            return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
+            try:
+                return "\n".join(str(r[0]) for r in self._db.execute("PRAGMA integrity_check"))
+            except sqlite3.Error as exc:  # damaged past what the check itself can read
+                return f"{exc}"
 
     def close(self) -> None:
         """Stop the background checkpoints and close the connection."""

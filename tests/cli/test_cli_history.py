@@ -242,7 +242,7 @@ def test_follow_stops_at_its_timeout(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("90", 90), ("90s", 90), ("15m", 900), ("2h", 7200), ("1.5d", 129600)]
+    ("text", "seconds"), [("0", 0), ("90s", 90), ("15m", 900), ("2h", 7200), ("1.5d", 129600)]
 )
 def test_parse_duration_reads_units(text: str, seconds: float) -> None:
     """Durations take s, m, h, d and w suffixes."""

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable import SerializationError
+from durable import LogCorruptedError, SerializationError
 from durable._recorded import Recorded
 from durable._serde import adapter, dumps, to_json
 from durable._spec import Spec
@@ -87,7 +87,8 @@ def test_rows_parse_in_one_pass() -> None:
 
 
 def test_a_bad_row_is_reported_as_bad() -> None:
-    """A payload that is not one JSON value fails as it would when parsed alone."""
+    """A payload that is not one JSON value fails as it would when parsed alone, naming its row."""
     rows = [(1, "run.started", '{"workflow":"w"}'), (2, "step.started", '1,{"path":"s"}')]
-    with pytest.raises(json.JSONDecodeError):
+    with pytest.raises(LogCorruptedError, match=r"event 2 \(step.started\)") as err:
         Recorded.from_rows(rows)
+    assert isinstance(err.value.__cause__, json.JSONDecodeError)
