@@ -11,19 +11,17 @@ A ``run.restored`` event rolls the index back to the state at its checkpoint.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from itertools import islice
-from operator import itemgetter
-from typing import Any, get_args
+from typing import Any
 
 from ._decide import Call
 from ._keys import parent_of, session_position, step_name
-from ._serde import loads, sha256_tag
+from ._rows import WholeLogNeeded, check_fields, chunks, damaged, until
+from ._serde import sha256_tag
 from ._snapshots import STATE_FORMAT, decode_state
 from .errors import LogCorruptedError, LogFormatError
-from .events import LOG_FORMAT_VERSION, Event
+from .events import LOG_FORMAT_VERSION
 
 Json = dict[str, Any]
 
@@ -50,18 +48,6 @@ _STATE_FIELDS = (
 """The attributes of ``Recorded`` that make up the canonical state (``terminal`` is added)."""
 
 
-def _until(rows: list[tuple[int, str, str]], seq: int, run_id: str) -> list[tuple[int, str, str]]:
-    """The rows up to and including ``seq`` (seqs are consecutive within a log)."""
-    first = rows[0][0] if rows else 1
-    if not first <= seq <= rows[-1][0]:
-        raise LogCorruptedError(
-            f"run {run_id!r} restores to seq {seq}, which is not in its log (first seq {first}); "
-            "the log was edited by hand or truncated.",
-            run_id=run_id,
-        )
-    return rows[: seq - first + 1]
-
-
 def _damaged_row(
     chunk: list[tuple[int, str, str]], parsed: list[Any], run_id: str, exc: BaseException
 ) -> LogCorruptedError:
@@ -70,106 +56,10 @@ def _damaged_row(
         try:
             Recorded()._index([row], [d], [row], run_id)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as own:
-            return _damaged(run_id, row[0], row[1], own)
+            return damaged(run_id, row[0], row[1], own)
         except Exception:  # another kind of failure: that row is not the culprit
             continue
-    return _damaged(run_id, f"{chunk[0][0]}..{chunk[-1][0]}", "one of these", exc)
-
-
-_NEEDED: dict[str, frozenset[str]] = {
-    m.model_fields["type"].default: frozenset(
-        name for name, f in m.model_fields.items() if f.is_required() and name != "type"
-    )
-    for m in get_args(get_args(Event)[0])
-}
-"""The fields each event type must hold (its schema's required fields)."""
-_NEEDED["run.completed"] = _NEEDED["run.completed"] | {"output"}
-_type_of = itemgetter(1)
-
-
-def _check_fields(chunk: list[tuple[int, str, str]], parsed: list[Any], run_id: str) -> None:
-    """Refuse a row that lacks a field its type requires, before the index takes it in.
-
-    The index and what reads it later take those fields as given; a damaged
-    row must stop the run here, named, not as a ``KeyError`` somewhere later.
-    """
-    # ``step.completed`` (most rows) is left to the index loop, which reads its fields
-    # anyway; the other types are checked only when the chunk holds any.
-    for row in (chunk[0], chunk[-1]):  # the log orders rows by seq: NULL first, text last
-        if type(row[0]) is not int:
-            raise _damaged(run_id, repr(row[0]), row[1], TypeError("the event's seq is not an integer"))
-    rare = set(map(_type_of, chunk))
-    rare.discard("step.completed")
-    if not rare:
-        return
-    needed = _NEEDED
-    for row, d in zip(chunk, parsed, strict=True):
-        if row[1] not in rare:
-            continue
-        want = needed.get(row[1])
-        if want is not None and not (type(d) is dict and d.keys() >= want):
-            missing = sorted(want - d.keys()) if type(d) is dict else None
-            what = f"missing {', '.join(missing)}" if missing else f"not an object: {str(d)[:40]}"
-            raise _damaged(run_id, row[0], row[1], KeyError(what))
-
-
-class WholeLogNeeded(Exception):
-    """A streamed log met a ``run.restored``, which re-indexes earlier rows: pass the list."""
-
-
-_CHUNK = 4096
-"""Rows parsed per call of the JSON parser; also bounds the raw rows held at once."""
-
-
-def _chunks(
-    rows: Iterable[tuple[int, str, str]], run_id: str = ""
-) -> Iterator[tuple[list[tuple[int, str, str]], list[Any]]]:
-    """The rows a chunk at a time, each with its parsed payloads.
-
-    When ``rows`` is an iterator (as ``SqliteLog.iter_rows`` gives), only one
-    chunk of raw rows is alive at a time, so a long run's index is the only
-    thing that grows with its length.
-    """
-    it = iter(rows)
-    while chunk := list(islice(it, _CHUNK)):
-        yield chunk, _parse_all(chunk, run_id)
-
-
-def _damaged(run_id: str, seq: int | str, type_: str, exc: BaseException) -> LogCorruptedError:
-    what = f"{type(exc).__name__}: {exc}"
-    return LogCorruptedError(
-        f"run {run_id!r}: event {seq} ({type_}) in its log is damaged and cannot be read ({what[:200]}). "
-        "Nothing was changed; the events before it are intact. Run `little verify "
-        f"{run_id}` to list every damaged event, then restore the file from a backup or "
-        "start the work again with a new run_id.",
-        run_id=run_id,
-    )
-
-
-def _parse_one(row: tuple[int, str, str], run_id: str) -> Any:
-    try:
-        return json.loads(row[2])
-    except (ValueError, TypeError, RecursionError) as exc:
-        raise _damaged(run_id, row[0], row[1], exc) from exc
-
-
-def _parse_all(rows: list[tuple[int, str, str]], run_id: str = "") -> list[Any]:
-    """Every row's JSON payload, parsed in one call.
-
-    One parse of the joined payloads costs a fraction of one call
-    per row, and the decoder shares the key strings of all rows. A payload
-    that is not one JSON value shows up as a count mismatch; then each row is
-    parsed alone, so the error names the row that is wrong.
-    """
-    if not rows:
-        return []
-    try:
-        parsed = loads("[" + ",".join([r[2] for r in rows]) + "]")
-        if isinstance(parsed, list) and len(parsed) == len(rows):
-            return parsed
-    except (ValueError, TypeError, RecursionError):
-        pass
-    return [_parse_one(r, run_id) for r in rows]
+    return damaged(run_id, f"{chunk[0][0]}..{chunk[-1][0]}", "one of these", exc)
 
 
 @dataclass
@@ -230,8 +120,8 @@ class Recorded:
         """Index further rows (in seq order, after ``last_seq``); returns ``self``."""
         rec = self
         rec._positions = None
-        for chunk, parsed in _chunks(rows, run_id):
-            _check_fields(chunk, parsed, run_id)
+        for chunk, parsed in chunks(rows, run_id):
+            check_fields(chunk, parsed, run_id)
             try:
                 rec._index(chunk, parsed, rows, run_id)
             except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
@@ -330,7 +220,7 @@ class Recorded:
                     raise WholeLogNeeded(run_id)
                 # Rebuilt from the rows up to the checkpoint: they must be in ``rows`` (recover
                 # passes the whole log; an incremental update never sees a restore under its lock).
-                rec._become(Recorded.from_rows(_until(rows, d["checkpoint"], run_id), run_id))
+                rec._become(Recorded.from_rows(until(rows, d["checkpoint"], run_id), run_id))
                 rec.state_version = d["state_version"]
                 completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from . import _encode as ev
-from ._recorded import Recorded, WholeLogNeeded
+from ._recorded import Recorded
+from ._rows import WholeLogNeeded
 from ._snapshots import encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _encode as ev
-from ._recorded import Recorded, _until
+from ._recorded import Recorded
 from ._recovery import _not_found, locked
+from ._rows import until
 from ._runner import new_run_id as fresh_run_id
 from ._serde import ANY, sha256_tag, to_json, value_hash
 from ._snapshots import decode_state, encode_state
@@ -232,7 +233,7 @@ def fork(
     """
     rows = _rows(world, run_id)
     cp = _find(run_id, rows, checkpoint)
-    at = Recorded.from_rows(_until(rows, cp.seq, run_id), run_id)
+    at = Recorded.from_rows(until(rows, cp.seq, run_id), run_id)
     rid = new_run_id if new_run_id is not None else fresh_run_id()
     if not isinstance(rid, str) or not rid:
         raise ConfigurationError(f"new_run_id must be a non-empty string, not {rid!r}.")
