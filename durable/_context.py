@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ._encode import encode
+from ._keys import branch_segment, scope_prefix
 from ._recorded import Recorded
 from .errors import ConfigurationError, DriftChange
 from .store._protocol import Append, EventLog, Row
@@ -197,7 +198,7 @@ class Scope:
     def __init__(self, run: RunContext, path: str):
         self.run = run
         self.path = path
-        self.prefix = path + "." if path else ""
+        self.prefix = scope_prefix(path)
         self.n = 0
         self.visits: dict[str, int] = {}
         self.busy: str | None = None
@@ -211,7 +212,7 @@ class Scope:
                 f"branch key {key!r} contains '[' or ']'; branch keys name a path segment "
                 "and must not contain brackets."
             )
-        seg = f"{name}[{key}]"
+        seg = branch_segment(name, key)
         used = self.used_branches
         if used is None:
             used = self.used_branches = set()

@@ -31,6 +31,11 @@ VISIT_MARK = ".visit["
 # -- building -----------------------------------------------------------------
 
 
+def scope_prefix(path: str) -> str:
+    """What a scope's calls put before their segment: its path and a dot (nothing at the top)."""
+    return path + "." if path else ""
+
+
 def step_path(prefix: str, name: str, visit: int, looped: bool) -> str:
     """The path of a step called in the scope whose ``prefix`` is given.
 
