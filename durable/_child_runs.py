@@ -39,6 +39,7 @@ async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, A
             run_id=tool_child_run_id(effect_key, spec.name, ih),
             models=run.models,
             parent=(run.run_id, parent_key),
+            guard=None if run.guard is None else run.guard.child(run),
         )
     finally:
         EFFECT_KEY.reset(token)

@@ -55,13 +55,16 @@ class Claim:
     __slots__ = ("n", "run", "scope")
 
     def __init__(self, scope: Scope, what: str):
+        run = scope.run
+        if run.guard is not None:  # a runtime watches the run: cancelled, past its deadline?
+            run.guard.check(run)
         if scope.busy is not None:
             raise _concurrent(scope, what)
         scope.busy = what
         self.n = n = scope.n
         scope.n = n + 1
         self.scope = scope
-        self.run: RunContext = scope.run
+        self.run: RunContext = run
 
     def __enter__(self) -> Self:
         return self

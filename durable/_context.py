@@ -17,7 +17,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._encode import encode
 from ._keys import branch_segment, scope_prefix
@@ -38,6 +38,24 @@ _TOOL_CALL_ID = re.compile(r"(call|toolu|tool|fc|chatcmpl)[-_][A-Za-z0-9_-]*$")
 """What the tool-call ids of the common model APIs look like (``call_…``, ``toolu_…``, ``fc_…``)."""
 
 
+class Guard(Protocol):
+    """What a runtime watches over a run with: cancellation, deadlines, a worker's stop.
+
+    The engine asks it at every durable call (``check``) and hands it every
+    durable wait (``pause``); without one (a plain ``run_workflow``) neither
+    costs anything but one attribute test. ``durable.runtime`` implements it.
+    """
+
+    def check(self, run: RunContext) -> None:
+        """Raise (``RunCancelled``, or a stop) when the run must not go on."""
+
+    async def pause(self, run: RunContext, seconds: float) -> None:
+        """Wait ``seconds`` with ``run.sleep``, raising as ``check`` does if the run must stop."""
+
+    def child(self, run: RunContext) -> Guard:
+        """The guard of a child run started by ``run`` (a parent's cancellation reaches it)."""
+
+
 class RunContext:
     """One driver's view of one run: identity, recorded events, write buffer."""
 
@@ -49,6 +67,7 @@ class RunContext:
         "broken",
         "buffer",
         "clock",
+        "guard",
         "log",
         "models",
         "recorded",
@@ -86,6 +105,15 @@ class RunContext:
         self._flush_scheduled = False
         self.broken: BaseException | None = None
         self.accept_drift: frozenset[str] = frozenset()
+        self.guard: Guard | None = None
+
+    async def pause(self, seconds: float) -> None:
+        """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising."""
+        guard = self.guard
+        if guard is None:
+            await self.sleep(seconds)
+        else:
+            await guard.pause(self, seconds)
 
     def accepts(self, changes: list[DriftChange]) -> bool:
         """Whether the caller accepted every one of these drift changes (``accept_drift=``)."""

@@ -139,6 +139,7 @@ def step(
     version: str | int | None = None,
     max_visits: int = 1,
     retry: Any = None,
+    timeout: float | None = None,
     role: str | None = None,
     tools: list[Any] | None = None,
     workflows: list[Any] | None = None,
@@ -152,6 +153,7 @@ def step(
     version: str | int | None = None,
     max_visits: int = 1,
     retry: Any = None,
+    timeout: float | None = None,
     role: str | None = None,
     tools: list[Any] | None = None,
     workflows: list[Any] | None = None,
@@ -169,6 +171,8 @@ def step(
         version: A manual drift marker.
         max_visits: How many times the step may be entered in one scope.
         retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
+        timeout: Seconds one attempt of an async step may take; a longer one fails
+            with ``StepTimeoutError``, which ``retry=`` may retry. Refused on a sync step.
         role: Makes the step an agent session with this role (see ``durable.session``).
         tools: With ``role``: the ``@tool`` functions the session offers.
         workflows: With ``role``: the ``@workflow`` functions the session may start.
@@ -182,6 +186,7 @@ def step(
             "version": version,
             "max_visits": max_visits,
             "retry": retry,
+            "timeout": timeout,
             "role": role,
             "tools": tools,
             "workflows": workflows,

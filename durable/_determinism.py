@@ -94,7 +94,7 @@ async def sleep(seconds: float) -> None:
             await run.flush_async()
         remaining = wake - run.clock()
         if remaining > 0:
-            await run.sleep(remaining)
+            await run.pause(remaining)
 
 
 def interrupt(value: Any = None) -> Any:

@@ -54,6 +54,7 @@ async def _drive_child(call: EffectCall, spec: Spec, args: tuple[Any, ...], kwar
         run_id=child_run_id(run.run_id, call.key),
         models=run.models,
         parent=(run.run_id, call.key),
+        guard=None if run.guard is None else run.guard.child(run),
     )
 
 

@@ -47,8 +47,9 @@ def run_started(
     *,
     parent: tuple[str, str] | None = None,
     fork: tuple[str, int] | None = None,
+    deadline_at: float | None = None,
 ) -> Json:
-    """``run.started``: everything a resume must match."""
+    """``run.started``: everything a resume must match (and the run's deadline, when it has one)."""
     data: Json = {
         "workflow": workflow,
         "input": input,
@@ -63,6 +64,8 @@ def run_started(
         data["parent_run_id"], data["parent_key"] = parent
     if fork is not None:
         data["fork_of"], data["fork_seq"] = fork
+    if deadline_at is not None:
+        data["deadline_at"] = deadline_at
     return data
 
 
@@ -79,6 +82,16 @@ def run_failed(error: Json, path: str | None) -> Json:
 def run_interrupted(path: str, value: Any) -> Json:
     """``run.interrupted``: the run waits at ``path``."""
     return {"path": path, "value": value}
+
+
+def run_cancelled(reason: str) -> Json:
+    """``run.cancelled``: the run stopped on a cancellation request or its deadline."""
+    return {"reason": reason}
+
+
+def run_resumed(reason: str) -> Json:
+    """``run.resumed``: the cancellation (of this reason) is forgotten; the run goes on."""
+    return {"reason": reason}
 
 
 def run_retried(paths: list[str]) -> Json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .errors import DurableError, NonRetryableError, StepFailedError
+from .errors import DurableError, NonRetryableError, StepFailedError, StepTimeoutError
 
 
 def recordable(exc: BaseException) -> bool:
@@ -18,7 +18,7 @@ def recordable(exc: BaseException) -> bool:
     if not isinstance(exc, Exception):
         return False
     if isinstance(exc, DurableError):
-        return isinstance(exc, StepFailedError | NonRetryableError)
+        return isinstance(exc, StepFailedError | NonRetryableError | StepTimeoutError)
     return True
 
 
@@ -64,6 +64,8 @@ def rebuild_error(
             pass
     if cls is NonRetryableError:
         return NonRetryableError(message, run_id=run_id, path=path)
+    if cls is StepTimeoutError:
+        return StepTimeoutError(message, run_id=run_id, path=path)
     return StepFailedError(
         f"{path or 'run'} failed earlier in run {run_id!r} with {type_name}: {message}",
         run_id=run_id,

@@ -179,8 +179,11 @@ class Recorded:
                         run_id=run_id,
                     )
                 rec.started = d
-            elif type_ in ("run.completed", "run.failed", "run.interrupted"):
+            elif type_ in ("run.completed", "run.failed", "run.interrupted", "run.cancelled"):
                 rec.terminal = (type_, d)
+            elif type_ == "run.resumed":
+                if rec.terminal is not None and rec.terminal[0] == "run.cancelled":
+                    rec.terminal = None
             elif type_ == "timer.set":
                 rec.timers[d["path"]] = d
             elif type_ == "interrupt":

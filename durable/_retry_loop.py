@@ -53,7 +53,7 @@ class _Attempts:
             remaining = self.wake - self.run.clock()
             self.wake = None
             if remaining > 0:
-                await self.run.sleep(remaining)
+                await self.run.pause(remaining)
 
     def decide(self, exc: BaseException) -> Decision:
         """Ask the policy about ``exc`` (``NonRetryableError`` gives up at once)."""

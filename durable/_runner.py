@@ -7,13 +7,13 @@ import contextlib
 import inspect
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from . import _encode as ev
 from ._artifacts import check_artifacts
-from ._context import CURRENT, RunContext, Scope
+from ._context import CURRENT, Guard, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
 from ._manifest import (
     drift_error,
@@ -30,6 +30,8 @@ from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import (
     ConfigurationError,
+    RunCancelled,
+    RunCancelledError,
     RunFailedError,
     RunInterrupted,
     RunTimeoutError,
@@ -187,26 +189,64 @@ async def drive(
     resume: Any = _UNSET,
     retry_failed: bool = False,
     accept_drift: frozenset[str] = frozenset(),
+    guard: Guard | None = None,
+    deadline: float | None = None,
+    lock_held: bool = False,
+    resume_cancelled: bool = False,
 ) -> Any:
-    """Take the run's lock, check the log against the caller, and execute or replay."""
+    """Take the run's lock, check the log against the caller, and execute or replay.
+
+    A runtime passes ``guard`` (cancellation, deadlines, stops), ``deadline``
+    (seconds, recorded as an absolute time when the run starts), ``lock_held``
+    (it took the run's lock itself) and ``resume_cancelled`` (continue a
+    cancelled run).
+    """
     value, data, input_hash = validate_input(spec, input, run_id)
+    how = _How(resume, retry_failed, accept_drift, guard, deadline, resume_cancelled)
+    if lock_held:
+        return await _drive_held(spec, value, data, input_hash, world, run_id, models, parent, how)
     async with hold(world.locks, f"run:{run_id}"):
-        token = world.log.fence(run_id)
-        rec = recover_log(world.log, run_id)
-        run = RunContext(world, run_id, token, rec, models)
-        run.accept_drift = accept_drift
-        if rec.started is None:
-            if resume is not _UNSET:
-                raise ConfigurationError(
-                    f"run {run_id!r} does not exist, so it waits for no answer; resume= answers "
-                    "a run that raised RunInterrupted. Start it without resume=."
-                )
-            _start(run, spec, data, input_hash, parent)
-        else:
-            finished = _check_resume(run, spec, data, input_hash, resume, retry_failed)
-            if finished is not _UNSET:
-                return finished
-        return await _execute(run, spec, value)
+        return await _drive_held(spec, value, data, input_hash, world, run_id, models, parent, how)
+
+
+class _How(NamedTuple):
+    resume: Any
+    retry_failed: bool
+    accept_drift: frozenset[str]
+    guard: Guard | None
+    deadline: float | None
+    resume_cancelled: bool
+
+
+async def _drive_held(
+    spec: Spec,
+    value: Any,
+    data: Any,
+    input_hash: str,
+    world: WorldCore,
+    run_id: str,
+    models: dict[str, str],
+    parent: tuple[str, str] | None,
+    how: _How,
+) -> Any:
+    token = world.log.fence(run_id)
+    rec = recover_log(world.log, run_id)
+    run = RunContext(world, run_id, token, rec, models)
+    run.accept_drift = how.accept_drift
+    if rec.started is None:
+        if how.resume is not _UNSET:
+            raise ConfigurationError(
+                f"run {run_id!r} does not exist, so it waits for no answer; resume= answers "
+                "a run that raised RunInterrupted. Start it without resume=."
+            )
+        deadline_at = None if how.deadline is None else world.clock() + how.deadline
+        _start(run, spec, data, input_hash, parent, deadline_at)
+    else:
+        finished = _check_resume(run, spec, data, input_hash, how)
+        if finished is not _UNSET:
+            return finished
+    run.guard = how.guard
+    return await _execute(run, spec, value)
 
 
 def _drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:
@@ -229,7 +269,14 @@ def _memory_manifest(world: WorldCore) -> dict[str, Any] | None:
     return None if store is None else store.manifest()
 
 
-def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tuple[str, str] | None) -> None:
+def _start(
+    run: RunContext,
+    spec: Spec,
+    data: Any,
+    input_hash: str,
+    parent: tuple[str, str] | None,
+    deadline_at: float | None,
+) -> None:
     cache = manifest_cache(run.world)
     manifest = run_manifest(spec, run.models, cache, _memory_manifest(run.world))
     started = ev.run_started(
@@ -242,15 +289,15 @@ def _start(run: RunContext, spec: Spec, data: Any, input_hash: str, parent: tupl
         output_schema_hash(spec, cache),
         LOG_FORMAT_VERSION,
         parent=parent,
+        deadline_at=deadline_at,
     )
     run.emit("run.started", started)
     run.flush(created=(spec.name, parent[0] if parent else None))
     run.recorded.note("run.started", started)
 
 
-def _check_resume(
-    run: RunContext, spec: Spec, data: Any, input_hash: str, resume: Any, retry_failed: bool
-) -> Any:
+def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: _How) -> Any:
+    resume, retry_failed = how.resume, how.retry_failed
     rec = run.recorded
     started = rec.started or {}
     rid = run.run_id
@@ -309,6 +356,17 @@ def _check_resume(
             answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
             run.record("interrupt.resumed", ev.interrupt_resumed(data["path"], answer))
             run.flush(status="running")
+        elif kind == "run.cancelled":
+            reason = data.get("reason", "requested")
+            if not how.resume_cancelled:
+                raise RunCancelledError(
+                    f"run {rid!r} was cancelled ({reason}); continue it with "
+                    f"durable.resume_run({rid!r}, world=...) or `little resume {rid}`.",
+                    run_id=rid,
+                    reason=reason,
+                )
+            run.record("run.resumed", ev.run_resumed(reason))
+            run.flush(status="running")
     if retry_failed:
         failed = list(rec.steps_failed) + [k for k, r in rec.receipts.items() if r["outcome"] == "error"]
         if failed or (terminal is not None and terminal[0] == "run.failed"):
@@ -327,6 +385,11 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     except RunInterrupted as exc:
         run.emit("run.interrupted", ev.run_interrupted(exc.path, exc.value))
         run.flush(status="interrupted")
+        raise
+    except RunCancelled as exc:
+        with contextlib.suppress(BaseException):
+            run.emit("run.cancelled", ev.run_cancelled(exc.reason))
+            run.flush(status="cancelled")
         raise
     except BaseException as exc:
         _close_failed(run, exc)

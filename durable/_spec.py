@@ -49,6 +49,7 @@ class Spec:
         "role",
         "signature",
         "slot",
+        "timeout",
         "uses",
         "version",
     )
@@ -70,6 +71,7 @@ class Spec:
         self.slot: str | None = options.pop("slot", None)
         self.uses: tuple[Any, ...] = tuple(options.pop("uses", ()) or ())
         self.role: str | None = options.pop("role", None)
+        self.timeout: float | None = options.pop("timeout", None)
         self.options = options
         self.is_asyncgen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
@@ -249,6 +251,15 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
     mv = options.get("max_visits", 1)
     if not isinstance(mv, int) or isinstance(mv, bool) or mv < 1:
         raise ConfigurationError(f"@step max_visits must be an int >= 1, not {mv!r}.")
+    timeout = options.get("timeout")
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigurationError(f"@step timeout= takes a number of seconds > 0, not {timeout!r}.")
+        if not inspect.iscoroutinefunction(fn):
+            raise ConfigurationError(
+                f"@step {fn.__qualname__} has timeout= but is not an async def; a sync body "
+                "cannot be stopped from outside. Make it async, or drop timeout=."
+            )
     version = options.get("version")
     if version is not None and not isinstance(version, str | int):
         raise ConfigurationError(f"version= takes a string or an int, not {version!r}.")

@@ -9,6 +9,7 @@ nothing was written between the two, one ``step.completed`` carries both.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,7 @@ from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
 from ._serde import bytes_hash, stored_bytes, to_json
 from ._spec import Spec
-from .errors import MaxVisitsExceededError
+from .errors import MaxVisitsExceededError, StepTimeoutError
 
 
 class StepCall(Claim):
@@ -115,11 +116,32 @@ async def step_attempt(
     """Run the step's body once in its own scope and buffer its commit; return the output."""
     token = CURRENT.set(Scope(call.run, call.path))
     try:
-        out = await fn(*args, **kwargs)
+        timeout = call.spec.timeout
+        if timeout is None:
+            out = await fn(*args, **kwargs)
+        else:
+            out = await _bounded(call, fn(*args, **kwargs), timeout)
     finally:
         CURRENT.reset(token)
     step_commit(call, out)
     return out
+
+
+async def _bounded(call: StepCall, body: Any, timeout: float) -> Any:
+    """Await one attempt of the body for at most ``timeout`` seconds (``StepTimeoutError``)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await body
+    except TimeoutError as exc:
+        if isinstance(exc, StepTimeoutError):
+            raise
+        raise StepTimeoutError(
+            f"run {call.run.run_id!r}: step {call.spec.name!r} (path {call.path!r}) attempt "
+            f"{call.attempt} ran longer than its timeout of {timeout} s. Raise timeout=, or give "
+            "the step retry= to try again.",
+            run_id=call.run.run_id,
+            path=call.path,
+        ) from None
 
 
 async def step_async(

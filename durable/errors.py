@@ -21,10 +21,12 @@ caller can do next. The tree::
     ├── LogUnavailableError         the log cannot be written now (locked too long, disk full)
     ├── MemoryStoreError            misuse of the memory store (dimension, filter, extra)
     ├── OuterLoopError              an outer-loop manifest cannot be read
-    └── RunTimeoutError             run_workflow's own timeout passed; the run stays resumable
+    ├── RunTimeoutError             run_workflow's own timeout passed; the run stays resumable
+    ├── RunCancelledError           the run was cancelled (result() of a cancelled run)
+    └── StepTimeoutError            one attempt of a step with timeout= took too long
 
     DurableControl(BaseException)   control flow user code must not swallow
-    ├── RunCancelled                the driving caller was cancelled
+    ├── RunCancelled                the run was cancelled (handle.cancel(), a deadline)
     ├── FencedError                 a newer driver took the run; this one must stop
     └── RunInterrupted              the run waits for an answer (durable.interrupt)
 """
@@ -52,12 +54,14 @@ __all__ = [
     "NondeterminismError",
     "OuterLoopError",
     "RunCancelled",
+    "RunCancelledError",
     "RunFailedError",
     "RunInterrupted",
     "RunNotFoundError",
     "RunTimeoutError",
     "SerializationError",
     "StepFailedError",
+    "StepTimeoutError",
     "UnknownCommitError",
 ]
 
@@ -274,6 +278,30 @@ class RunTimeoutError(DurableError):
     """``run_workflow`` gave up after its timeout; the run stays resumable."""
 
 
+class RunCancelledError(DurableError):
+    """The run was cancelled: ``RunHandle.result()`` of a cancelled run raises it.
+
+    Continue the run with ``durable.resume_run(run_id, world=...)`` or
+    ``little resume RUN_ID``.
+
+    Attributes:
+        reason: ``"requested"`` (``cancel()``, ``little cancel``) or ``"deadline"``.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None = None, reason: str = "requested"):
+        super().__init__(message, run_id=run_id)
+        self.reason = reason
+
+
+class StepTimeoutError(DurableError, TimeoutError):
+    """One attempt of a ``@step(timeout=...)`` ran longer than its timeout.
+
+    It is a step failure like any other: the step's retry policy may retry it
+    (each attempt gets the full timeout), and a final one is recorded and
+    replayed as this error.
+    """
+
+
 class DurableControl(BaseException):
     """Control flow that user code must not swallow with ``except Exception``."""
 
@@ -285,7 +313,17 @@ class DurableControl(BaseException):
 
 
 class RunCancelled(DurableControl):
-    """The caller driving the run was cancelled; the run stays resumable."""
+    """The run was cancelled; raised inside it at its next durable call or durable wait.
+
+    The run's status becomes ``cancelled``; ``durable.resume_run`` continues it.
+
+    Attributes:
+        reason: ``"requested"`` (``cancel()``, ``little cancel``) or ``"deadline"``.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None = None, reason: str = "requested"):
+        super().__init__(message, run_id=run_id)
+        self.reason = reason
 
 
 class FencedError(DurableControl):

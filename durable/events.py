@@ -82,6 +82,7 @@ class RunStarted(_Event):
     parent_key: str | None = None
     fork_of: str | None = None
     fork_seq: int | None = None
+    deadline_at: float | None = None
 
 
 class StepStarted(_Event):
@@ -318,6 +319,20 @@ class RunFailed(_Event):
     path: str | None = None
 
 
+class RunCancelledEvent(_Event):
+    """The run stopped on a cancellation (``reason``: ``requested`` or ``deadline``)."""
+
+    type: Literal["run.cancelled"] = "run.cancelled"
+    reason: str = "requested"
+
+
+class RunResumed(_Event):
+    """``resume_run`` continued a cancelled run: the cancellation is forgotten."""
+
+    type: Literal["run.resumed"] = "run.resumed"
+    reason: str = "requested"
+
+
 class RunInterruptedEvent(_Event):
     """The run suspended at an interrupt and waits for ``resume=``."""
 
@@ -349,7 +364,9 @@ Event = Annotated[
     | OuterLoopCycleCompleted
     | RunCompleted
     | RunFailed
-    | RunInterruptedEvent,
+    | RunInterruptedEvent
+    | RunCancelledEvent
+    | RunResumed,
     Field(discriminator="type"),
 ]
 """Any event of the log, discriminated by its ``type``."""
@@ -382,6 +399,8 @@ EVENT_TYPES: tuple[str, ...] = tuple(
         RunCompleted,
         RunFailed,
         RunInterruptedEvent,
+        RunCancelledEvent,
+        RunResumed,
     )
 )
 """Every event type name, in the order of the table in the docs."""

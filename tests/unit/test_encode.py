@@ -14,7 +14,7 @@ ERROR = {"error_type": "builtins.ValueError", "error_message": "boom", "error_ar
 
 PAYLOADS: dict[str, Any] = {
     "run.started": ev.run_started(
-        "wf", {"a": 1}, "h", {"m": 1}, "sha256:x", {"s": "m"}, "o", 2, parent=("p", "k")
+        "wf", {"a": 1}, "h", {"m": 1}, "sha256:x", {"s": "m"}, "o", 2, parent=("p", "k"), deadline_at=9.5
     ),
     "step.started": ev.step_started("a.b", 0, 1, "h", 3),
     "step.completed": ev.step_completed("a.b", 0, b'{"x":[1,2]}', "h", 4, None),
@@ -44,6 +44,8 @@ PAYLOADS: dict[str, Any] = {
     "run.completed": ev.run_completed(5, "h"),
     "run.failed": ev.run_failed(ERROR, "a.b"),
     "run.interrupted": ev.run_interrupted("interrupt#2", {"ask": 1}),
+    "run.cancelled": ev.run_cancelled("deadline"),
+    "run.resumed": ev.run_resumed("requested"),
 }
 
 
