@@ -110,9 +110,10 @@ class WorldCore:
 
     def close(self) -> None:
         """Close the log and the memory store (the world is unusable afterwards)."""
-        store = self.extensions.pop("memory", None)
-        if store is not None:
-            store.close()
+        for name in ("memory", "control"):
+            store = self.extensions.pop(name, None)
+            if store is not None:
+                store.close()
         self.log.close()
 
     def __enter__(self) -> WorldCore:

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from .._open_world import local_world
 from ..errors import DurableError
-from . import _history, _runs  # noqa: F401  (importing them registers their commands)
+from . import _history, _runs, _runtime  # noqa: F401  (importing them registers their commands)
 from ._registry import COMMANDS, HUMAN, CliError
 
 # -- output -------------------------------------------------------------------
@@ -40,7 +40,20 @@ def _human(name: str, data: Any) -> str:
     return json.dumps(data, indent=2)
 
 
-_ORDER = ["runs", "events", "replay", "checkpoints", "restore", "fork", "compact", "gc", "verify"]
+_ORDER = [
+    "runs",
+    "events",
+    "replay",
+    "checkpoints",
+    "restore",
+    "fork",
+    "compact",
+    "gc",
+    "verify",
+    "worker",
+    "cancel",
+    "resume",
+]
 """The order commands are listed in (reading first, then time travel and maintenance)."""
 
 
@@ -97,7 +110,7 @@ def _run(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return 1
     data_dir = Path(a.data_dir)
-    if not (data_dir / "events.db").exists():
+    if a.command != "worker" and not (data_dir / "events.db").exists():
         print(
             f"little: no durable data directory at {str(data_dir)!r} (no events.db); pass --data-dir",
             file=sys.stderr,

@@ -15,12 +15,13 @@ from .._world import WorldCore
 from ..errors import RunNotFoundError
 from ..events import Event, parse_event
 from ._registry import CliError, command, read_rows, run_id_arg, table
+from ._runtime_rows import runtime_detail
 
 
 def _runs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--status",
-        choices=["running", "completed", "failed", "interrupted"],
+        choices=["enqueued", "running", "interrupted", "completed", "failed", "cancelled"],
         help="only runs with this status",
     )
     p.add_argument("--workflow", help="only runs of this workflow")
@@ -32,13 +33,13 @@ def _runs_args(p: argparse.ArgumentParser) -> None:
     "runs",
     "list runs, newest first",
     _runs_args,
-    human=lambda rows: table(rows, ["run_id", "workflow", "status"]),
+    human=lambda rows: table(rows, ["run_id", "workflow", "status", "driver"]),
 )
 def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
     if a.limit < 1 or a.offset < 0:
         raise CliError("--limit must be at least 1 and --offset at least 0")
     infos = world.runs(status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
-    return [
+    rows = [
         {
             "run_id": i.run_id,
             "workflow": i.workflow,
@@ -49,6 +50,7 @@ def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
         }
         for i in infos
     ]
+    return runtime_detail(world, rows, a.status, a.workflow)
 
 
 def follow_events(

@@ -2,6 +2,8 @@
 
 A log backend is a class with the methods of ``EventLog``; ``MemoryLog``
 (in the process) and ``SqliteLog`` (one SQLite file) are the two that ship.
+The runtime's queues, claims and cancellation requests live behind
+``RunControl`` (``MemoryControl``, ``SqliteControl``).
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
 ``durable.store.conformance``, the suite both shipped logs pass.
@@ -20,23 +22,30 @@ from __future__ import annotations
 import contextlib
 
 from ._artifact_store import ArtifactStore, FileArtifacts, MemoryArtifacts
+from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
 from ._protocol import Append, EventLog, Row, RunInfo
 from ._sqlite import SqliteLog
+from ._sqlite_control import SqliteControl
 
 __all__ = [
     "Append",
     "ArtifactStore",
+    "ControlRecord",
     "EventLog",
     "FileArtifacts",
     "FileLocks",
     "Locks",
     "MemoryArtifacts",
+    "MemoryControl",
     "MemoryLocks",
     "MemoryLog",
+    "QueueLimits",
     "Row",
+    "RunControl",
     "RunInfo",
+    "SqliteControl",
     "SqliteLog",
 ]
 

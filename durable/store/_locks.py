@@ -74,6 +74,14 @@ class FileLocks:
         os.write(fd, f"{os.getpid()}\n".encode())
         return fd
 
+    def holder(self, name: str) -> int | None:
+        """The pid that the last holder of ``name`` wrote into its lock file, if any."""
+        try:
+            text = (self.folder / _file_name(name)).read_text().strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
     def release(self, handle: object) -> None:
         assert isinstance(handle, int)
         with contextlib.suppress(OSError):

@@ -1,0 +1,137 @@
+"""``little worker``, ``cancel`` and ``resume``: the runtime from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from typing import Any
+
+from .._spec import spec_of
+from .._world import WorldCore
+from ..errors import ConfigurationError
+from ..runtime import Queue, Worker, cancel_run, resume_run, run_status
+from ..runtime._driver import default_driver
+from ._registry import CliError, command, run_id_arg
+
+
+def _import(target: str) -> tuple[Any, Any]:
+    """The module and the object named ``MODULE:ATTR``."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliError(f"little worker takes MODULE:ATTR, not {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise CliError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise CliError(f"{module_name!r} has no {attr!r}")
+    return module, obj
+
+
+def _worker_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "target",
+        metavar="MODULE:ATTR",
+        help="a @workflow, a list of workflows, or a Worker whose workflows and queues to serve",
+    )
+    p.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        help="a queue to claim from (repeatable; a Queue of the module keeps its limits)",
+    )
+    p.add_argument("--concurrency", type=int, default=None, help="runs driven at once (default 100)")
+    p.add_argument("--name", default=None, help="the worker's name in claims (default host:pid:random)")
+
+
+def build_worker(
+    world: WorldCore, target: str, queues: list[str], concurrency: int | None, name: str | None
+) -> Worker:
+    """The worker that ``little worker`` runs."""
+    module, obj = _import(target)
+    known = {q.name: q for q in vars(module).values() if isinstance(q, Queue)}
+    if isinstance(obj, Worker):
+        workflows: list[Any] = [s.fn for s in obj.specs.values()]
+        served: list[Queue] = list(obj.queues)
+        conc = obj.concurrency
+    elif spec_of(obj) is not None:
+        workflows, served, conc = [obj], [], 100
+    elif isinstance(obj, list | tuple):
+        workflows, served, conc = list(obj), [], 100
+    else:
+        raise CliError(f"{target!r} is not a @workflow, a list of workflows or a Worker")
+    # The workflow objects carry their specs; re-wrap plain spec functions.
+    workflows = [_decorated(module, w) for w in workflows]
+    for qn in queues:
+        if all(q.name != qn for q in served):
+            served.append(known.get(qn) or Queue(qn))
+    if concurrency is not None:
+        if concurrency < 1:
+            raise CliError("--concurrency must be at least 1")
+        conc = concurrency
+    return Worker(world, workflows=workflows, queues=served, concurrency=conc, name=name)
+
+
+def _decorated(module: Any, fn: Any) -> Any:
+    if spec_of(fn) is not None:
+        return fn
+    for v in vars(module).values():
+        spec = spec_of(v)
+        if spec is not None and spec.fn is fn:
+            return v
+    raise CliError(f"{fn!r} is not a @workflow")
+
+
+@command("worker", "drive queued runs and recover runs whose driver died, until SIGTERM", _worker_args)
+def _worker(world: WorldCore, a: argparse.Namespace) -> Any:
+    try:
+        worker = build_worker(world, a.target, a.queue, a.concurrency, a.name)
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from exc
+    queues = ", ".join(q.name for q in worker.queues) or "(none: recovery only)"
+    print(
+        f"little worker {worker.name}: workflows {', '.join(sorted(worker.specs))}; queues {queues}",
+        flush=True,
+    )
+    asyncio.run(worker.run())
+    print(f"little worker {worker.name}: stopped", flush=True)
+    return None
+
+
+@command("cancel", "cancel a run: it stops at its next durable call (an enqueued run at once)", run_id_arg)
+def _cancel(world: WorldCore, a: argparse.Namespace) -> Any:
+    status = cancel_run(world, a.run_id)
+    detail = run_status(world, a.run_id)
+    return {"run_id": a.run_id, "status": status, "reason": detail.reason}
+
+
+def _resume_args(p: argparse.ArgumentParser) -> None:
+    run_id_arg(p)
+    p.add_argument(
+        "--workflow",
+        metavar="MODULE:FUNCTION",
+        help="drive a run without a queue here until it stops (otherwise a worker drives it)",
+    )
+
+
+@command(
+    "resume", "let a cancelled or failed run continue (a queued one goes back on its queue)", _resume_args
+)
+def _resume(world: WorldCore, a: argparse.Namespace) -> Any:
+    async def go() -> str:
+        workflows = [_import(a.workflow)[1]] if a.workflow else []
+        h = await resume_run(a.run_id, world=world, workflows=workflows)
+        task = default_driver(world).tasks.get(a.run_id)
+        if task is not None:
+            await asyncio.wait([task])
+        return await h.status()
+
+    return {"run_id": a.run_id, "status": asyncio.run(go())}

@@ -1,0 +1,27 @@
+"""The runtime: background runs with handles, workers, queues, recovery, cancellation, deadlines.
+
+The engine core does not import this package; it imports the core. Its
+durable state (queues, claims, cancellation requests, dedup ids) lives in the
+world's control store (``durable.store.RunControl``).
+"""
+
+from __future__ import annotations
+
+from ._handle import STATUSES, RunHandle, RunStatus, cancel_run, handle, run_status
+from ._queue import Queue
+from ._start import recover_runs, resume_run, start_workflow
+from ._worker import Worker
+
+__all__ = [
+    "STATUSES",
+    "Queue",
+    "RunHandle",
+    "RunStatus",
+    "Worker",
+    "cancel_run",
+    "handle",
+    "recover_runs",
+    "resume_run",
+    "run_status",
+    "start_workflow",
+]

@@ -1,0 +1,233 @@
+"""``RunHandle``: a run seen from any process, and ``durable.handle(run_id, world=...)``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from .._failures import rebuild_from
+from .._recovery import recover_log
+from .._spec import Spec
+from .._world import WorldCore
+from ..errors import RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
+from ._driver import control_of, default_driver, live_guard
+
+STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
+"""Every status a run reports."""
+
+_POLL_MIN = 0.0005
+_POLL_MAX = 0.02
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """A run's status with the detail the runtime knows.
+
+    Attributes:
+        status: One of ``enqueued``, ``running``, ``interrupted``, ``completed``,
+            ``failed``, ``cancelled``.
+        reason: Why a cancelled run (or one asked to cancel) stops: ``requested`` or ``deadline``.
+        queue: Its queue, when it has one.
+        owner: The driver that claimed it.
+        pid: The driver's process id, when known.
+        host: The driver's host, when known.
+    """
+
+    status: str
+    reason: str | None = None
+    queue: str | None = None
+    owner: str | None = None
+    pid: int | None = None
+    host: str | None = None
+
+
+def run_status(world: WorldCore, run_id: str) -> RunStatus:
+    """The status of a run from the log and the control store.
+
+    Raises:
+        RunNotFoundError: Neither knows the run.
+    """
+    info = world.log.info(run_id)
+    rec = control_of(world).get(run_id)
+    if info is None and (rec is None or not rec.workflow):
+        raise RunNotFoundError(
+            f"no run {run_id!r} in {world._where()}; list runs with `little runs`.", run_id=run_id
+        )
+    if info is not None:
+        status = info.status
+        if rec is not None and rec.resume == status and rec.state in ("enqueued", "claimed"):
+            status = "enqueued" if rec.state == "enqueued" else "running"  # resume_run asked
+    else:
+        assert rec is not None
+        status = {"claimed": "running", "done": "failed"}.get(rec.state, rec.state)
+    reason = None
+    if status == "cancelled":
+        reason = _cancel_reason(world, run_id) if info is not None else (rec.cancel_reason if rec else None)
+    elif rec is not None:
+        reason = rec.cancel_reason
+    if rec is None:
+        return RunStatus(status, reason)
+    return RunStatus(status, reason or None, rec.queue, rec.owner, rec.pid, rec.host)
+
+
+def _cancel_reason(world: WorldCore, run_id: str) -> str | None:
+    terminal = recover_log(world.log, run_id).terminal
+    return terminal[1].get("reason") if terminal is not None and terminal[0] == "run.cancelled" else None
+
+
+class RunHandle:
+    """A run started with ``start_workflow`` (or found with ``durable.handle``), from any process.
+
+    ``await`` on the handle itself gives the handle back, so
+    ``await start_workflow(...)`` and ``start_workflow(...)`` both work.
+
+    Attributes:
+        run_id: The run's id.
+        world: The world it lives in.
+    """
+
+    __slots__ = ("_spec", "run_id", "world")
+
+    def __init__(self, run_id: str, world: WorldCore, spec: Spec | None = None):
+        self.run_id = run_id
+        self.world = world
+        self._spec = spec
+
+    def __await__(self) -> Generator[Any, None, RunHandle]:
+        if False:  # pragma: no cover - makes this a generator
+            yield
+        return self
+
+    async def status(self) -> str:
+        """One of ``enqueued``, ``running``, ``interrupted``, ``completed``, ``failed``, ``cancelled``."""
+        return run_status(self.world, self.run_id).status
+
+    async def status_detail(self) -> RunStatus:
+        """The status with its cancellation reason, queue and driver."""
+        return run_status(self.world, self.run_id)
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """Wait for the run to finish; its output, or its error re-raised.
+
+        Args:
+            timeout: Seconds to wait (``None``: as long as it takes). The run is not affected.
+
+        Returns:
+            The output, rebuilt as the workflow's annotated type when this
+            handle knows the workflow (otherwise as the log's JSON).
+
+        Raises:
+            RunCancelledError: The run was cancelled.
+            RunInterrupted: The run waits for an answer (``run_workflow(..., resume=)``).
+            RunTimeoutError: ``timeout`` passed first.
+            Exception: The run's recorded failure, rebuilt.
+        """
+        give_up = None if timeout is None else time.monotonic() + timeout
+        task = default_driver(self.world).tasks.get(self.run_id)
+        if task is not None:
+            await asyncio.wait([task], timeout=timeout)
+        delay = _POLL_MIN
+        while True:
+            st = run_status(self.world, self.run_id)
+            if st.status not in ("enqueued", "running"):
+                return self._outcome(st)
+            if give_up is not None and time.monotonic() >= give_up:
+                raise RunTimeoutError(
+                    f"run {self.run_id!r} did not finish within {timeout} s; it goes on "
+                    "(call result() again to keep waiting).",
+                    run_id=self.run_id,
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, _POLL_MAX)
+
+    def _outcome(self, st: RunStatus) -> Any:
+        rid = self.run_id
+        if st.status == "cancelled":
+            raise RunCancelledError(
+                f"run {rid!r} was cancelled ({st.reason or 'requested'}); continue it with "
+                f"durable.resume_run({rid!r}, world=...) or `little resume {rid}`.",
+                run_id=rid,
+                reason=st.reason or "requested",
+            )
+        rec = recover_log(self.world.log, rid)
+        terminal = rec.terminal
+        if terminal is None:  # failed before its first event (a control record only)
+            raise RunNotFoundError(f"run {rid!r} ended without writing its log.", run_id=rid)
+        kind, data = terminal
+        if kind == "run.completed":
+            return self._spec.rebuild(data["output"]) if self._spec is not None else data["output"]
+        if kind == "run.interrupted":
+            raise RunInterrupted(
+                f"run {rid!r} is waiting at {data['path']!r} for an answer; call run_workflow "
+                "again with resume=<answer>.",
+                run_id=rid,
+                value=data.get("value"),
+                path=data["path"],
+            )
+        raise rebuild_from(data, run_id=rid, path=data.get("path"))
+
+    async def cancel(self) -> None:
+        """Ask the run to stop; see ``cancel_run``."""
+        cancel_run(self.world, self.run_id)
+
+    def __repr__(self) -> str:
+        return f"<RunHandle {self.run_id!r}>"
+
+
+def cancel_run(world: WorldCore, run_id: str, reason: str = "requested") -> str:
+    """Record a cancellation outside the run's log; return the run's status afterwards.
+
+    An enqueued run becomes ``cancelled`` at once and never starts. A running
+    run stops at its next durable call or wait (at once when this process
+    drives it, within a second from another process); so do its child runs.
+    A finished run is left as it is.
+
+    Raises:
+        RunNotFoundError: The world has no such run.
+    """
+    st = run_status(world, run_id)
+    if st.status in ("completed", "failed", "cancelled"):
+        return st.status
+    control_of(world).request_cancel(run_id, reason, world.clock())
+    for child in world.log.runs(status="running"):
+        if child.parent_run_id == run_id:
+            control_of(world).request_cancel(child.run_id, reason, world.clock())
+    guard = live_guard(world, run_id)
+    if guard is not None:
+        guard.cancel(reason)
+    return run_status(world, run_id).status
+
+
+def handle(run_id: str, *, world: WorldCore) -> RunHandle:
+    """The handle of an existing run, from any process.
+
+    Raises:
+        RunNotFoundError: The world has no such run.
+    """
+    run_status(world, run_id)
+    return RunHandle(run_id, world)
+
+
+def driver_of(world: WorldCore, run_id: str) -> dict[str, Any]:
+    """Who drives a running run: ``{"driver": "live" | "orphaned", "pid": ..., "host": ...}``.
+
+    A run whose lock can be taken has no live driver (the kernel frees the
+    lock of a dead process): it is orphaned, and any worker resumes it.
+    """
+    locks = world.locks
+    name = f"run:{run_id}"
+    rec = control_of(world).get(run_id)
+    pid, host = (rec.pid, rec.host) if rec is not None else (None, None)
+    if live_guard(world, run_id) is not None:
+        return {"driver": "live", "pid": pid, "host": host}
+    holder = getattr(locks, "holder", None)
+    if pid is None and holder is not None:
+        pid = holder(name)
+    got = locks.try_acquire(name)
+    if got is None:
+        return {"driver": "live", "pid": pid, "host": host}
+    locks.release(got)
+    return {"driver": "orphaned", "pid": pid, "host": host}

@@ -1,0 +1,278 @@
+"""``start_workflow``, ``resume_run`` and ``recover_runs``: runs that do not depend on their caller."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from .._runner import _workflow_spec, new_run_id, validate_input
+from .._spec import Spec
+from .._world import WorldCore
+from ..errors import ConfigurationError
+from ..store._control import ControlRecord
+from ._driver import HOST, Driver, control_of, default_driver
+from ._handle import RunHandle, run_status
+from ._queue import queue_name
+
+log = logging.getLogger("durable.runtime")
+
+
+def _check_options(
+    queue: str | None, partition_key: Any, priority: Any, dedup_id: Any, deadline: Any
+) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
+        raise ConfigurationError(f"priority must be an int >= 0 (lower goes first), not {priority!r}.")
+    if queue is None:
+        given = [n for n, v in (("partition_key", partition_key), ("dedup_id", dedup_id)) if v is not None]
+        if priority:
+            given.append("priority")
+        if given:
+            raise ConfigurationError(
+                f"{', '.join(given)} only apply to queued runs; pass queue=Queue(...) as well, "
+                "or drop them. Nothing was written."
+            )
+    for name, v in (("partition_key", partition_key), ("dedup_id", dedup_id)):
+        if v is not None and (not isinstance(v, str) or not v):
+            raise ConfigurationError(f"{name} must be a non-empty string, not {v!r}.")
+    if deadline is not None and (
+        isinstance(deadline, bool) or not isinstance(deadline, int | float) or not deadline > 0
+    ):
+        raise ConfigurationError(f"deadline= takes a number of seconds > 0, not {deadline!r}.")
+
+
+def start_workflow(
+    wf: Any,
+    input: Any = None,
+    *,
+    world: WorldCore,
+    run_id: str | None = None,
+    queue: Any = None,
+    partition_key: str | None = None,
+    priority: int = 0,
+    dedup_id: str | None = None,
+    deadline: float | None = None,
+    models: dict[str, str] | None = None,
+) -> RunHandle:
+    """Record a run durably and return its handle at once.
+
+    Without ``queue`` this process drives the run in a background task (call
+    it from async code); with ``queue`` the run is ``enqueued`` and a worker
+    serving that queue claims it under the queue's limits. Either way a run
+    whose process dies is recovered by any worker that knows its workflow.
+    ``await start_workflow(...)`` works too.
+
+    Args:
+        wf: A function decorated with ``@workflow``.
+        input: The workflow's input (validated now).
+        world: Where the run lives.
+        run_id: The run's id (a new one when ``None``); an existing run's handle is returned.
+        queue: A ``Queue`` or a queue name.
+        partition_key: The partition the run counts against (``partition_concurrency``).
+        priority: Lower goes first (an int >= 0), FIFO within a priority.
+        dedup_id: While a run of the queue with this id is unfinished, its handle is returned.
+        deadline: Seconds the run may take from when it first starts executing;
+            when they pass the run is cancelled (reason ``deadline``).
+        models: Model slot mapping.
+
+    Returns:
+        The run's handle.
+
+    Raises:
+        ConfigurationError: Queue-only options without a queue, a bad option, or no
+            running event loop for a run without a queue. Nothing is written then.
+        RunFailedError: The input is not valid for the workflow.
+    """
+    spec = _workflow_spec(wf)
+    qname = queue_name(queue)
+    _check_options(qname, partition_key, priority, dedup_id, deadline)
+    rid = run_id if run_id is not None else new_run_id()
+    if not isinstance(rid, str) or not rid:
+        raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}.")
+    if qname is None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise ConfigurationError(
+                "start_workflow without queue= drives the run in a background task of this "
+                "process, so it needs a running event loop: call it from async code, or pass "
+                "queue= and run a Worker."
+            ) from None
+    _, data, _ = validate_input(spec, input, rid)
+    models_text = json.dumps(dict(models or {}))
+    ctl = control_of(world)
+    if world.log.info(rid) is not None:
+        return RunHandle(rid, world, spec)
+    driver = default_driver(world)
+    rec = ControlRecord(
+        rid,
+        spec.name,
+        input=json.dumps(data),
+        models=models_text,
+        queue=qname,
+        partition_key=partition_key,
+        priority=priority,
+        dedup_id=dedup_id,
+        deadline=None if deadline is None else float(deadline),
+        state="enqueued" if qname is not None else "claimed",
+        owner=None if qname is not None else driver.owner,
+        pid=None if qname is not None else os.getpid(),
+        host=None if qname is not None else HOST,
+        created_at=world.clock(),
+        claimed_at=None if qname is not None else world.clock(),
+    )
+    KNOWN[spec.name] = spec
+    got = ctl.submit(rec)
+    if got.run_id != rid or dataclasses.replace(got, seq=0) != rec:
+        return RunHandle(got.run_id, world, spec)  # a dedup hit, or a run that exists
+    if qname is None:
+        lock = driver.lock(rid)
+        if lock is not None:
+            driver.spawn(spec, got, lock)
+    else:
+        _nudge(world)
+    return RunHandle(rid, world, spec)
+
+
+_NUDGES: dict[int, list[asyncio.Event]] = {}
+
+
+def _nudge(world: WorldCore) -> None:
+    """Wake the workers of this process that serve the world (a new run is enqueued)."""
+    for ev in _NUDGES.get(id(world.log), ()):
+        ev.set()
+
+
+def nudges(world: WorldCore) -> list[asyncio.Event]:
+    """The wake-up events of this process's workers on the world."""
+    return _NUDGES.setdefault(id(world.log), [])
+
+
+async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] = ()) -> RunHandle:
+    """Let a cancelled run, or one failed for good, continue.
+
+    A queued run goes back on its queue (its limits apply); a run without a
+    queue is driven by this process in the background (its workflow must be
+    one of ``workflows`` or known from an earlier ``start_workflow`` here).
+    A running or completed run is left as it is.
+
+    Returns:
+        The run's handle.
+
+    Raises:
+        RunNotFoundError: The world has no such run.
+    """
+    st = run_status(world, run_id)
+    if st.status not in ("cancelled", "failed"):
+        return RunHandle(run_id, world)
+    ctl = control_of(world)
+    info = world.log.info(run_id)
+    rec = ctl.get(run_id)
+    if rec is None:
+        assert info is not None
+        rec = ctl.adopt(run_id, info.workflow, owner="", pid=0, host="", now=world.clock())
+    resume: str | None = st.status
+    if info is None:  # cancelled while enqueued: it never started
+        resume = None
+    got = ctl.reopen(run_id, resume)
+    assert got is not None
+    if got.queue is not None:
+        _nudge(world)
+        return RunHandle(run_id, world)
+    spec = _find_spec(got.workflow, workflows)
+    if spec is None:
+        log.warning("run %s goes back to be driven by a worker that knows %r", run_id, got.workflow)
+        return RunHandle(run_id, world)
+    driver = default_driver(world)
+    lock = driver.lock(run_id)
+    if lock is not None:
+        got = ctl.adopt(
+            run_id, got.workflow, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
+        )
+        driver.spawn(spec, got, lock)
+    return RunHandle(run_id, world, spec)
+
+
+def _find_spec(name: str, workflows: Iterable[Any]) -> Spec | None:
+    for wf in workflows:
+        spec = _workflow_spec(wf)
+        if spec.name == name:
+            return spec
+    return KNOWN.get(name)
+
+
+KNOWN: dict[str, Spec] = {}
+"""Workflows this process started or serves, by recorded name."""
+
+
+def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:
+    """Recorded name to spec; two workflows with one name are refused."""
+    out: dict[str, Spec] = {}
+    for wf in workflows:
+        spec = _workflow_spec(wf)
+        other = out.get(spec.name)
+        if other is not None and other.fn is not spec.fn:
+            raise ConfigurationError(
+                f"two workflows are named {spec.name!r} ({other.qualname} and {spec.qualname}); "
+                "a worker knows runs by their recorded name. Give one of them @workflow(name=...)."
+            )
+        out[spec.name] = spec
+    return out
+
+
+def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> list[RunHandle]:
+    """Drive every run of a known workflow whose driver died; return their handles."""
+    world, ctl = driver.world, driver.control
+    seen: dict[str, str] = {}
+    for rec in ctl.claimed():
+        seen[rec.run_id] = rec.workflow
+    for info in world.log.runs(status="running"):
+        if info.parent_run_id is None:
+            seen.setdefault(info.run_id, info.workflow)
+    out = []
+    for rid, wf_name in seen.items():
+        if rid in driver.tasks:
+            continue
+        spec = specs.get(wf_name)
+        if spec is None:
+            if rid not in warned:
+                warned.add(rid)
+                log.warning("run %s of workflow %r is left alone: this worker does not know it", rid, wf_name)
+            continue
+        lock = driver.lock(rid)
+        if lock is None:
+            continue  # its driver is alive
+        try:
+            old = ctl.get(rid)
+            if old is not None and old.state != "claimed" and world.log.info(rid) is None:
+                world.locks.release(lock)
+                continue
+            rec = ctl.adopt(rid, wf_name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
+        except BaseException:
+            world.locks.release(lock)
+            raise
+        driver.spawn(spec, rec, lock)
+        out.append(RunHandle(rid, world, spec))
+    return out
+
+
+async def recover_runs(world: WorldCore, workflows: Iterable[Any]) -> list[RunHandle]:
+    """One recovery pass: drive, in the background of this process, every run whose driver died.
+
+    A run is recovered when its status is ``running`` (or it was claimed)
+    and its lock can be taken: the process that held it is gone.
+
+    Args:
+        world: The world.
+        workflows: The ``@workflow`` functions this process knows.
+
+    Returns:
+        The handles of the runs now driven here.
+    """
+    specs = workflow_map(workflows)
+    KNOWN.update(specs)
+    return recovery_pass(default_driver(world), specs, set())

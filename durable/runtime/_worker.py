@@ -1,0 +1,193 @@
+"""``Worker``: claims queued runs under their limits and recovers every run whose driver died."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Any
+
+from .._world import WorldCore
+from ..errors import ConfigurationError
+from ._driver import HOST, Driver, owner_name
+from ._queue import Queue
+from ._start import KNOWN, nudges, recovery_pass, workflow_map
+
+log = logging.getLogger("durable.runtime")
+
+POLL = 0.001
+"""Seconds between two cheap checks of the control store for a change by another process."""
+
+CLAIM_EVERY = 0.1
+"""Seconds after which a worker tries to claim even when nothing changed (rate-limit windows)."""
+
+RECOVER_EVERY = 0.25
+"""Seconds between two recovery passes."""
+
+
+class Worker:
+    """Drives the runs of its queues and recovers runs whose driver died.
+
+    Use it as ``async with Worker(...) as worker:`` inside an application,
+    ``await worker.run()`` as a process of its own (SIGTERM and Ctrl-C stop
+    it), or ``little worker MODULE:ATTR`` from the shell. A stop stops
+    claiming, lets in-flight runs reach their next durable point and leaves
+    them resumable: the next worker drives them on.
+
+    Args:
+        world: The world whose runs it drives.
+        workflows: The ``@workflow`` functions it knows, by their recorded names.
+        queues: The ``Queue`` objects (or names) it claims from.
+        concurrency: Runs this worker drives at once, every queue and recovery together.
+        schedules: Reserved for scheduled runs (must be empty for now).
+        name: The worker's name in claims (default ``host:pid:random``).
+
+    Raises:
+        ConfigurationError: Two workflows share a name, or an option is invalid.
+    """
+
+    def __init__(
+        self,
+        world: WorldCore,
+        *,
+        workflows: Iterable[Any],
+        queues: Iterable[Queue | str] = (),
+        concurrency: int = 100,
+        schedules: Iterable[Any] = (),
+        name: str | None = None,
+    ):
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigurationError(f"Worker concurrency must be an int >= 1, not {concurrency!r}.")
+        if list(schedules):
+            raise ConfigurationError("Worker(schedules=...) is not available yet; pass schedules=().")
+        self.world = world
+        self.specs = workflow_map(workflows)
+        self.queues = [q if isinstance(q, Queue) else Queue(q) for q in queues]
+        self.concurrency = concurrency
+        self.name = owner_name(name)
+        self.driver = Driver(world, self.name, on_done=self._done)
+        self._queue_of: dict[str, str | None] = {}
+        self._warned: set[str] = set()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        KNOWN.update(self.specs)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def __aenter__(self) -> Worker:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Start claiming and recovering in the background of this event loop."""
+        if self._task is None:
+            self._wake = asyncio.Event()
+            nudges(self.world).append(self._wake)
+            self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"worker:{self.name}")
+
+    async def run(self) -> None:
+        """Serve until SIGTERM or SIGINT (or ``stop()``), then stop gracefully."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        installed = []
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+                installed.append(sig)
+        await self.start()
+        assert self._task is not None
+        try:
+            waiter = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([waiter, self._task], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            await self.stop()
+
+    async def stop(self) -> None:
+        """Stop claiming, let in-flight runs reach a durable point, and leave them resumable."""
+        self._stopping = True
+        if self._wake is not None:
+            self._wake.set()
+            with contextlib.suppress(ValueError):
+                nudges(self.world).remove(self._wake)
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.driver.stop()
+
+    @property
+    def in_flight(self) -> int:
+        """How many runs this worker drives now."""
+        return len(self.driver.tasks)
+
+    # -- the loop --------------------------------------------------------------
+
+    def _done(self, run_id: str) -> None:
+        self._queue_of.pop(run_id, None)
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _loop(self) -> None:
+        ctl = self.driver.control
+        loop = asyncio.get_running_loop()
+        next_recovery = 0.0
+        next_claim = 0.0
+        version = -1
+        assert self._wake is not None
+        while not self._stopping:
+            now = loop.time()
+            try:
+                if now >= next_recovery:
+                    for h in recovery_pass(self.driver, self.specs, self._warned):
+                        self._queue_of[h.run_id] = None
+                    next_recovery = now + RECOVER_EVERY
+                seen = ctl.version()
+                if self.queues and (seen != version or self._wake.is_set() or now >= next_claim):
+                    self._wake.clear()
+                    version = seen
+                    self._claim()
+                    next_claim = now + CLAIM_EVERY
+            except Exception as exc:  # a busy store or a damaged record: say so, try again
+                log.warning("worker %s: %s", self.name, str(exc).splitlines()[0])
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL):
+                    await self._wake.wait()
+
+    def _claim(self) -> None:
+        ctl, world = self.driver.control, self.world
+        for q in self.queues:
+            room = self.concurrency - len(self.driver.tasks)
+            if room <= 0:
+                return
+            if q.worker_concurrency is not None:
+                mine = sum(1 for name in self._queue_of.values() if name == q.name)
+                room = min(room, q.worker_concurrency - mine)
+            if room <= 0:
+                continue
+            claimed = ctl.claim(
+                q.limits(),
+                owner=self.name,
+                pid=os.getpid(),
+                host=HOST,
+                room=room,
+                now=world.clock(),
+                workflows=set(self.specs),
+            )
+            for rec in claimed:
+                lock = self.driver.lock(rec.run_id)
+                if lock is None:
+                    continue  # another driver took it over already
+                self._queue_of[rec.run_id] = q.name
+                self.driver.spawn(self.specs[rec.workflow], rec, lock)

@@ -1,0 +1,303 @@
+"""The runtime's control records: queues, claims, cancellation requests, deadlines, dedup ids.
+
+A run's own log says what the run did; its control record says who may
+drive it and what was asked of it from outside (a cancellation, a resume).
+The driver holds the run's fencing token, so requests from other processes
+never write to the run's log: they go here, and the driver reads them at its
+next durable point. ``MemoryControl`` keeps the records in the process;
+``SqliteControl`` (``runtime.db`` beside ``events.db``) shares them between
+processes, so queue limits hold across workers. A Postgres world implements
+the same protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+ACTIVE = ("enqueued", "claimed")
+"""States of a control record whose run has not finished (its dedup id is taken)."""
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """The limits of one queue that the store applies when a worker claims.
+
+    Attributes:
+        name: The queue's name.
+        concurrency: Runs of the queue in flight across all workers (``None``: no bound).
+        rate_limit: ``(n, seconds)``: at most ``n`` starts in any window of ``seconds``.
+        partition_concurrency: Runs in flight per partition key.
+    """
+
+    name: str
+    concurrency: int | None = None
+    rate_limit: tuple[int, float] | None = None
+    partition_concurrency: int | None = None
+
+
+@dataclass(frozen=True)
+class ControlRecord:
+    """What the runtime knows about one run outside its log.
+
+    Attributes:
+        run_id: The run.
+        workflow: The workflow's recorded name.
+        input: The input as JSON text (what ``start_workflow`` was given).
+        models: The model slots as JSON text.
+        queue: The queue, or ``None`` for a run driven by the process that started it.
+        partition_key: The partition the run counts against.
+        priority: Lower goes first.
+        dedup_id: Deduplication id (free again once the run finished).
+        deadline: Seconds the run may take once it starts executing.
+        state: ``enqueued``, ``claimed``, ``done`` or ``cancelled``.
+        owner: The driver that claimed it (a worker's name).
+        pid: The driver's process id.
+        host: The driver's host name.
+        created_at: When it was submitted (Unix time).
+        claimed_at: When it was last claimed (Unix time; rate limits count these).
+        cancel_reason: A pending cancellation (``requested`` or ``deadline``).
+        resume: ``cancelled`` or ``failed`` when ``resume_run`` asked to continue it.
+        seq: Submission order (FIFO within a priority).
+    """
+
+    run_id: str
+    workflow: str
+    input: str = "null"
+    models: str = "{}"
+    queue: str | None = None
+    partition_key: str | None = None
+    priority: int = 0
+    dedup_id: str | None = None
+    deadline: float | None = None
+    state: str = "enqueued"
+    owner: str | None = None
+    pid: int | None = None
+    host: str | None = None
+    created_at: float = 0.0
+    claimed_at: float | None = None
+    cancel_reason: str | None = None
+    resume: str | None = None
+    seq: int = 0
+
+
+class RunControl(Protocol):
+    """The protocol a world's control store implements (every method is one transaction)."""
+
+    def submit(self, record: ControlRecord) -> ControlRecord:
+        """Store a new record; with a dedup id already active in its queue, return that run's record.
+
+        An existing record with the same run id is returned unchanged.
+        """
+
+    def get(self, run_id: str) -> ControlRecord | None:
+        """The run's record, or ``None``."""
+
+    def claim(
+        self,
+        limits: QueueLimits,
+        *,
+        owner: str,
+        pid: int,
+        host: str,
+        room: int,
+        now: float,
+        workflows: Collection[str] | None = None,
+    ) -> list[ControlRecord]:
+        """Claim up to ``room`` enqueued runs of a queue, lowest priority first, FIFO within it.
+
+        The queue's global concurrency counts every claimed run of the queue
+        (orphaned ones too); the rate limit counts claims within the window;
+        the partition bound counts claimed runs per partition key. With
+        ``workflows``, only runs of those workflow names are claimed.
+        """
+
+    def adopt(
+        self, run_id: str, workflow: str, *, owner: str, pid: int, host: str, now: float
+    ) -> ControlRecord:
+        """Mark the run as claimed by this driver (recovery, or a run without a queue)."""
+
+    def finish(self, run_id: str, state: str) -> None:
+        """End the record (``done`` or ``cancelled``); clears its requests and frees its dedup id."""
+
+    def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
+        """Record a cancellation; an enqueued run becomes ``cancelled`` at once. Returns the record."""
+
+    def cancel_requests(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """The pending cancellations of these runs: run id to reason."""
+
+    def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
+        """Put a finished run back: on its queue (``enqueued``), or ``claimed`` by nobody without one."""
+
+    def claimed(self) -> list[ControlRecord]:
+        """Every claimed record (recovery looks for those whose driver died)."""
+
+    def records(self, run_ids: Sequence[str]) -> dict[str, ControlRecord]:
+        """The records of these runs that exist."""
+
+    def unstarted(self) -> list[ControlRecord]:
+        """Records of runs never claimed: enqueued, or cancelled while enqueued (FIFO)."""
+
+    def version(self) -> int:
+        """A number that changes when another connection writes (cheap to poll)."""
+
+    def close(self) -> None:
+        """Release the store's resources."""
+
+
+class MemoryControl:
+    """Control records held in this process (``memory_world``)."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, ControlRecord] = {}
+        self._mutex = threading.Lock()
+        self._seq = 0
+        self._version = 0
+
+    def _put(self, rec: ControlRecord) -> ControlRecord:
+        self._records[rec.run_id] = rec
+        self._version += 1
+        return rec
+
+    def submit(self, record: ControlRecord) -> ControlRecord:
+        with self._mutex:
+            old = self._records.get(record.run_id)
+            if old is not None:
+                return old
+            if record.dedup_id is not None:
+                for r in self._records.values():
+                    if r.queue == record.queue and r.dedup_id == record.dedup_id and r.state in ACTIVE:
+                        return r
+            self._seq += 1
+            return self._put(dataclasses.replace(record, seq=self._seq))
+
+    def get(self, run_id: str) -> ControlRecord | None:
+        return self._records.get(run_id)
+
+    def claim(
+        self,
+        limits: QueueLimits,
+        *,
+        owner: str,
+        pid: int,
+        host: str,
+        room: int,
+        now: float,
+        workflows: Collection[str] | None = None,
+    ) -> list[ControlRecord]:
+        with self._mutex:
+            rows = [r for r in self._records.values() if r.queue == limits.name]
+            inflight = [r for r in rows if r.state == "claimed"]
+            room = _room(limits, room, len(inflight), [r.claimed_at for r in rows], now)
+            parts: dict[str | None, int] = {}
+            for r in inflight:
+                parts[r.partition_key] = parts.get(r.partition_key, 0) + 1
+            waiting = sorted(
+                (r for r in rows if r.state == "enqueued" and (workflows is None or r.workflow in workflows)),
+                key=lambda r: (r.priority, r.seq),
+            )
+            out: list[ControlRecord] = []
+            for r in waiting:
+                if len(out) >= room:
+                    break
+                if not _partition_free(limits, parts, r.partition_key):
+                    continue
+                parts[r.partition_key] = parts.get(r.partition_key, 0) + 1
+                out.append(
+                    self._put(
+                        dataclasses.replace(
+                            r, state="claimed", owner=owner, pid=pid, host=host, claimed_at=now
+                        )
+                    )
+                )
+            return out
+
+    def adopt(
+        self, run_id: str, workflow: str, *, owner: str, pid: int, host: str, now: float
+    ) -> ControlRecord:
+        with self._mutex:
+            old = self._records.get(run_id)
+            if old is None:
+                self._seq += 1
+                old = ControlRecord(run_id, workflow, created_at=now, seq=self._seq)
+            claimed_at = old.claimed_at if old.state == "claimed" and old.claimed_at else now
+            return self._put(
+                dataclasses.replace(
+                    old, state="claimed", owner=owner, pid=pid, host=host, claimed_at=claimed_at
+                )
+            )
+
+    def finish(self, run_id: str, state: str) -> None:
+        with self._mutex:
+            old = self._records.get(run_id)
+            if old is not None:
+                self._put(dataclasses.replace(old, state=state, cancel_reason=None, resume=None))
+
+    def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
+        with self._mutex:
+            old = self._records.get(run_id)
+            if old is None:
+                self._seq += 1
+                old = ControlRecord(run_id, "", state="claimed", created_at=now, seq=self._seq)
+            if old.state == "enqueued":
+                return self._put(dataclasses.replace(old, state="cancelled", cancel_reason=reason))
+            if old.state in ("done", "cancelled"):
+                return old
+            return self._put(dataclasses.replace(old, cancel_reason=reason))
+
+    def cancel_requests(self, run_ids: Iterable[str]) -> dict[str, str]:
+        out = {}
+        for rid in run_ids:
+            r = self._records.get(rid)
+            if r is not None and r.cancel_reason is not None and r.state == "claimed":
+                out[rid] = r.cancel_reason
+        return out
+
+    def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
+        with self._mutex:
+            old = self._records.get(run_id)
+            if old is None:
+                return None
+            state = "enqueued" if old.queue is not None else "claimed"
+            return self._put(
+                dataclasses.replace(
+                    old, state=state, owner=None, pid=None, host=None, cancel_reason=None, resume=resume
+                )
+            )
+
+    def claimed(self) -> list[ControlRecord]:
+        return [r for r in self._records.values() if r.state == "claimed"]
+
+    def records(self, run_ids: Sequence[str]) -> dict[str, ControlRecord]:
+        return {rid: self._records[rid] for rid in run_ids if rid in self._records}
+
+    def unstarted(self) -> list[ControlRecord]:
+        rows = [
+            r for r in self._records.values() if r.claimed_at is None and r.state in ("enqueued", "cancelled")
+        ]
+        return sorted(rows, key=lambda r: r.seq)
+
+    def version(self) -> int:
+        return self._version
+
+    def close(self) -> None:
+        pass
+
+
+def _room(limits: QueueLimits, room: int, inflight: int, claims: Iterable[float | None], now: float) -> int:
+    """How many runs a claim may take now under the queue's global and rate limits."""
+    if limits.concurrency is not None:
+        room = min(room, limits.concurrency - inflight)
+    if limits.rate_limit is not None:
+        n, window = limits.rate_limit
+        recent = sum(1 for c in claims if c is not None and c > now - window)
+        room = min(room, n - recent)
+    return max(room, 0)
+
+
+def _partition_free(limits: QueueLimits, parts: dict[str | None, int], key: str | None) -> bool:
+    pc = limits.partition_concurrency
+    return pc is None or key is None or parts.get(key, 0) < pc

@@ -1,0 +1,317 @@
+"""The runtime in one process, on both backends: handles, queues, limits, cancellation, time limits."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import durable
+from durable import ConfigurationError, Queue, RunCancelledError, RunNotFoundError, StepTimeoutError, Worker
+from durable.runtime import STATUSES
+from tests.conftest import Worlds
+
+CALLS: list[str] = []
+
+
+@durable.step
+async def inc(x: int) -> int:
+    CALLS.append(f"inc:{x}")
+    return x + 1
+
+
+@durable.workflow
+async def plus_one(x: int) -> int:
+    return await inc(x)
+
+
+@durable.workflow
+async def sleeper(n: int) -> int:
+    for _ in range(n):
+        await durable.sleep(0.01)
+    return n
+
+
+@durable.workflow
+async def parent_of_sleeper(n: int) -> int:
+    return await sleeper(n)
+
+
+GATE: dict[str, asyncio.Event] = {}
+
+
+@durable.step
+async def gated(key: str) -> str:
+    CALLS.append(f"gated:{key}")
+    await GATE.setdefault(key, asyncio.Event()).wait()
+    return key
+
+
+@durable.workflow
+async def wait_gate(key: str) -> str:
+    return await gated(key)
+
+
+async def until(cond: Any) -> None:
+    """Poll ``cond()`` until it is true (the test's own wait bound fails a hang)."""
+    for _ in range(100_000):
+        if cond():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition never became true")
+
+
+async def wait_events(world: durable.World, run_id: str, n: int) -> None:
+    """Wait until the run's log holds at least ``n`` events."""
+    await until(lambda: len(world.log.read(run_id)) >= n)
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    CALLS.clear()
+    GATE.clear()
+
+
+async def test_start_without_queue_runs_in_the_background(worlds: Worlds) -> None:
+    """The handle comes back before the run finishes; result() rebuilds the output."""
+    world = worlds.open()
+    h = durable.start_workflow(plus_one, 4, world=world)
+    assert await h.status() in ("running", "completed")
+    assert await h.result() == 5
+    assert await h.status() == "completed"
+    assert await durable.handle(h.run_id, world=world).result() == 5
+    assert await (await durable.start_workflow(plus_one, 4, world=world, run_id=h.run_id)).result() == 5
+    assert CALLS == ["inc:4"]
+
+
+async def test_handle_of_an_unknown_run_raises(worlds: Worlds) -> None:
+    with pytest.raises(RunNotFoundError):
+        durable.handle("nope", world=worlds.open())
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"priority": 1}, {"partition_key": "a"}, {"dedup_id": "d"}, {"priority": -1, "queue": "q"}]
+)
+async def test_queue_options_without_a_queue_write_nothing(worlds: Worlds, kwargs: dict[str, Any]) -> None:
+    world = worlds.open()
+    with pytest.raises(ConfigurationError):
+        durable.start_workflow(plus_one, 1, world=world, run_id="r", **kwargs)
+    with pytest.raises(RunNotFoundError):
+        durable.handle("r", world=world)
+
+
+async def test_queued_runs_wait_for_a_worker_in_priority_then_fifo_order(worlds: Worlds) -> None:
+    world = worlds.open()
+    q = Queue("q", concurrency=1)
+    hs = [
+        durable.start_workflow(plus_one, i, world=world, queue=q, priority=p)
+        for i, p in [(1, 5), (2, 0), (3, 5)]
+    ]
+    assert [await h.status() for h in hs] == ["enqueued"] * 3
+    async with Worker(world, workflows=[plus_one], queues=[q]):
+        assert [await h.result() for h in hs] == [2, 3, 4]
+    assert CALLS == ["inc:2", "inc:1", "inc:3"]
+
+
+async def test_dedup_id_returns_the_unfinished_run_and_is_free_after(worlds: Worlds) -> None:
+    world = worlds.open()
+    q = Queue("q")
+    a = durable.start_workflow(plus_one, 1, world=world, queue=q, dedup_id="order-1")
+    b = durable.start_workflow(plus_one, 2, world=world, queue=q, dedup_id="order-1")
+    assert a.run_id == b.run_id
+    async with Worker(world, workflows=[plus_one], queues=[q]):
+        assert await b.result() == 2
+        c = durable.start_workflow(plus_one, 3, world=world, queue=q, dedup_id="order-1")
+        assert c.run_id != a.run_id
+        assert await c.result() == 4
+
+
+async def test_cancelling_an_enqueued_run_is_immediate_and_the_rest_proceed(worlds: Worlds) -> None:
+    world = worlds.open()
+    q = Queue("q")
+    a = durable.start_workflow(plus_one, 1, world=world, queue=q)
+    b = durable.start_workflow(plus_one, 2, world=world, queue=q)
+    await a.cancel()
+    assert await a.status() == "cancelled"
+    async with Worker(world, workflows=[plus_one], queues=[q]):
+        assert await b.result() == 3
+        with pytest.raises(RunCancelledError):
+            await a.result()
+    assert CALLS == ["inc:2"]
+
+
+async def test_cancel_stops_a_running_run_at_its_next_durable_wait_and_resume_continues(
+    worlds: Worlds,
+) -> None:
+    world = worlds.open()
+    h = durable.start_workflow(sleeper, 10_000, world=world)
+    await wait_events(world, h.run_id, 2)
+    await h.cancel()
+    with pytest.raises(RunCancelledError) as err:
+        await h.result()
+    assert err.value.reason == "requested"
+    assert (await h.status_detail()).reason == "requested"
+    assert world.events(h.run_id)[-1].type == "run.cancelled"
+    again = await durable.resume_run(h.run_id, world=world, workflows=[sleeper])
+    assert await again.status() == "running"
+    await again.cancel()
+    with pytest.raises(RunCancelledError):
+        await again.result()
+    assert [e.type for e in world.events(h.run_id)].count("run.resumed") == 1
+
+
+async def test_resume_run_leaves_a_completed_run_alone(worlds: Worlds) -> None:
+    world = worlds.open()
+    h = durable.start_workflow(plus_one, 1, world=world)
+    await h.result()
+    n = len(world.events(h.run_id))
+    assert await (await durable.resume_run(h.run_id, world=world)).status() == "completed"
+    assert len(world.events(h.run_id)) == n
+
+
+async def test_child_runs_are_cancelled_with_their_parent(worlds: Worlds) -> None:
+    world = worlds.open()
+    h = durable.start_workflow(parent_of_sleeper, 10_000, world=world)
+    await until(lambda: [r for r in world.runs() if r.parent_run_id == h.run_id])
+    await h.cancel()
+    with pytest.raises(RunCancelledError):
+        await h.result()
+    (child,) = [r for r in world.runs() if r.parent_run_id == h.run_id]
+    assert child.status == "cancelled"
+
+
+async def test_deadline_cancels_the_run_with_reason_deadline(worlds: Worlds) -> None:
+    world = worlds.open()
+    h = durable.start_workflow(sleeper, 10_000, world=world, deadline=0.05)
+    with pytest.raises(RunCancelledError) as err:
+        await h.result()
+    assert err.value.reason == "deadline"
+    started = world.events(h.run_id)[0]
+    assert started.type == "run.started" and started.deadline_at is not None  # type: ignore[union-attr]
+
+
+async def test_deadline_counts_from_the_start_not_from_the_queue(worlds: Worlds) -> None:
+    """A queued run's deadline is written when a worker starts it, not when it was enqueued."""
+    clock = [1000.0]
+    world = worlds.open(clock=lambda: clock[0])
+    q = Queue("q")
+    h = durable.start_workflow(plus_one, 1, world=world, queue=q, deadline=10)
+    clock[0] += 50  # longer than the deadline, spent waiting in the queue
+    async with Worker(world, workflows=[plus_one], queues=[q]):
+        assert await h.result() == 2
+    assert world.events(h.run_id)[0].deadline_at == 1060.0  # type: ignore[union-attr]
+
+
+TRIES: list[int] = []
+
+
+@durable.step(timeout=0.05, retry=durable.RetryPolicy(max_attempts=3, backoff=0.0))
+async def slow_then_fast(x: int) -> int:
+    TRIES.append(x)
+    if len(TRIES) < 2:
+        await asyncio.sleep(10)
+    return x
+
+
+@durable.step(timeout=0.02)
+async def always_slow(x: int) -> int:
+    TRIES.append(x)
+    await asyncio.sleep(10)
+    return x
+
+
+@durable.workflow
+async def timed(x: int) -> int:
+    return await slow_then_fast(x)
+
+
+@durable.workflow
+async def timed_out(x: int) -> int:
+    return await always_slow(x)
+
+
+async def test_step_timeout_is_retried_by_the_steps_policy(worlds: Worlds) -> None:
+    TRIES.clear()
+    world = worlds.open()
+    assert await durable.run_workflow(timed, 7, world=world) == 7
+    assert TRIES == [7, 7]
+
+
+async def test_final_step_timeout_is_recorded_and_replayed_without_running(worlds: Worlds) -> None:
+    TRIES.clear()
+    world = worlds.open()
+    with pytest.raises(StepTimeoutError):
+        await durable.run_workflow(timed_out, 1, world=world, run_id="t")
+    with pytest.raises(StepTimeoutError):
+        await durable.run_workflow(timed_out, 1, world=worlds.open(), run_id="t")
+    assert TRIES == [1]
+    assert any(e.type == "step.failed" for e in world.events("t"))
+
+
+def test_a_sync_step_with_timeout_is_refused_at_decoration() -> None:
+    with pytest.raises(ConfigurationError, match="not an async def"):
+
+        @durable.step(timeout=1)
+        def sync_step(x: int) -> int:
+            return x
+
+
+def test_two_workflows_with_one_name_are_refused(worlds: Worlds) -> None:
+    @durable.workflow(name="plus_one")
+    async def other(x: int) -> int:
+        return x
+
+    with pytest.raises(ConfigurationError, match="two workflows"):
+        Worker(worlds.open(), workflows=[plus_one, other])
+
+
+async def test_worker_concurrency_and_partitions_bound_runs_in_flight(worlds: Worlds) -> None:
+    world = worlds.open()
+    q = Queue("q", worker_concurrency=2, partition_concurrency=1)
+    hs = [
+        durable.start_workflow(wait_gate, k, world=world, queue=q, partition_key=k[0])
+        for k in ["a1", "a2", "b1", "c1"]
+    ]
+    async with Worker(world, workflows=[wait_gate], queues=[q]) as w:
+        await until(lambda: len(CALLS) >= 2)
+        assert w.in_flight == 2
+        assert sorted(CALLS) == ["gated:a1", "gated:b1"]  # a2 waits for a1's partition, c1 for room
+        for k in ["a1", "a2", "b1", "c1"]:
+            GATE.setdefault(k, asyncio.Event()).set()
+        assert [await h.result() for h in hs] == ["a1", "a2", "b1", "c1"]
+
+
+async def test_queue_concurrency_counts_every_worker(worlds: Worlds) -> None:
+    world = worlds.open()
+    q = Queue("q", concurrency=1)
+    hs = [durable.start_workflow(wait_gate, k, world=world, queue=q) for k in ["x", "y"]]
+    async with (
+        Worker(world, workflows=[wait_gate], queues=[q]),
+        Worker(world, workflows=[wait_gate], queues=[q]),
+    ):
+        await until(lambda: CALLS)
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+        assert CALLS == ["gated:x"]
+        GATE.setdefault("x", asyncio.Event()).set()
+        GATE.setdefault("y", asyncio.Event()).set()
+        assert [await h.result() for h in hs] == ["x", "y"]
+
+
+async def test_recover_runs_drives_a_run_whose_driver_is_gone(worlds: Worlds) -> None:
+    """A run left 'running' (its driver stopped at a durable point) is found and finished."""
+    world = worlds.open()
+    h = durable.start_workflow(sleeper, 30, world=world)
+    await wait_events(world, h.run_id, 3)
+    from durable.runtime._driver import default_driver
+
+    await default_driver(world).stop()  # like a graceful stop: the run stays resumable
+    assert await h.status() == "running"
+    handles = await durable.recover_runs(world, workflows=[sleeper])
+    assert [x.run_id for x in handles] == [h.run_id]
+    assert await h.result() == 30
+
+
+def test_status_values_are_the_contract() -> None:
+    assert STATUSES == ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
