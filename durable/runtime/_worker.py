@@ -148,14 +148,15 @@ class Worker:
         assert self._wake is not None
         while not self._stopping:
             now = loop.time()
+            woken = self._wake.is_set()
+            self._wake.clear()
             try:
                 if now >= next_recovery:
                     for h in recovery_pass(self.driver, self.specs, self._warned):
                         self._queue_of[h.run_id] = None
                     next_recovery = now + RECOVER_EVERY
                 seen = ctl.version()
-                if self.queues and (seen != version or self._wake.is_set() or now >= next_claim):
-                    self._wake.clear()
+                if self.queues and (seen != version or woken or now >= next_claim):
                     version = seen
                     self._claim()
                     next_claim = now + CLAIM_EVERY
