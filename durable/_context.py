@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ._encode import encode
-from ._keys import branch_segment, scope_prefix
+from ._keys import branch_segment
 from ._recorded import Recorded
 from .errors import ConfigurationError, DriftChange
 from .store._protocol import Append, EventLog, Row
@@ -198,7 +198,7 @@ class Scope:
     def __init__(self, run: RunContext, path: str):
         self.run = run
         self.path = path
-        self.prefix = scope_prefix(path)
+        self.prefix = path + "." if path else ""  # _keys.scope_prefix, inlined: one per step body
         self.n = 0
         self.visits: dict[str, int] = {}
         self.busy: str | None = None
