@@ -33,10 +33,8 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from contextvars import ContextVar
 from dataclasses import replace
-from datetime import datetime
 from typing import Any, cast
 
-from pydantic import TypeAdapter
 from pydantic_ai import FunctionToolset
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import ProcessEventStream
@@ -45,7 +43,6 @@ from pydantic_ai.durable_exec import (
     JSON_CODEC,
     BaseDurabilityCapability,
     CallableOperationBackend,
-    CallToolResult,
     CapabilityOperationId,
     DurabilityEngineSpec,
     DurableOperationBackend,
@@ -60,7 +57,6 @@ from pydantic_ai.durable_exec import (
     ToolsetGetInstructionsId,
     ToolsetGetToolsId,
     ToolsetValidateToolArgumentsId,
-    conversation_id_from_run_id,
 )
 from pydantic_ai.messages import AgentStreamEvent, ModelMessagesTypeAdapter
 from pydantic_ai.models import Model
@@ -166,9 +162,6 @@ def request_identity(model_id: str | None, messages: Any, settings: Any, paramet
     }
 
 
-_CALL_TOOL_RESULT: TypeAdapter[Any] = TypeAdapter(CallToolResult)
-
-
 def _reconciler(fn: Callable[[str, dict[str, Any]], Any]) -> Callable[[str, dict[str, Any]], Any]:
     """Adapt a user's ``reconcile(key, input)`` to the recorded tool-call payload."""
 
@@ -176,9 +169,8 @@ def _reconciler(fn: Callable[[str, dict[str, Any]], Any]) -> Callable[[str, dict
         outcome = fn(key, inp)
         if outcome is durable.NEVER_HAPPENED:
             return outcome
-        return _CALL_TOOL_RESULT.dump_python(
-            _CALL_TOOL_RESULT.validate_python({"kind": "tool_return", "result": outcome}), mode="json"
-        )
+        # The recorded shape of a tool's return value (pydantic-ai's ``CallToolResult``, kind "tool_return").
+        return {"kind": "tool_return", "result": _jsonable(outcome)}
 
     reconcile.__qualname__ = getattr(fn, "__qualname__", "reconcile")
     return reconcile
@@ -381,18 +373,6 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
                 model=base, event=base, capability=base, tool=base, resolve_tool=tool_options
             ),
         )
-
-    def get_default_run_id(self) -> str | None:
-        """A run id recorded in the durable run, so a replay sees the same one."""
-        return f"durable-{durable.uuid4()}" if in_run() else None
-
-    def get_default_conversation_id(self, run_id: str) -> str | None:
-        """The conversation id derived from the recorded run id."""
-        return conversation_id_from_run_id(run_id) if in_run() else None
-
-    async def get_run_start_time(self, run_id: str) -> datetime | None:
-        """The run's start, recorded once (a resume counts ``timeout=`` from the first start)."""
-        return durable.now() if in_run() else None
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
         """Run the agent inside ``durable.session(<agent name>)``, whose manifest lists its tools."""

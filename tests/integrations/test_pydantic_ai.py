@@ -124,7 +124,7 @@ def test_parallel_tool_calls_are_keyed_by_their_tool_call_id(worlds: Worlds) -> 
     support = Support()
     world = worlds.open()
     asyncio.run(durable.run_workflow(support.workflow(), "q", world=world, run_id="r"))
-    session = "session:support#1"
+    session = "session:support#0"
     tool = "support__function_toolset__orders__call_tool"
     assert sorted(intents(world)) == sorted(
         [
@@ -225,7 +225,7 @@ def test_a_tool_with_reconcile_is_asked_after_a_crash(worlds: Worlds) -> None:
     assert answer == "at the Oslo depot, tomorrow"
     assert support.calls["find_order"] == 1
     assert [call for _, call in asked] == [{"tool": "find_order", "args": {"order_id": "1234"}}]
-    assert asked[0][0].startswith("r:session:support#1.turn-1[c_order].tool:")
+    assert asked[0][0].startswith("r:session:support#0.turn-1[c_order].tool:")
 
 
 def test_model_retry_and_call_deferred_cross_as_values(worlds: Worlds) -> None:
@@ -347,8 +347,8 @@ def test_mcp_tool_listing_and_calls_are_recorded(worlds: Worlds, tmp_path: Path)
     assert counts.read_text().split() == ["read_note"]
     assert listed == [["read_note", "save_note"]]
     keys = intents(worlds.open())
-    assert "session:trip#1.tools-1[notes].tool:trip__mcp_server__notes__get_tools#0" in keys
-    assert "session:trip#1.turn-1[n1].tool:trip__mcp_server__notes__call_tool__read_note#0" in keys
+    assert "session:trip#0.tools-1[notes].tool:trip__mcp_server__notes__get_tools#0" in keys
+    assert "session:trip#0.turn-1[n1].tool:trip__mcp_server__notes__call_tool__read_note#0" in keys
 
 
 def test_test_model_agent_runs_and_replays(worlds: Worlds) -> None:
