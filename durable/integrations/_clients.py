@@ -225,3 +225,18 @@ def resource(client: Any, path: str) -> Any | None:
         if obj is None:
             return None
     return obj
+
+
+def wrap_copies(client: Any, wrap: Callable[[Any], Any]) -> None:
+    """Make ``client.copy(...)`` / ``client.with_options(...)`` return wrapped copies too."""
+    copy = getattr(client, "copy", None)
+    if copy is None or getattr(copy, WRAPPED, False):
+        return
+
+    def wrapped_copy(*args: Any, **kwargs: Any) -> Any:
+        return wrap(copy(*args, **kwargs))
+
+    functools.update_wrapper(wrapped_copy, copy)
+    setattr(wrapped_copy, WRAPPED, True)
+    client.copy = wrapped_copy
+    client.with_options = wrapped_copy

@@ -26,12 +26,23 @@ _PROBE = "durable.integrations"
 
 
 def in_run() -> bool:
-    """Whether the caller runs inside a durable run (``durable.model_for`` answers only there)."""
+    """Whether a call made here should be recorded: inside a durable run, outside any effect body.
+
+    ``durable.model_for`` answers only inside a run, ``durable.idempotency_key``
+    only inside the body of a ``@tool`` or ``@model_call``. Inside such a body
+    (a ``@model_call`` of the user's own around a wrapped client, a sub-agent run
+    by a tool) the call is part of that effect, which records its outcome, so
+    it runs as it would outside a run.
+    """
     try:
         durable.model_for(_PROBE, default=_PROBE)
     except durable.ConfigurationError:
         return False
-    return True
+    try:
+        durable.idempotency_key()
+    except durable.ConfigurationError:
+        return True
+    return False
 
 
 def _body() -> Callable[[], Any]:

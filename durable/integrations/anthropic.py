@@ -17,7 +17,7 @@ from pydantic import TypeAdapter
 
 import durable
 
-from ._clients import given, is_async_client, wrap_method
+from ._clients import given, is_async_client, wrap_copies, wrap_method
 from ._effects import in_run
 
 __all__ = ["CALL_NAMES", "wrap"]
@@ -57,8 +57,9 @@ def _stream_helper(messages: Any, is_async: bool) -> None:
 def wrap(client: ClientT) -> ClientT:
     """Make ``client.messages`` durable model calls inside a run; return the same client.
 
-    Works on ``Anthropic`` and ``AsyncAnthropic``. Wrapping twice changes
-    nothing. Outside a durable run every method behaves exactly as before.
+    Works on ``Anthropic`` and ``AsyncAnthropic``, and on the copies
+    ``client.with_options(...)`` makes. Wrapping twice changes nothing.
+    Outside a durable run every method behaves exactly as before.
 
     Args:
         client: An ``anthropic`` client.
@@ -89,4 +90,5 @@ def wrap(client: ClientT) -> ClientT:
     )
     if hasattr(messages, "stream"):
         _stream_helper(messages, is_async)
+    wrap_copies(client, wrap)
     return client

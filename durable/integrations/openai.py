@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
-from ._clients import is_async_client, resource, wrap_method
+from ._clients import is_async_client, resource, wrap_copies, wrap_method
 
 __all__ = ["CALL_NAMES", "wrap"]
 
@@ -53,9 +53,9 @@ def _types() -> dict[str, tuple[Any, Any]]:
 def wrap(client: ClientT) -> ClientT:
     """Make ``client``'s request methods durable model calls inside a run; return the same client.
 
-    Works on ``OpenAI`` and ``AsyncOpenAI`` (and their Azure variants). Wrapping
-    twice changes nothing. Outside a durable run every method behaves exactly
-    as before.
+    Works on ``OpenAI`` and ``AsyncOpenAI`` (and their Azure variants), and on
+    the copies ``client.with_options(...)`` makes. Wrapping twice changes
+    nothing. Outside a durable run every method behaves exactly as before.
 
     Args:
         client: An ``openai`` client.
@@ -75,4 +75,5 @@ def wrap(client: ClientT) -> ClientT:
         res = resource(client, path)
         if res is not None and hasattr(res, attr):
             wrap_method(res, attr, CALL_NAMES[method], rebuild, chunk, is_async=is_async)
+    wrap_copies(client, wrap)
     return client

@@ -229,3 +229,39 @@ def test_wrap_returns_the_same_client_and_wraps_once(api: ScriptedAPI) -> None:
     create, messages_create = oc.chat.completions.create, ac.messages.create
     assert durable_openai.wrap(oc) is oc and durable_anthropic.wrap(ac) is ac
     assert oc.chat.completions.create is create and ac.messages.create is messages_create
+
+
+def test_copies_made_with_with_options_are_recorded_too(worlds: Worlds, api: ScriptedAPI) -> None:
+    """client.with_options(...) returns a copy that is wrapped like the client."""
+
+    @durable.workflow
+    async def copied(q: str) -> str:
+        reply = await Box.oc.with_options(timeout=30).chat.completions.create(model="m", messages=LATER)
+        message = await Box.ac.with_options(timeout=30).messages.create(
+            model="m", max_tokens=9, messages=LATER
+        )
+        await asyncio.sleep(0)  # the last receipt is written on its own before the run completes
+        return f"{reply.choices[0].message.content}|{message.content[0].text}"
+
+    assert crash_then_resume(worlds, api, copied) == "answer after 1 turns|answer after 1 turns"
+    assert len(api.requests) == 2
+
+
+def test_inside_an_effect_body_a_wrapped_client_is_a_plain_client(worlds: Worlds, api: ScriptedAPI) -> None:
+    """In the user's own @model_call the wrapped client just calls: the enclosing call is what is recorded."""
+
+    @durable.model_call
+    async def ask(messages: list[dict[str, str]]) -> str:
+        reply = await Box.oc.chat.completions.create(model="m", messages=messages)
+        return str(reply.choices[0].message.content)
+
+    @durable.workflow
+    async def own(q: str) -> str:
+        out = await ask(LATER)
+        await asyncio.sleep(0)  # the receipt is written on its own before the run completes
+        return out
+
+    assert crash_then_resume(worlds, api, own) == "answer after 1 turns"
+    assert len(api.requests) == 1
+    intents = [e.name for e in worlds.open().events("r") if e.type == "effect.intent"]  # type: ignore[union-attr]
+    assert intents == ["ask"]

@@ -12,7 +12,14 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, FunctionToolset, ModelRetry
+from pydantic_ai import (
+    Agent,
+    ApprovalRequired,
+    CallDeferred,
+    DeferredToolRequests,
+    FunctionToolset,
+    ModelRetry,
+)
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -244,6 +251,11 @@ def test_model_retry_and_call_deferred_cross_as_values(worlds: Worlds) -> None:
         calls["later"] += 1
         raise CallDeferred
 
+    def risky(x: int) -> str:
+        """Needs a human's approval."""
+        calls["risky"] += 1
+        raise ApprovalRequired
+
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         turn = sum(1 for m in messages if isinstance(m, ModelResponse))
         calls[f"model-{turn}"] += 1
@@ -251,9 +263,14 @@ def test_model_retry_and_call_deferred_cross_as_values(worlds: Worlds) -> None:
             return ModelResponse(parts=[ToolCallPart("flaky", {"x": 1}, tool_call_id="f1")])
         if turn == 1:
             return ModelResponse(parts=[ToolCallPart("flaky", {"x": 2}, tool_call_id="f2")])
-        return ModelResponse(parts=[ToolCallPart("later", {"x": 3}, tool_call_id="l1")])
+        return ModelResponse(
+            parts=[
+                ToolCallPart("later", {"x": 3}, tool_call_id="l1"),
+                ToolCallPart("risky", {"x": 4}, tool_call_id="r1"),
+            ]
+        )
 
-    toolset: FunctionToolset[None] = FunctionToolset([flaky, later], id="t")
+    toolset: FunctionToolset[None] = FunctionToolset([flaky, later, risky], id="t")
     agent = Agent(
         FunctionModel(model),
         name="ctl",
@@ -263,13 +280,13 @@ def test_model_retry_and_call_deferred_cross_as_values(worlds: Worlds) -> None:
     )
 
     @durable.workflow
-    async def ctl(q: str) -> list[str]:
+    async def ctl(q: str) -> list[list[str]]:
         out = (await agent.run(q)).output
         assert isinstance(out, DeferredToolRequests)
-        return [c.tool_call_id for c in out.calls]
+        return [[c.tool_call_id for c in out.calls], [c.tool_call_id for c in out.approvals]]
 
-    assert crash_then_resume(worlds, ctl, "q") == ["l1"]
-    assert calls == Counter({"model-0": 1, "flaky": 2, "model-1": 1, "model-2": 1, "later": 1})
+    assert crash_then_resume(worlds, ctl, "q") == [["l1"], ["r1"]]
+    assert calls == Counter({"model-0": 1, "flaky": 2, "model-1": 1, "model-2": 1, "later": 1, "risky": 1})
 
 
 def test_a_streamed_run_replays_its_events(worlds: Worlds) -> None:
@@ -370,3 +387,96 @@ def test_test_model_agent_runs_and_replays(worlds: Worlds) -> None:
 
     assert crash_then_resume(worlds, t_wf, "q") == '{"weather":"rain"}'
     assert used == Counter({"weather": 1})
+
+
+def test_agent_iter_inside_a_run_replays(worlds: Worlds) -> None:
+    """Driving the agent node by node with agent.iter replays as agent.run does."""
+    support = Support()
+
+    @durable.workflow
+    async def iterated(q: str) -> list[str]:
+        nodes = []
+        async with support.agent.iter(q) as run:
+            async for node in run:
+                nodes.append(type(node).__name__)
+        assert run.result is not None
+        return [*nodes, run.result.output]
+
+    out = crash_then_resume(worlds, iterated, "q")
+    assert out[-1] == "at the Oslo depot, tomorrow" and "CallToolsNode" in out
+    assert support.calls == Counter(
+        {"model-0": 1, "find_order": 1, "model-1": 1, "track_parcel": 1, "carrier_eta": 1, "model-2": 1}
+    )
+
+
+def test_a_sub_agent_called_from_a_tool_is_part_of_that_tool_call(worlds: Worlds) -> None:
+    """An agent run inside a tool of another agent runs in that tool's call, which records its output."""
+    inner_calls: Counter[str] = Counter()
+
+    def inner_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        inner_calls["inner-model"] += 1
+        return ModelResponse(parts=[TextPart("from the expert")])
+
+    expert = Agent(FunctionModel(inner_model), name="expert", capabilities=[Durability()])
+
+    async def ask_expert(question: str) -> str:
+        """Ask the expert agent."""
+        return (await expert.run(question)).output
+
+    def outer_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("ask_expert", {"question": "?"}, tool_call_id="x1")])
+        return ModelResponse(parts=[TextPart(str(returns(messages)["ask_expert"]))])
+
+    lead = Agent(
+        FunctionModel(outer_model),
+        name="lead",
+        toolsets=[FunctionToolset([ask_expert], id="team")],
+        capabilities=[Durability()],
+    )
+
+    @durable.workflow
+    async def delegate(q: str) -> str:
+        return (await lead.run(q)).output
+
+    assert crash_then_resume(worlds, delegate, "q") == "from the expert"
+    assert inner_calls == Counter({"inner-model": 1})
+    names = {e.name for e in worlds.open().events("r") if e.type == "effect.intent"}  # type: ignore[union-attr]
+    assert names == {"lead__model_request", "lead__function_toolset__team__call_tool__ask_expert"}
+
+
+def test_an_agent_on_a_wrapped_openai_client_records_each_request_once(worlds: Worlds) -> None:
+    """A Durability agent whose model uses a wrapped openai client: the agent's request is the record."""
+    # pydantic-ai's own lower bound for openai can be above ours: then its OpenAI model does not import
+    pytest.importorskip("pydantic_ai.models.openai", exc_type=ImportError)
+    from _scripted_api import Reply, ScriptedAPI
+    from openai import AsyncOpenAI
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    from durable.integrations.openai import wrap
+
+    box: dict[str, Any] = {}
+
+    @durable.workflow
+    async def chat(q: str) -> str:
+        return (await box["agent"].run(q)).output
+
+    with ScriptedAPI(lambda request: Reply(text="hello from the api")) as api:
+
+        def attempt(world: durable.World) -> str:
+            async def go() -> str:
+                client = wrap(AsyncOpenAI(base_url=api.url + "/v1", api_key="offline", max_retries=0))
+                model = OpenAIChatModel("gpt-x", provider=OpenAIProvider(openai_client=client))
+                box["agent"] = Agent(model, name="chat", capabilities=[Durability()])
+                try:
+                    return str(await durable.run_workflow(chat, "q", world=world, run_id="r"))
+                finally:
+                    await client.close()
+
+            return asyncio.run(go())
+
+        with pytest.raises(SimulatedCrash):
+            attempt(worlds.crashing(lambda t, d: t == "run.completed"))
+        assert attempt(worlds.open()) == "hello from the api"
+        assert len(api.requests) == 1
