@@ -64,9 +64,8 @@ def test_a_tool_call_name_adds_the_tool_name() -> None:
     assert call.operation_name == "support__function_toolset__orders__call_tool__x"
 
 
-def test_a_run_records_exactly_the_pinned_names() -> None:
+def test_a_run_records_exactly_the_pinned_names(world: durable.World) -> None:
     """The effect names a real run writes are the pinned ones."""
-    world = durable.memory_world()
     asyncio.run(durable.run_workflow(Support().workflow(), "q", world=world, run_id="r"))
     names = sorted({e.name for e in world.events("r") if e.type == "effect.intent"})  # type: ignore[union-attr]
     tool = "support__function_toolset__orders__call_tool"
