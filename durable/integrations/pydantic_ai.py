@@ -319,16 +319,17 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
         name: The name in the durable call names (default: the agent's ``name``).
 
     Example:
+        >>> import asyncio
         >>> from pydantic_ai import Agent
         >>> from pydantic_ai.models.test import TestModel
         >>> agent = Agent(TestModel(), name="support", capabilities=[Durability()])
-        >>> agent.run_sync("hi").output  # outside a run: a plain agent run
+        >>> asyncio.run(agent.run("hi")).output  # outside a run: a plain agent run
         'success (no tool calls)'
     """
 
     engine_spec = DurabilityEngineSpec(
         engine_name="durable",
-        durable_unit_noun="durable call",
+        durable_unit_noun="call",
         durable_container_noun="workflow",
         codec=JSON_CODEC,
         wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),

@@ -265,3 +265,18 @@ def test_inside_an_effect_body_a_wrapped_client_is_a_plain_client(worlds: Worlds
     assert len(api.requests) == 1
     intents = [e.name for e in worlds.open().events("r") if e.type == "effect.intent"]  # type: ignore[union-attr]
     assert intents == ["ask"]
+
+
+def test_a_resume_with_another_models_mapping_fails_closed(worlds: Worlds, api: ScriptedAPI) -> None:
+    """The slot mapping a run started with is part of its manifest: another one is drift."""
+
+    @durable.workflow
+    async def slot(q: str) -> str:
+        reply = await Box.oc.chat.completions.create(model="ops", messages=LATER)
+        return str(reply.choices[0].message.content)
+
+    with pytest.raises(SimulatedCrash):
+        drive(api, slot, worlds.crashing(lambda t, d: t == "run.completed"), models={"ops": "gpt-a"})
+    with pytest.raises(durable.CapabilityDriftError, match="gpt-a"):
+        drive(api, slot, worlds.open(), models={"ops": "gpt-b"})
+    assert [r.body["model"] for r in api.requests] == ["gpt-a"]
