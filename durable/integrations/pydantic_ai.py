@@ -332,6 +332,8 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
         durable_unit_noun="call",
         durable_container_noun="workflow",
         codec=JSON_CODEC,
+        # A toolset given to run(toolsets=...) is not wrapped, so its calls would not be recorded.
+        unsupported_runtime_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
         wrapped_toolset_kinds=frozenset({"function", "mcp", "dynamic"}),
         toolset_lifecycles={
             "function": "enter-always",

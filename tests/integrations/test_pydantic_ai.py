@@ -20,6 +20,7 @@ from pydantic_ai import (
     FunctionToolset,
     ModelRetry,
 )
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -47,7 +48,13 @@ def returns(messages: list[ModelMessage]) -> dict[str, Any]:
 class Support:
     """A support agent with two parallel tool calls in its second turn; counts every real call."""
 
-    def __init__(self, *, lookup_name: str = "find_order", metadata: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        lookup_name: str = "find_order",
+        metadata: dict[str, Any] | None = None,
+        name: str = "support",
+    ) -> None:
         self.calls: Counter[str] = Counter()
         self.lookup_name = lookup_name
 
@@ -73,7 +80,7 @@ class Support:
         toolset.add_function(track_parcel)
         toolset.add_function(carrier_eta)
         self.agent = Agent(
-            FunctionModel(self.model), name="support", toolsets=[toolset], capabilities=[Durability()]
+            FunctionModel(self.model), name=name, toolsets=[toolset], capabilities=[Durability()]
         )
 
     async def model(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -154,6 +161,17 @@ def test_a_renamed_tool_fails_the_resume_with_capability_drift(worlds: Worlds) -
     with pytest.raises(durable.CapabilityDriftError) as err:
         asyncio.run(durable.run_workflow(renamed.workflow(), "q", world=worlds.open(), run_id="r"))
     assert '"find_order" → "lookup_order"' in str(err.value)
+    assert renamed.calls == Counter()
+
+
+def test_a_renamed_agent_fails_the_resume_closed(worlds: Worlds) -> None:
+    """Resuming with the agent renamed refuses to run: the log's session has the old name."""
+    crashing = worlds.crashing(lambda t, d: t == "run.completed")
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(Support().workflow(), "q", world=crashing, run_id="r"))
+    renamed = Support(name="helpdesk")
+    with pytest.raises(durable.NondeterminismError, match=r"session 'helpdesk'.*session 'support'"):
+        asyncio.run(durable.run_workflow(renamed.workflow(), "q", world=worlds.open(), run_id="r"))
     assert renamed.calls == Counter()
 
 
@@ -480,3 +498,20 @@ def test_an_agent_on_a_wrapped_openai_client_records_each_request_once(worlds: W
             attempt(worlds.crashing(lambda t, d: t == "run.completed"))
         assert attempt(worlds.open()) == "hello from the api"
         assert len(api.requests) == 1
+
+
+def test_a_toolset_given_at_run_time_is_refused_inside_a_run(world: durable.World) -> None:
+    """run(toolsets=[...]) inside a run fails before any call: its tools would not be recorded."""
+    support = Support()
+
+    def extra(x: int) -> int:
+        """Not registered with the agent."""
+        return x
+
+    @durable.workflow
+    async def with_extra(q: str) -> str:
+        return (await support.agent.run(q, toolsets=[FunctionToolset([extra], id="extra")])).output
+
+    with pytest.raises(UserError, match="cannot be added at runtime"):
+        asyncio.run(durable.run_workflow(with_extra, "q", world=world, run_id="r"))
+    assert support.calls == Counter()
