@@ -128,8 +128,14 @@ class RunContext:
             return True
         return False
 
-    def flush(self, *, status: str | None = None, created: tuple[str, str | None] | None = None) -> None:
-        """Write the buffer in one transaction (a no-op when it is empty)."""
+    def flush(
+        self, *, status: str | None = None, created: tuple[str, str | None] | None = None, sync: bool = True
+    ) -> None:
+        """Write the buffer in one transaction (a no-op when it is empty).
+
+        ``sync=False`` asks only for a commit that survives a process crash
+        (see ``EventLog.append``).
+        """
         if self.broken is not None:
             raise self.broken
         if not self.buffer and status is None:
@@ -139,7 +145,11 @@ class RunContext:
             rows: list[Row] = [
                 (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
             ]
-            self.log.append([Append(self.run_id, rows, self.token, status, created)])
+            appends = [Append(self.run_id, rows, self.token, status, created)]
+            if sync:
+                self.log.append(appends)
+            else:
+                self.log.append(appends, sync=False)
         except BaseException as exc:
             # Nothing of the batch was written, and outcomes in it (receipts) are lost
             # to this driver: it must stop; a resume reads what really is in the log.

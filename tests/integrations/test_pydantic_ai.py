@@ -165,7 +165,9 @@ def test_a_renamed_agent_fails_the_resume_closed(worlds: Worlds) -> None:
     with pytest.raises(SimulatedCrash):
         asyncio.run(durable.run_workflow(Support().workflow(), "q", world=crashing, run_id="r"))
     renamed = Support(name="helpdesk")
-    with pytest.raises(durable.NondeterminismError, match=r"(?s)recorded:  session 'support'.*attempted: session 'helpdesk'"):
+    with pytest.raises(
+        durable.NondeterminismError, match=r"(?s)recorded:  session 'support'.*attempted: session 'helpdesk'"
+    ):
         asyncio.run(durable.run_workflow(renamed.workflow(), "q", world=worlds.open(), run_id="r"))
     assert renamed.calls == Counter()
 
