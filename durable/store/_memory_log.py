@@ -24,7 +24,7 @@ class MemoryLog:
         self._tokens: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def append(self, batch: Sequence[Append]) -> None:
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
         """Write every append of ``batch``, or none of them (see ``EventLog.append``)."""
         with self._lock:
             for a in batch:
