@@ -47,13 +47,14 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 3
+LOG_FORMAT_VERSION = 4
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
 ``attempt``, ``input_hash`` and ``pos`` has no ``step.started`` before it.
 Format 3 added ``fanout.started``, the branch keys of a ``parallel`` call.
-This SDK reads formats 1, 2 and 3.
+Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
+``run.started``. This SDK reads formats 1 to 4.
 """
 
 
