@@ -22,9 +22,9 @@ from .._runner import drive
 from .._spec import Spec
 from .._world import WorldCore
 from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
-from ..store._control import ControlRecord, MemoryControl, RunControl
-from ..store._sqlite_control import SqliteControl
+from ..store._control import ControlRecord, RunControl
 from ._guard import RunGuard, WorkerStopping
+from ._state import runtime_of
 
 log = logging.getLogger("durable.runtime")
 
@@ -36,27 +36,15 @@ STOP_GRACE = 30.0
 
 HOST = socket.gethostname()
 
-_LIVE: dict[tuple[object, str], RunGuard] = {}
-"""The guards of the runs this process drives, by world and run id (a cancel here is seen at once)."""
-
-
-def world_key(world: WorldCore) -> object:
-    """What identifies a world within this process (its data directory, or the object)."""
-    return str(world.data_dir.resolve()) if world.data_dir is not None else id(world.log)
-
 
 def control_of(world: WorldCore) -> RunControl:
     """The world's control store, opened on first use (``runtime.db`` beside ``events.db``)."""
-    ctl: RunControl | None = world.extensions.get("control")
-    if ctl is None:
-        ctl = SqliteControl(world.data_dir / "runtime.db") if world.data_dir is not None else MemoryControl()
-        world.extensions["control"] = ctl
-    return ctl
+    return runtime_of(world).control
 
 
 def live_guard(world: WorldCore, run_id: str) -> RunGuard | None:
-    """The guard of a run this process drives now, or ``None``."""
-    return _LIVE.get((world_key(world), run_id))
+    """The guard of a run driven through this world object now, or ``None``."""
+    return runtime_of(world).live.get(run_id)
 
 
 def owner_name(name: str | None) -> str:
@@ -76,12 +64,12 @@ class Driver:
     def __init__(self, world: WorldCore, owner: str, on_done: Callable[[str], None] | None = None):
         self.world = world
         self.owner = owner
-        self.control = control_of(world)
+        self._state = runtime_of(world)
+        self.control = self._state.control
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.guards: dict[str, RunGuard] = {}
         self.on_done = on_done
         self._watch: asyncio.Task[None] | None = None
-        self._key = world_key(world)
 
     def lock(self, run_id: str) -> object | None:
         """Take the run's lock now, or ``None`` when another driver holds it."""
@@ -94,7 +82,7 @@ class Driver:
         if rec.cancel_reason is not None:  # asked while nobody drove it
             guard.cancel(rec.cancel_reason)
         self.guards[rid] = guard
-        _LIVE[(self._key, rid)] = guard
+        self._state.live[rid] = guard
         task = asyncio.get_running_loop().create_task(
             self._drive(spec, rec, lock, guard), name=f"durable:{rid}"
         )
@@ -139,8 +127,8 @@ class Driver:
                     ctl.finish(rid, state)
             self.tasks.pop(rid, None)
             self.guards.pop(rid, None)
-            if _LIVE.get((self._key, rid)) is guard:
-                del _LIVE[(self._key, rid)]
+            if self._state.live.get(rid) is guard:
+                del self._state.live[rid]
             if self.on_done is not None:
                 self.on_done(rid)
 
@@ -179,27 +167,17 @@ def _recorded_failure(world: WorldCore, run_id: str) -> bool:
     return info is not None and info.status != "running"
 
 
-_DEFAULT: dict[object, Driver] = {}
-
-
 def default_driver(world: WorldCore) -> Driver:
-    """The driver of the runs this process starts without a queue (one per world)."""
-    key = world_key(world)
-    d = _DEFAULT.get(key)
-    if d is None or d.world is not world:
-        d = Driver(world, owner_name(None))
-        _DEFAULT[key] = d
-    return d
+    """The driver of the runs this process starts without a queue (one per world object)."""
+    state = runtime_of(world)
+    if state.default is None:
+        state.default = Driver(world, owner_name(None))
+    return state.default
 
 
 def record_for(world: WorldCore, run_id: str) -> ControlRecord | None:
     """The run's control record (``None`` when it has none)."""
     return control_of(world).get(run_id)
-
-
-def drop_default(world: WorldCore) -> None:
-    """Forget the default driver of a world (tests close worlds)."""
-    _DEFAULT.pop(world_key(world), None)
 
 
 def describe(rec: ControlRecord) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ..store._control import ControlRecord
 from ._driver import HOST, Driver, control_of, default_driver
 from ._handle import RunHandle, run_status
 from ._queue import queue_name
+from ._state import runtime_of
 
 log = logging.getLogger("durable.runtime")
 
@@ -125,7 +126,7 @@ def start_workflow(
         created_at=world.clock(),
         claimed_at=None if qname is not None else world.clock(),
     )
-    KNOWN[spec.name] = spec
+    runtime_of(world).known[spec.name] = spec
     got = ctl.submit(rec)
     if got.run_id != rid or dataclasses.replace(got, seq=0) != rec:
         return RunHandle(got.run_id, world, spec)  # a dedup hit, or a run that exists
@@ -138,18 +139,10 @@ def start_workflow(
     return RunHandle(rid, world, spec)
 
 
-_NUDGES: dict[int, list[asyncio.Event]] = {}
-
-
 def _nudge(world: WorldCore) -> None:
     """Wake the workers of this process that serve the world (a new run is enqueued)."""
-    for ev in _NUDGES.get(id(world.log), ()):
+    for ev in runtime_of(world).nudges:
         ev.set()
-
-
-def nudges(world: WorldCore) -> list[asyncio.Event]:
-    """The wake-up events of this process's workers on the world."""
-    return _NUDGES.setdefault(id(world.log), [])
 
 
 async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] = ()) -> RunHandle:
@@ -183,7 +176,7 @@ async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] 
     if got.queue is not None:
         _nudge(world)
         return RunHandle(run_id, world)
-    spec = _find_spec(got.workflow, workflows)
+    spec = _find_spec(world, got.workflow, workflows)
     if spec is None:
         log.warning("run %s goes back to be driven by a worker that knows %r", run_id, got.workflow)
         return RunHandle(run_id, world)
@@ -197,16 +190,12 @@ async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] 
     return RunHandle(run_id, world, spec)
 
 
-def _find_spec(name: str, workflows: Iterable[Any]) -> Spec | None:
+def _find_spec(world: WorldCore, name: str, workflows: Iterable[Any]) -> Spec | None:
     for wf in workflows:
         spec = _workflow_spec(wf)
         if spec.name == name:
             return spec
-    return KNOWN.get(name)
-
-
-KNOWN: dict[str, Spec] = {}
-"""Workflows this process started or serves, by recorded name."""
+    return runtime_of(world).known.get(name)
 
 
 def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:
@@ -274,5 +263,5 @@ async def recover_runs(world: WorldCore, workflows: Iterable[Any]) -> list[RunHa
         The handles of the runs now driven here.
     """
     specs = workflow_map(workflows)
-    KNOWN.update(specs)
+    runtime_of(world).known.update(specs)
     return recovery_pass(default_driver(world), specs, set())

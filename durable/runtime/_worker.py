@@ -15,7 +15,8 @@ from .._world import WorldCore
 from ..errors import ConfigurationError
 from ._driver import HOST, Driver, owner_name
 from ._queue import Queue
-from ._start import KNOWN, nudges, recovery_pass, workflow_map
+from ._start import recovery_pass, workflow_map
+from ._state import runtime_of
 
 log = logging.getLogger("durable.runtime")
 
@@ -75,7 +76,7 @@ class Worker:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
-        KNOWN.update(self.specs)
+        runtime_of(world).known.update(self.specs)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -92,7 +93,7 @@ class Worker:
         """Start claiming and recovering in the background of this event loop."""
         if self._task is None:
             self._wake = asyncio.Event()
-            nudges(self.world).append(self._wake)
+            runtime_of(self.world).nudges.append(self._wake)
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"worker:{self.name}")
 
     async def run(self) -> None:
@@ -121,7 +122,7 @@ class Worker:
         if self._wake is not None:
             self._wake.set()
             with contextlib.suppress(ValueError):
-                nudges(self.world).remove(self._wake)
+                runtime_of(self.world).nudges.remove(self._wake)
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
