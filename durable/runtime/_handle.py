@@ -14,6 +14,7 @@ from .._spec import Spec
 from .._world import WorldCore
 from ..errors import RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
 from ._driver import control_of, default_driver, live_guard
+from ._state import runtime_of
 
 STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
 """Every status a run reports."""
@@ -204,11 +205,19 @@ def cancel_run(world: WorldCore, run_id: str, reason: str = "requested") -> str:
 def handle(run_id: str, *, world: WorldCore) -> RunHandle:
     """The handle of an existing run, from any process.
 
+    Its ``result()`` rebuilds the output as the workflow's annotated type
+    when the workflow is known through this world object (it started the
+    run, serves it in a worker, or passed it to ``recover_runs``); otherwise
+    the output comes back as the log's JSON.
+
     Raises:
         RunNotFoundError: The world has no such run.
     """
     run_status(world, run_id)
-    return RunHandle(run_id, world)
+    info = world.log.info(run_id)
+    rec = control_of(world).get(run_id)
+    name = info.workflow if info is not None else rec.workflow if rec is not None else None
+    return RunHandle(run_id, world, runtime_of(world).known.get(name) if name else None)
 
 
 def driver_of(world: WorldCore, run_id: str) -> dict[str, Any]:

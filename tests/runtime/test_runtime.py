@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 import durable
 from durable import ConfigurationError, Queue, RunCancelledError, RunNotFoundError, StepTimeoutError, Worker
@@ -83,6 +84,27 @@ async def test_start_without_queue_runs_in_the_background(worlds: Worlds) -> Non
     assert await durable.handle(h.run_id, world=world).result() == 5
     assert await (await durable.start_workflow(plus_one, 4, world=world, run_id=h.run_id)).result() == 5
     assert CALLS == ["inc:4"]
+
+
+class Pair(BaseModel):
+    a: int
+    b: int
+
+
+@durable.workflow
+async def pair(x: int) -> Pair:
+    return Pair(a=x, b=await inc(x))
+
+
+async def test_handle_rebuilds_the_annotated_type_where_the_workflow_is_known(worlds: Worlds) -> None:
+    """handle() finds the workflow the world object started or serves; elsewhere it gives JSON."""
+    world = worlds.open()
+    q = Queue("typed")
+    h = durable.start_workflow(pair, 2, world=world, queue=q)
+    async with Worker(world, workflows=[pair], queues=[q]):
+        assert await durable.handle(h.run_id, world=world).result() == Pair(a=2, b=3)
+    if worlds.kind == "sqlite":  # a world object that never saw the workflow: the log's JSON
+        assert await durable.handle(h.run_id, world=worlds.open()).result() == {"a": 2, "b": 3}
 
 
 async def test_handle_of_an_unknown_run_raises(worlds: Worlds) -> None:
