@@ -10,6 +10,7 @@ from typing import Any
 
 from .._failures import rebuild_from
 from .._recovery import recover_log
+from .._runner import record_cancelled
 from .._spec import Spec
 from .._world import WorldCore
 from ..errors import RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
@@ -184,7 +185,8 @@ def cancel_run(world: WorldCore, run_id: str, reason: str = "requested") -> str:
     An enqueued run becomes ``cancelled`` at once and never starts. A running
     run stops at its next durable call or wait (at once when this process
     drives it, within a second from another process); so do its child runs.
-    A finished run is left as it is.
+    A run that nobody drives (it waits at an interrupt, or its driver died)
+    is closed as ``cancelled`` by this call. A finished run is left as it is.
 
     Raises:
         RunNotFoundError: The world has no such run.
@@ -192,14 +194,30 @@ def cancel_run(world: WorldCore, run_id: str, reason: str = "requested") -> str:
     st = run_status(world, run_id)
     if st.status in ("completed", "failed", "cancelled"):
         return st.status
-    control_of(world).request_cancel(run_id, reason, world.clock())
-    for child in world.log.runs(status="running"):
-        if child.parent_run_id == run_id:
-            control_of(world).request_cancel(child.run_id, reason, world.clock())
+    ctl = control_of(world)
+    ctl.request_cancel(run_id, reason, world.clock())
+    children = [c.run_id for c in world.log.runs(status="running") if c.parent_run_id == run_id]
+    for child in children:
+        ctl.request_cancel(child, reason, world.clock())
     guard = live_guard(world, run_id)
     if guard is not None:
         guard.cancel(reason)
+    elif st.status in ("interrupted", "running"):
+        for rid in [*children, run_id]:
+            _close_undriven(world, rid, reason)
     return run_status(world, run_id).status
+
+
+def _close_undriven(world: WorldCore, run_id: str, reason: str) -> None:
+    """Cancel a run that no live process drives (it waits at an interrupt, or its driver died)."""
+    lock = world.locks.try_acquire(f"run:{run_id}")
+    if lock is None:
+        return  # a live driver: it sees the request at its next durable call
+    try:
+        if record_cancelled(world, run_id, reason):
+            control_of(world).finish(run_id, "cancelled")
+    finally:
+        world.locks.release(lock)
 
 
 def handle(run_id: str, *, world: WorldCore) -> RunHandle:

@@ -176,16 +176,15 @@ async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] 
     if got.queue is not None:
         _nudge(world)
         return RunHandle(run_id, world)
-    spec = _find_spec(world, got.workflow, workflows)
+    name = got.workflow or (info.workflow if info is not None else "")
+    spec = _find_spec(world, name, workflows)
     if spec is None:
-        log.warning("run %s goes back to be driven by a worker that knows %r", run_id, got.workflow)
+        log.warning("run %s goes back to be driven by a worker that knows %r", run_id, name)
         return RunHandle(run_id, world)
     driver = default_driver(world)
     lock = driver.lock(run_id)
     if lock is not None:
-        got = ctl.adopt(
-            run_id, got.workflow, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
-        )
+        got = ctl.adopt(run_id, name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
         driver.spawn(spec, got, lock)
     return RunHandle(run_id, world, spec)
 
@@ -218,7 +217,8 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
     world, ctl = driver.world, driver.control
     seen: dict[str, str] = {}
     for rec in ctl.claimed():
-        seen[rec.run_id] = rec.workflow
+        if rec.workflow:  # a cancel request of a run the runtime never drove names none
+            seen[rec.run_id] = rec.workflow
     for info in world.log.runs(status="running"):
         if info.parent_run_id is None:
             seen.setdefault(info.run_id, info.workflow)

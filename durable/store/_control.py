@@ -226,7 +226,13 @@ class MemoryControl:
             claimed_at = old.claimed_at if old.state == "claimed" and old.claimed_at else now
             return self._put(
                 dataclasses.replace(
-                    old, state="claimed", owner=owner, pid=pid, host=host, claimed_at=claimed_at
+                    old,
+                    workflow=old.workflow or workflow,
+                    state="claimed",
+                    owner=owner,
+                    pid=pid,
+                    host=host,
+                    claimed_at=claimed_at,
                 )
             )
 

@@ -337,3 +337,41 @@ async def test_recover_runs_drives_a_run_whose_driver_is_gone(worlds: Worlds) ->
 
 def test_status_values_are_the_contract() -> None:
     assert STATUSES == ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
+
+
+@durable.workflow
+async def asks(x: int) -> int:
+    answer = durable.interrupt({"question": x})
+    return await inc(int(answer))
+
+
+async def test_cancelling_an_interrupted_run_closes_it_and_resume_run_continues(worlds: Worlds) -> None:
+    """Nobody drives a run that waits for an answer: the cancel call records run.cancelled itself."""
+    world = worlds.open()
+    with pytest.raises(durable.RunInterrupted):
+        await durable.run_workflow(asks, 1, world=world, run_id="asks")
+    assert await durable.handle("asks", world=world).status() == "interrupted"
+    await durable.handle("asks", world=world).cancel()
+    assert await durable.handle("asks", world=world).status() == "cancelled"
+    assert [e.type for e in world.events("asks")][-1] == "run.cancelled"
+    with pytest.raises(RunCancelledError, match="resume_run"):
+        await durable.run_workflow(asks, 1, world=world, run_id="asks", resume=5)
+    h = await durable.resume_run("asks", world=world, workflows=[asks])
+    with pytest.raises(durable.RunInterrupted):
+        await h.result()
+    assert await durable.run_workflow(asks, 1, world=world, run_id="asks", resume=5) == 6
+
+
+async def test_cancelling_a_run_whose_driver_died_closes_it(worlds: Worlds) -> None:
+    """A run left running by a crash has no driver to see the request: the cancel call closes it."""
+    from durable.testing import SimulatedCrash
+
+    crashing = worlds.crashing(lambda t, _d: t == "step.completed")
+    with pytest.raises(SimulatedCrash):
+        await durable.run_workflow(plus_one, 1, world=crashing, run_id="dead")
+    world = worlds.open()
+    assert await durable.handle("dead", world=world).status() == "running"
+    await durable.handle("dead", world=world).cancel()
+    assert await durable.handle("dead", world=world).status() == "cancelled"
+    with pytest.raises(RunCancelledError):
+        await durable.handle("dead", world=world).result()
