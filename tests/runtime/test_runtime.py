@@ -375,3 +375,24 @@ async def test_cancelling_a_run_whose_driver_died_closes_it(worlds: Worlds) -> N
     assert await durable.handle("dead", world=world).status() == "cancelled"
     with pytest.raises(RunCancelledError):
         await durable.handle("dead", world=world).result()
+
+
+async def test_a_worker_leaves_a_run_it_does_not_know_alone_and_says_so_once(
+    worlds: Worlds, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Recovery skips a run of an unknown workflow, logs it once, and a worker that knows it takes it."""
+    world = worlds.open()
+    h = durable.start_workflow(sleeper, 30, world=world)
+    await wait_events(world, h.run_id, 3)
+    from durable.runtime._driver import default_driver
+
+    await default_driver(world).stop()
+    with caplog.at_level("WARNING", logger="durable.runtime"):
+        async with Worker(world, workflows=[plus_one]):
+            await asyncio.sleep(0.6)  # a few recovery passes
+            assert await h.status() == "running"
+    said = [r.getMessage() for r in caplog.records if h.run_id in r.getMessage()]
+    assert len(said) == 1
+    assert "does not know" in said[0]
+    async with Worker(world, workflows=[sleeper]):
+        assert await h.result() == 30
