@@ -1,5 +1,10 @@
 """Driving runs in the background of a process: one task per run, watched for cancellation.
 
+The runtime's state for one world object (its control store, the guards of
+the runs driven through it, its default driver, the workers' wake-ups)
+lives on the world (``world.extensions["runtime"]``), never in a module
+global: two worlds in one process share nothing.
+
 A ``Driver`` belongs to one owner (a worker, or the process that called
 ``start_workflow`` without a queue). It holds the run's lock for as long as
 its task drives the run, so that another process sees a live driver; when
@@ -22,9 +27,9 @@ from .._runner import drive
 from .._spec import Spec
 from .._world import WorldCore
 from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
-from ..store._control import ControlRecord, RunControl
+from ..store._control import ControlRecord, MemoryControl, RunControl
+from ..store._sqlite_control import SqliteControl
 from ._guard import RunGuard, WorkerStopping
-from ._state import runtime_of
 
 log = logging.getLogger("durable.runtime")
 
@@ -35,6 +40,40 @@ STOP_GRACE = 30.0
 """Seconds a stopping driver waits for its runs to reach a durable point before cancelling them."""
 
 HOST = socket.gethostname()
+
+
+class RuntimeState:
+    """The runtime's state for one world object.
+
+    Attributes:
+        control: The world's control store (``runtime.db`` beside ``events.db``, or in memory).
+        live: The guards of the runs this world object drives now, by run id.
+        known: Workflows started or served through this world object, by recorded name.
+        nudges: The wake-up events of the workers serving this world object.
+        default: The driver of runs started without a queue, made on first use.
+    """
+
+    def __init__(self, world: WorldCore):
+        self.control: RunControl = (
+            SqliteControl(world.data_dir / "runtime.db") if world.data_dir is not None else MemoryControl()
+        )
+        self.live: dict[str, RunGuard] = {}
+        self.known: dict[str, Spec] = {}
+        self.nudges: list[asyncio.Event] = []
+        self.default: Driver | None = None
+
+    def close(self) -> None:
+        """Close the control store (``WorldCore.close`` calls it)."""
+        self.control.close()
+
+
+def runtime_of(world: WorldCore) -> RuntimeState:
+    """The world's runtime state, made on first use."""
+    state: RuntimeState | None = world.extensions.get("runtime")
+    if state is None:
+        state = RuntimeState(world)
+        world.extensions["runtime"] = state
+    return state
 
 
 def control_of(world: WorldCore) -> RunControl:

@@ -14,8 +14,7 @@ from .._runner import record_cancelled
 from .._spec import Spec
 from .._world import WorldCore
 from ..errors import RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
-from ._driver import control_of, default_driver, live_guard
-from ._state import runtime_of
+from ._driver import control_of, default_driver, live_guard, runtime_of
 
 STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
 """Every status a run reports."""

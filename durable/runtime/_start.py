@@ -15,10 +15,9 @@ from .._spec import Spec
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
-from ._driver import HOST, Driver, control_of, default_driver
+from ._driver import HOST, Driver, control_of, default_driver, runtime_of
 from ._handle import RunHandle, run_status
 from ._queue import queue_name
-from ._state import runtime_of
 
 log = logging.getLogger("durable.runtime")
 

@@ -13,10 +13,9 @@ from typing import Any
 
 from .._world import WorldCore
 from ..errors import ConfigurationError
-from ._driver import HOST, Driver, owner_name
+from ._driver import HOST, Driver, owner_name, runtime_of
 from ._queue import Queue
 from ._start import recovery_pass, workflow_map
-from ._state import runtime_of
 
 log = logging.getLogger("durable.runtime")
 
