@@ -76,6 +76,16 @@ def runtime_of(world: WorldCore) -> RuntimeState:
     return state
 
 
+def waker(event: asyncio.Event) -> Callable[[], None]:
+    """A function that sets ``event`` in the running loop, callable from any thread."""
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:
+        loop.call_soon_threadsafe(event.set)
+
+    return wake
+
+
 def control_of(world: WorldCore) -> RunControl:
     """The world's control store, opened on first use (``runtime.db`` beside ``events.db``)."""
     return runtime_of(world).control
@@ -173,16 +183,25 @@ class Driver:
 
     async def _watch_loop(self) -> None:
         """Read the cancellation requests of the driven runs while there are any."""
-        while self.guards:
-            await asyncio.sleep(WATCH_INTERVAL)
-            try:
-                requests = self.control.cancel_requests(list(self.guards))
-            except Exception:  # a busy store: the next round reads again
-                continue
-            for rid, reason in requests.items():
-                guard = self.guards.get(rid)
-                if guard is not None:
-                    guard.cancel(reason)
+        rung = asyncio.Event()
+        stop_listening = self.control.subscribe(waker(rung))
+        try:
+            while self.guards:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(WATCH_INTERVAL):
+                        await rung.wait()
+                rung.clear()
+                try:
+                    requests = self.control.cancel_requests(list(self.guards))
+                except Exception:  # a busy store: the next round reads again
+                    continue
+                for rid, reason in requests.items():
+                    guard = self.guards.get(rid)
+                    if guard is not None:
+                        guard.cancel(reason)
+        finally:
+            if stop_listening is not None:
+                stop_listening()
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
         """Halt every run at its next durable point and wait for the tasks (cancelled after ``grace``)."""

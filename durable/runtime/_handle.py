@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -14,13 +15,15 @@ from .._runner import record_cancelled
 from .._spec import Spec
 from .._world import WorldCore
 from ..errors import RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
-from ._driver import control_of, default_driver, live_guard, runtime_of
+from ._driver import control_of, default_driver, live_guard, runtime_of, waker
 
 STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
 """Every status a run reports."""
 
 _POLL_MIN = 0.0005
 _POLL_MAX = 0.02
+_POLL_ANNOUNCED = 0.25
+"""The longest wait between two reads of a run's status when the control store announces changes."""
 
 
 @dataclass(frozen=True)
@@ -130,19 +133,30 @@ class RunHandle:
         task = default_driver(self.world).tasks.get(self.run_id)
         if task is not None:
             await asyncio.wait([task], timeout=timeout)
+        rung = asyncio.Event()
+        stop_listening = control_of(self.world).subscribe(waker(rung))
+        most = _POLL_MAX if stop_listening is None else _POLL_ANNOUNCED
         delay = _POLL_MIN
-        while True:
-            st = run_status(self.world, self.run_id)
-            if st.status not in ("enqueued", "running"):
-                return self._outcome(st)
-            if give_up is not None and time.monotonic() >= give_up:
-                raise RunTimeoutError(
-                    f"run {self.run_id!r} did not finish within {timeout} s; it goes on "
-                    "(call result() again to keep waiting).",
-                    run_id=self.run_id,
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 1.5, _POLL_MAX)
+        try:
+            while True:
+                st = run_status(self.world, self.run_id)
+                if st.status not in ("enqueued", "running"):
+                    return self._outcome(st)
+                left = None if give_up is None else give_up - time.monotonic()
+                if left is not None and left <= 0:
+                    raise RunTimeoutError(
+                        f"run {self.run_id!r} did not finish within {timeout} s; it goes on "
+                        "(call result() again to keep waiting).",
+                        run_id=self.run_id,
+                    )
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay if left is None else min(delay, left)):
+                        await rung.wait()
+                rung.clear()
+                delay = min(delay * 1.5, most)
+        finally:
+            if stop_listening is not None:
+                stop_listening()
 
     def _outcome(self, st: RunStatus) -> Any:
         rid = self.run_id

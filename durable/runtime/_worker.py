@@ -13,14 +13,18 @@ from typing import Any
 
 from .._world import WorldCore
 from ..errors import ConfigurationError
-from ._driver import HOST, Driver, owner_name, runtime_of
+from ..store._control import RunControl
+from ._driver import HOST, Driver, owner_name, runtime_of, waker
 from ._queue import Queue
 from ._start import recovery_pass, workflow_map
 
 log = logging.getLogger("durable.runtime")
 
 POLL = 0.001
-"""Seconds between two cheap checks of the control store for a change by another process."""
+"""Seconds between two cheap checks for a change by another process, when the store cannot announce one."""
+
+POLL_ANNOUNCED = 0.1
+"""Seconds between two checks when the control store announces changes (a missed ring waits this long)."""
 
 CLAIM_EVERY = 0.1
 """Seconds after which a worker tries to claim even when nothing changed (rate-limit windows)."""
@@ -142,6 +146,17 @@ class Worker:
     async def _loop(self) -> None:
         ctl = self.driver.control
         loop = asyncio.get_running_loop()
+        wake = self._wake
+        assert wake is not None
+        stop_listening = ctl.subscribe(waker(wake))
+        poll = POLL if stop_listening is None else POLL_ANNOUNCED
+        try:
+            await self._serve(ctl, loop, poll)
+        finally:
+            if stop_listening is not None:
+                stop_listening()
+
+    async def _serve(self, ctl: RunControl, loop: asyncio.AbstractEventLoop, poll: float) -> None:
         next_recovery = 0.0
         next_claim = 0.0
         version = -1
@@ -163,7 +178,7 @@ class Worker:
             except Exception as exc:  # a busy store or a damaged record: say so, try again
                 log.warning("worker %s: %s", self.name, str(exc).splitlines()[0])
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(POLL):
+                async with asyncio.timeout(min(poll, max(next_recovery - loop.time(), 0.0))):
                     await self._wake.wait()
 
     def _claim(self) -> None:

@@ -13,10 +13,26 @@ the same protocol.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, TypeVar, cast
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def announcing(method: F) -> F:
+    """After the method's transaction, tell the store's listeners that something changed."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = method(self, *args, **kwargs)
+        self._announce()
+        return out
+
+    return cast(F, wrapper)
+
 
 ACTIVE = ("enqueued", "claimed")
 """States of a control record whose run has not finished (its dedup id is taken)."""
@@ -144,6 +160,15 @@ class RunControl(Protocol):
     def version(self) -> int:
         """A number that changes when another connection writes (cheap to poll)."""
 
+    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``on_change`` in the running event loop after a submit, finish, cancel or reopen.
+
+        Writes by any process of the world count. A call is a hint to read
+        again, never a payload; a missed one only delays the reader until
+        its next poll. Returns the function that stops the calls, or
+        ``None`` when the store cannot announce changes (the caller polls).
+        """
+
     def close(self) -> None:
         """Release the store's resources."""
 
@@ -156,12 +181,27 @@ class MemoryControl:
         self._mutex = threading.Lock()
         self._seq = 0
         self._version = 0
+        self._listeners: list[Callable[[], None]] = []
 
     def _put(self, rec: ControlRecord) -> ControlRecord:
         self._records[rec.run_id] = rec
         self._version += 1
         return rec
 
+    def _announce(self) -> None:
+        for on_change in list(self._listeners):
+            on_change()
+
+    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None] | None:
+        self._listeners.append(on_change)
+
+        def stop() -> None:
+            if on_change in self._listeners:
+                self._listeners.remove(on_change)
+
+        return stop
+
+    @announcing
     def submit(self, record: ControlRecord) -> ControlRecord:
         with self._mutex:
             old = self._records.get(record.run_id)
@@ -236,12 +276,14 @@ class MemoryControl:
                 )
             )
 
+    @announcing
     def finish(self, run_id: str, state: str) -> None:
         with self._mutex:
             old = self._records.get(run_id)
             if old is not None:
                 self._put(dataclasses.replace(old, state=state, cancel_reason=None, resume=None))
 
+    @announcing
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         with self._mutex:
             old = self._records.get(run_id)
@@ -262,6 +304,7 @@ class MemoryControl:
                 out[rid] = r.cancel_reason
         return out
 
+    @announcing
     def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
         with self._mutex:
             old = self._records.get(run_id)

@@ -12,12 +12,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import LogCorruptedError, LogFormatError, LogUnavailableError
-from ._control import ControlRecord, QueueLimits, _partition_free, _room
+from ._control import ControlRecord, QueueLimits, _partition_free, _room, announcing
+from ._doorbell import Doorbell
 
 SCHEMA_VERSION = 1
 
@@ -70,6 +71,7 @@ class SqliteControl:
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: int = 10_000):
         self.path = Path(path)
+        self._bell = Doorbell(self.path.parent / "bells")
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
@@ -136,6 +138,7 @@ class SqliteControl:
     def _next_seq(self) -> int:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM control").fetchone()[0])
 
+    @announcing
     def submit(self, record: ControlRecord) -> ControlRecord:
         with self._tx():
             old = self._get(record.run_id)
@@ -239,6 +242,7 @@ class SqliteControl:
                 )
             )
 
+    @announcing
     def finish(self, run_id: str, state: str) -> None:
         with self._tx():
             self._db.execute(
@@ -246,6 +250,7 @@ class SqliteControl:
                 (state, run_id),
             )
 
+    @announcing
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         with self._tx():
             old = self._get(run_id)
@@ -272,6 +277,7 @@ class SqliteControl:
                     out[rid] = reason
         return out
 
+    @announcing
     def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
         with self._tx():
             old = self._get(run_id)
@@ -317,9 +323,16 @@ class SqliteControl:
         with self._lock:
             return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
+    def _announce(self) -> None:
+        self._bell.ring()
+
+    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None] | None:
+        return self._bell.listen(on_change)
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        self._bell.close()
 
 
 class _Tx:

@@ -1,0 +1,109 @@
+"""The control stores announce their changes: a ring wakes listeners in this and other processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from durable.store._control import ControlRecord, MemoryControl, RunControl
+from durable.store._doorbell import Doorbell
+from durable.store._sqlite_control import SqliteControl
+
+
+def _store(kind: str, tmp_path: Path) -> RunControl:
+    return MemoryControl() if kind == "memory" else SqliteControl(tmp_path / "runtime.db")
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_every_write_that_others_wait_for_is_announced(kind: str, tmp_path: Path) -> None:
+    async def main() -> list[str]:
+        ctl = _store(kind, tmp_path)
+        rung = asyncio.Event()
+        stop = ctl.subscribe(lambda: rung.set())
+        assert stop is not None
+        seen = []
+        for name, write in [
+            ("submit", lambda: ctl.submit(ControlRecord("r", "wf", queue="q"))),
+            ("cancel", lambda: ctl.request_cancel("r", "requested", 0.0)),
+            ("reopen", lambda: ctl.reopen("r", None)),
+            ("finish", lambda: ctl.finish("r", "done")),
+        ]:
+            rung.clear()
+            write()
+            await asyncio.wait_for(rung.wait(), 10)
+            seen.append(name)
+        stop()
+        rung.clear()
+        ctl.submit(ControlRecord("s", "wf", queue="q"))
+        await asyncio.sleep(0.05)
+        assert not rung.is_set()  # stopped listening
+        ctl.close()
+        return seen
+
+    assert asyncio.run(main()) == ["submit", "cancel", "reopen", "finish"]
+
+
+def test_a_write_in_another_process_rings_this_one(tmp_path: Path) -> None:
+    """No polling is involved: the event is set only by the other process's ring."""
+    script = (
+        "import sys; from durable.store._sqlite_control import SqliteControl;"
+        "from durable.store._control import ControlRecord;"
+        "c = SqliteControl(sys.argv[1]); c.submit(ControlRecord('x', 'wf', queue='q')); c.close()"
+    )
+
+    async def main() -> None:
+        ctl = SqliteControl(tmp_path / "runtime.db")
+        rung = asyncio.Event()
+        stop = ctl.subscribe(rung.set)
+        assert stop is not None
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, str(tmp_path / "runtime.db")
+        )
+        assert await proc.wait() == 0
+        await asyncio.wait_for(rung.wait(), 10)
+        assert ctl.get("x") is not None
+        stop()
+        ctl.close()
+
+    asyncio.run(main())
+
+
+def test_a_dead_listener_s_socket_is_removed_and_a_stopped_one_cleans_up(tmp_path: Path) -> None:
+    bells = tmp_path / "bells"
+    bells.mkdir()
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    dead.bind(os.fspath(bells / "123-dead.sock"))
+    dead.close()  # the file stays; nobody reads it, as after a SIGKILL
+    bell = Doorbell(bells)
+    bell.ring()
+    assert not (bells / "123-dead.sock").exists()
+
+    async def main() -> None:
+        stop = bell.listen(lambda: None)
+        assert stop is not None
+        assert len(list(bells.glob("*.sock"))) == 1
+        stop()
+        assert list(bells.glob("*.sock")) == []
+
+    asyncio.run(main())
+    bell.close()
+
+
+def test_a_folder_too_deep_for_a_socket_path_falls_back_to_polling(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 120)
+
+    async def main() -> None:
+        assert Doorbell(deep).listen(lambda: None) is None
+
+    asyncio.run(main())
+    Doorbell(deep).ring()  # a ring with no folder is a no-op
+    assert not deep.exists()
+
+
+def test_outside_an_event_loop_there_is_nothing_to_call_back() -> None:
+    assert Doorbell(Path("/nonexistent-folder")).listen(lambda: None) is None
