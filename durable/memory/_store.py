@@ -441,6 +441,12 @@ def open_world_memory(world: WorldCore) -> MemoryStore:
     store = world.extensions.get("memory")
     if isinstance(store, MemoryStore):
         return store
+    if getattr(world, "codec", None) is not None:
+        raise MemoryStoreError(
+            "the memory store does not encrypt its items yet, and this world has a codec: its "
+            "texts and metadata would lie in memory/memory.db in the clear. Keep memory in a world "
+            "without a codec, or leave sensitive data out of memory items."
+        )
     path: Path | None = None
     if world.data_dir is not None:
         folder = Path(world.data_dir) / "memory"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 
 from ._artifact_store import ArtifactStore, FileArtifacts, MemoryArtifacts
+from ._encrypted import EncryptedArtifacts, EncryptedLog
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
 from ._protocol import Append, EventLog, Row, RunInfo
@@ -28,6 +29,8 @@ from ._sqlite import SqliteLog
 __all__ = [
     "Append",
     "ArtifactStore",
+    "EncryptedArtifacts",
+    "EncryptedLog",
     "EventLog",
     "FileArtifacts",
     "FileLocks",
