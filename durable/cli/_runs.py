@@ -15,6 +15,7 @@ from .._world import WorldCore
 from ..errors import RunNotFoundError
 from ..events import Event, parse_event
 from ._registry import CliError, command, read_rows, run_id_arg, table
+from ._safe import safe
 
 
 def _runs_args(p: argparse.ArgumentParser) -> None:
@@ -112,7 +113,7 @@ def _events(world: WorldCore, a: argparse.Namespace) -> Any:
             for e in follow_events(world, a.run_id, interval=a.interval, timeout=a.timeout):
                 if not a.types or e.type in a.types:
                     data = e.model_dump(mode="json")
-                    print(json.dumps(data, default=str) if a.json else _event_line(data), flush=True)
+                    print(json.dumps(data, default=str) if a.json else _event_line(safe(data)), flush=True)
         except KeyboardInterrupt:  # Ctrl-C is how people stop following
             pass
         return None

@@ -222,6 +222,28 @@ class EncryptedLog:
         return getattr(self.inner, name)
 
 
+def manifest_ad(digest: str) -> bytes:
+    """The associated data of an encrypted artifact manifest: the keyed name of its file."""
+    return b"artifact manifest|" + digest.encode()
+
+
+def open_manifest(codec: Codec, stored: dict[str, Any], digest: str) -> dict[str, Any]:
+    """The plain manifest held in an encrypted artifact's manifest file.
+
+    Raises:
+        CodecError: It does not decrypt (edited, or moved from another artifact).
+    """
+    text = stored.get("manifest")
+    if not isinstance(text, str) or not text.startswith(PREFIX):
+        raise CodecError(f"the manifest of artifact file {digest} is not encrypted")
+    try:
+        raw = base64.b64decode(text[len(PREFIX) :], validate=True)
+    except (ValueError, binascii.Error):
+        raise CodecError(f"the manifest of artifact file {digest} is damaged") from None
+    found: dict[str, Any] = json.loads(codec.decrypt(raw, manifest_ad(digest)))
+    return found
+
+
 class EncryptedArtifacts:
     """An artifact store whose payloads and manifests are encrypted, named by a keyed hash.
 
@@ -238,20 +260,25 @@ class EncryptedArtifacts:
         self.codec = codec
 
     def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
-        sha = manifest["sha256"]
-        if self.get(sha) == data:
+        if self.get(manifest["sha256"]) == data:
             return None
+        self.write(data, manifest)
+        return None
+
+    def write(self, data: bytes, manifest: dict[str, Any]) -> None:
+        """Encrypt and store ``data`` under the current key, even when an older copy exists."""
+        sha = manifest["sha256"]
         ad = b"artifact|" + sha.encode()
-        meta = self.codec.encrypt(json.dumps(manifest, sort_keys=True).encode(), ad + b"|manifest")
+        digest = self.codec.digests(sha.encode())[0]
+        meta = self.codec.encrypt(json.dumps(manifest, sort_keys=True).encode(), manifest_ad(digest))
         self.inner.put(
             self.codec.encrypt(data, ad),
             {
-                "sha256": "sha256:" + self.codec.digests(sha.encode())[0],
+                "sha256": "sha256:" + digest,
                 "key_id": self.codec.key_id,
                 "manifest": PREFIX + base64.b64encode(meta).decode("ascii"),
             },
         )
-        return None
 
     def get(self, sha256: str) -> bytes | None:
         for digest in self.codec.digests(sha256.encode()):
