@@ -1,0 +1,40 @@
+"""An encrypted log keeps every rule of the store protocol: the public conformance suite on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from durable.store import EncryptedLog, EventLog, MemoryLog, SqliteLog
+from durable.store.conformance import EventLogConformance
+
+pytest.importorskip("cryptography")
+
+from durable import EncryptionCodec
+
+CODEC = EncryptionCodec(bytes(range(32)))
+
+
+class TestEncryptedSqliteLog(EventLogConformance):
+    def open_log(self, where: Path) -> EventLog:
+        return EncryptedLog(SqliteLog(where / "events.db"), CODEC)
+
+
+class TestEncryptedMemoryLog(EventLogConformance):
+    reopens = False
+
+    def open_log(self, where: Path) -> EventLog:
+        return EncryptedLog(MemoryLog(), CODEC)
+
+
+def test_the_rows_under_the_wrapper_are_ciphertext(tmp_path: Path) -> None:
+    from durable.store import Append
+
+    log = EncryptedLog(SqliteLog(tmp_path / "events.db"), CODEC)
+    token = log.fence("r")
+    log.append([Append("r", [(1, "run.started", '{"card": "4242"}')], token, created=("wf", None))])
+    assert log.read("r") == [(1, "run.started", '{"card": "4242"}')]
+    raw = log.inner.read("r")
+    assert raw[0][2].startswith("enc1:") and "4242" not in raw[0][2]
+    log.close()
