@@ -81,6 +81,23 @@ class Codec(Protocol):
         """
 
 
+_POOL = 512
+"""Nonces drawn from the operating system at once (one call instead of 512)."""
+_nonces: list[bytes] = []
+
+
+def _nonce() -> bytes:
+    """A random 96-bit nonce, from a pool refilled by ``os.urandom`` (and emptied in a forked child)."""
+    if not _nonces:
+        raw = os.urandom(_NONCE * _POOL)
+        _nonces.extend(raw[i : i + _NONCE] for i in range(0, len(raw), _NONCE))
+    return _nonces.pop()
+
+
+if hasattr(os, "register_at_fork"):  # a forked child must never reuse its parent's nonces
+    os.register_at_fork(after_in_child=_nonces.clear)
+
+
 def _aesgcm() -> Any:
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -149,7 +166,7 @@ class EncryptionCodec:
 
     def encrypt(self, plaintext: bytes, associated_data: bytes) -> bytes:
         """Encrypt under the current key (a fresh random nonce each time)."""
-        nonce = os.urandom(_NONCE)
+        nonce = _nonce()
         return self._header + nonce + self._current.encrypt(nonce, plaintext, associated_data)  # type: ignore[no-any-return]
 
     def decrypt(self, ciphertext: bytes, associated_data: bytes) -> bytes:

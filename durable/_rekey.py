@@ -27,7 +27,6 @@ from .store._encrypted import (
     key_check,
     open_manifest,
     recorded_key_id,
-    row_ad,
 )
 from .store._sqlite import SqliteLog
 
@@ -73,6 +72,7 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
 
 def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> int:
     db = log._db
+    sealer = _Sealer(new) if new is not None else None
     n = 0
     with log._lock:
         db.execute("BEGIN IMMEDIATE")
@@ -82,9 +82,8 @@ def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None
                 row = (seq, type_, data)
                 if reader is not None:
                     row = reader.open(run_id, row)
-                if new is not None:
-                    ct = new.encrypt(row[2].encode("utf-8", "surrogatepass"), row_ad(run_id, seq, type_))
-                    row = (seq, type_, PREFIX + base64.b64encode(ct).decode("ascii"))
+                if sealer is not None:
+                    row = sealer.seal(run_id, row)
                 db.execute("UPDATE events SET data = ? WHERE run_id = ? AND seq = ?", (row[2], run_id, seq))
                 n += 1
             db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -103,6 +102,14 @@ def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None
     except sqlite3.Error as exc:  # pragma: no cover - a vacuum needs free disk space
         raise ConfigurationError(f"the rows were rewritten but VACUUM failed ({exc}); run it again") from exc
     return n
+
+
+class _Sealer(EncryptedLog):
+    """``EncryptedLog.seal`` without a log under it (rekey writes the rows itself)."""
+
+    def __init__(self, codec: Codec):
+        self.codec = codec
+        self.binary = True
 
 
 def _artifact_files(root: Path) -> list[Path]:

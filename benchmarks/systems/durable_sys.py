@@ -83,9 +83,10 @@ def _db_bytes(dir: str) -> int:
     return os.path.getsize(path)
 
 
-def seq(dir: str, n: int, durability: str, tool: bool = False) -> dict[str, Any]:
+def seq(dir: str, n: int, durability: str, tool: bool = False, codec: bool = False) -> dict[str, Any]:
     wf = sequential_tools if tool else sequential
-    with durable.local_world(dir, durability=durability) as world:  # type: ignore[arg-type]
+    key = durable.EncryptionCodec(bytes(range(32))) if codec else None
+    with durable.local_world(dir, durability=durability, codec=key) as world:  # type: ignore[arg-type]
         asyncio.run(durable.run_workflow(wf, 3, world=world, run_id="warm"))
         empty = _db_bytes(dir)
         c0, t0 = time.process_time(), time.perf_counter()

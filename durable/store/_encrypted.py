@@ -1,7 +1,10 @@
 """``EncryptedLog``: any log, with every row's payload encrypted by a codec.
 
 The wrapper sits at the store boundary: the engine writes and reads plain
-JSON rows, the backend stores ``enc1:<base64>`` in their place. Each
+JSON rows, the backend stores the ciphertext in their place: as bytes for a
+backend that says it stores them (``stores_bytes``: ``SqliteLog`` keeps a
+BLOB in the row's column, ``MemoryLog`` the bytes), as ``enc1:<base64>``
+text for any other. Each
 payload is bound to its run id, seq and event type as associated data, so
 a ciphertext copied to another row, another seq or another run does not
 decrypt. What stays in the clear: run ids, seqs, event types, workflow
@@ -98,6 +101,7 @@ class EncryptedLog:
         self.inner = inner
         self.codec = codec
         self.where = where
+        self.binary = bool(getattr(inner, "stores_bytes", False))
         self._check(inner)
 
     def _check(self, inner: Any) -> None:
@@ -136,9 +140,11 @@ class EncryptedLog:
     # -- rows -----------------------------------------------------------------------
 
     def seal(self, run_id: str, row: Row) -> Row:
-        """The row with its payload encrypted."""
+        """The row with its payload encrypted (bytes for a backend that stores them, else text)."""
         seq, type_, data = row
         ct = self.codec.encrypt(data.encode("utf-8", "surrogatepass"), row_ad(run_id, seq, type_))
+        if self.binary:
+            return seq, type_, ct  # type: ignore[return-value]  # a BLOB in the text column
         return seq, type_, PREFIX + base64.b64encode(ct).decode("ascii")
 
     def open(self, run_id: str, row: Row) -> Row:
@@ -149,15 +155,16 @@ class EncryptedLog:
             KeyMismatchError: It was encrypted under a key the codec does not hold.
         """
         seq, type_, data = row
+        payload: object = data  # bytes from a backend that stores them
         try:
-            if not data.startswith(PREFIX):
+            if type(payload) is bytes:
+                ct: bytes = payload
+            elif isinstance(data, str) and data.startswith(PREFIX):
+                ct = base64.b64decode(data[len(PREFIX) :], validate=True)
+            else:
                 raise CodecError("it is not encrypted")
-            ct = base64.b64decode(data[len(PREFIX) :], validate=True)
-            return (
-                seq,
-                type_,
-                self.codec.decrypt(ct, row_ad(run_id, seq, type_)).decode("utf-8", "surrogatepass"),
-            )
+            plain = self.codec.decrypt(ct, row_ad(run_id, seq, type_))
+            return seq, type_, plain.decode("utf-8", "surrogatepass")
         except KeyMismatchError as exc:
             raise KeyMismatchError(
                 f"run {run_id!r}: event {seq} ({type_}): {exc}", key_id=exc.key_id, run_id=run_id
@@ -172,7 +179,12 @@ class EncryptedLog:
 
     def append(self, batch: Sequence[Append]) -> None:
         seal = self.seal
-        self.inner.append([a._replace(rows=[seal(a.run_id, r) for r in a.rows]) for a in batch])
+        self.inner.append(
+            [
+                Append(a.run_id, [seal(a.run_id, r) for r in a.rows], a.token, a.status, a.created)
+                for a in batch
+            ]
+        )
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         open_ = self.open

@@ -18,6 +18,9 @@ class MemoryLog:
     all-or-nothing appends) so that tests on it mean something.
     """
 
+    stores_bytes = True
+    """A row's payload may be bytes (an encrypted log's ciphertext), returned as it was stored."""
+
     def __init__(self) -> None:
         self._rows: dict[str, list[Row]] = {}
         self._info: dict[str, RunInfo] = {}

@@ -87,6 +87,9 @@ class SqliteLog:
         LogFormatError: The file was written by a newer, incompatible SDK.
     """
 
+    stores_bytes = True
+    """A row's payload may be bytes (an encrypted log's ciphertext), returned as it was stored."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],
