@@ -189,6 +189,7 @@ class Harness:
         if DURABLE_CODEC.available():
             self.seq("h a", "process", False, [DURABLE, DURABLE_CODEC])
             self.seq("h b", "process", True, [DURABLE, DURABLE_CODEC])
+            self.resume("h replay", z.steps, z.steps, 0, [DURABLE, DURABLE_CODEC])
 
 
 # -- reporting ------------------------------------------------------------------
@@ -269,7 +270,7 @@ def figures_table(h: Harness) -> list[str]:
             unit = f"peak RSS MB (at start {fmt(med(h, scenario, system, 'base_mb'))})"
             peak = fmt(med(h, scenario, system, "peak_mb"))
             extra.append(row(scenario, system, peak, unit, spread(h, scenario, system, "peak_mb"), ""))
-        n = {"c replay": h.sizes.steps, "e small": h.sizes.steps, "e big": h.sizes.big}.get(
+        n = {"c replay": h.sizes.steps, "e small": h.sizes.steps, "e big": h.sizes.big, "h replay": 0}.get(
             scenario, h.sizes.big if scenario == "e big+others" else 0
         )
         m = marginal(h, scenario, system, n)

@@ -86,12 +86,11 @@ _POOL = 512
 _nonces: list[bytes] = []
 
 
-def _nonce() -> bytes:
-    """A random 96-bit nonce, from a pool refilled by ``os.urandom`` (and emptied in a forked child)."""
-    if not _nonces:
-        raw = os.urandom(_NONCE * _POOL)
-        _nonces.extend(raw[i : i + _NONCE] for i in range(0, len(raw), _NONCE))
-    return _nonces.pop()
+def _refill() -> bytes:
+    """A random 96-bit nonce, refilling the pool from ``os.urandom`` (emptied in a forked child)."""
+    raw = os.urandom(_NONCE * _POOL)
+    _nonces.extend(raw[i : i + _NONCE] for i in range(_NONCE, len(raw), _NONCE))
+    return raw[:_NONCE]
 
 
 if hasattr(os, "register_at_fork"):  # a forked child must never reuse its parent's nonces
@@ -166,7 +165,10 @@ class EncryptionCodec:
 
     def encrypt(self, plaintext: bytes, associated_data: bytes) -> bytes:
         """Encrypt under the current key (a fresh random nonce each time)."""
-        nonce = _nonce()
+        try:
+            nonce = _nonces.pop()  # atomic: two threads never get the same nonce
+        except IndexError:
+            nonce = _refill()
         return self._header + nonce + self._current.encrypt(nonce, plaintext, associated_data)  # type: ignore[no-any-return]
 
     def decrypt(self, ciphertext: bytes, associated_data: bytes) -> bytes:
