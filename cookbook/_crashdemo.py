@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -60,8 +61,17 @@ async def ran(name: str) -> None:
         await asyncio.Event().wait()  # until the parent kills this process
 
 
-def counts(data_dir: Path) -> Counter[str]:
+def reached(name: str) -> None:
+    """``ran`` for code outside the event loop (a local server's thread): blocks that thread there."""
+    note(name)
+    if name == _stop_at and counts(_data_dir)[name] == 1:
+        print(f"STOPPED {name}", flush=True)
+        threading.Event().wait()  # until the parent kills this process
+
+
+def counts(data_dir: Path | None) -> Counter[str]:
     """How often each call's body ran, across every process that worked on the run."""
+    assert data_dir is not None
     log = data_dir / "calls.log"
     return Counter(log.read_text().split() if log.exists() else [])
 

@@ -20,7 +20,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from ._encode import encode
-from ._keys import branch_segment, scope_prefix
+from ._keys import branch_segment
 from ._recorded import Recorded
 from .errors import ConfigurationError, DriftChange
 from .store._protocol import Append, EventLog, Row
@@ -128,8 +128,14 @@ class RunContext:
             return True
         return False
 
-    def flush(self, *, status: str | None = None, created: tuple[str, str | None] | None = None) -> None:
-        """Write the buffer in one transaction (a no-op when it is empty)."""
+    def flush(
+        self, *, status: str | None = None, created: tuple[str, str | None] | None = None, sync: bool = True
+    ) -> None:
+        """Write the buffer in one transaction (a no-op when it is empty).
+
+        ``sync=False`` asks only for a commit that survives a process crash
+        (see ``EventLog.append``).
+        """
         if self.broken is not None:
             raise self.broken
         if not self.buffer and status is None:
@@ -139,7 +145,11 @@ class RunContext:
             rows: list[Row] = [
                 (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
             ]
-            self.log.append([Append(self.run_id, rows, self.token, status, created)])
+            appends = [Append(self.run_id, rows, self.token, status, created)]
+            if sync:
+                self.log.append(appends)
+            else:
+                self.log.append(appends, sync=False)
         except BaseException as exc:
             # Nothing of the batch was written, and outcomes in it (receipts) are lost
             # to this driver: it must stop; a resume reads what really is in the log.
@@ -198,7 +208,7 @@ class Scope:
     def __init__(self, run: RunContext, path: str):
         self.run = run
         self.path = path
-        self.prefix = scope_prefix(path)
+        self.prefix = path + "." if path else ""  # _keys.scope_prefix, inlined: one per step body
         self.n = 0
         self.visits: dict[str, int] = {}
         self.busy: str | None = None

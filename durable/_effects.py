@@ -173,15 +173,22 @@ async def settle(call: EffectCall) -> None:
 
     A plain tool's receipt that a crash loses turns a finished call into an
     unknown commit, which refuses to resume; so it reaches the log before the
-    caller sees the result. A model call, a child run or an idempotent or
+    caller sees the result. With ``"power"`` durability that commit is not
+    fsynced on its own: a process crash cannot lose it, and the step's commit
+    that follows syncs it; a power loss before then loses the receipt, which
+    fails closed as an unknown commit, never as a repeated call. A model call, a child run or an idempotent or
     reconcilable tool would be re-driven or reconciled, so its receipt rides
     with the next durable point (or the next event-loop turn).
     """
     spec = call.spec
+    run = call.run
     if spec.kind == "tool" and not spec.idempotent and spec.reconcile is None:
-        await call.run.flush_async()
+        if run.active <= 1:
+            run.flush(sync=False)  # a process crash cannot lose it; the step's commit syncs it
+        else:
+            await run.flush_async()
     else:
-        call.run.flush_soon()
+        run.flush_soon()
 
 
 def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -30,6 +30,7 @@ class Spec:
     """Everything the engine needs to know about one decorated function."""
 
     __slots__ = (
+        "_args_what",
         "_out",
         "_params",
         "_plan",
@@ -60,6 +61,7 @@ class Spec:
         self.name: str = options.pop("name", None) or fn.__name__
         self.label = f"{kind} {self.name!r}"
         """How errors name a call of this function, e.g. ``step 'fetch'``."""
+        self._args_what = f"the arguments of {self.label}"  # built once, not per call
         self.qualname = f"{module_name(fn)}.{fn.__qualname__}"
         """The importable module and qualified name, the same however the module was started."""
         self.version: str | None = options.pop("version", None)
@@ -158,7 +160,7 @@ class Spec:
                 data[name] = to_json(
                     ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path
                 )
-        raw = stored_bytes(data, what=f"the arguments of {self.label}", run_id=run_id, path=path)
+        raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)
         return data, bytes_hash(raw)
 
 

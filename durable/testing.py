@@ -102,7 +102,7 @@ class CrashingLog:
         self.appends_written = 0
         self.crashed = False
 
-    def append(self, batch: Sequence[Append]) -> None:
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
         """Write ``batch`` through to the inner log, or die before it crosses the limit."""
         rows = sum(len(a.rows) for a in batch)
         if (
@@ -118,7 +118,7 @@ class CrashingLog:
             raise SimulatedCrash(
                 f"simulated crash after {self.events_written} events in {self.appends_written} appends"
             )
-        self.inner.append(batch)
+        self.inner.append(batch, sync=sync)
         self.events_written += rows
         self.appends_written += 1
 

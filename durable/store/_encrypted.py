@@ -177,7 +177,7 @@ class EncryptedLog:
                 run_id=run_id,
             ) from None
 
-    def append(self, batch: Sequence[Append]) -> None:
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
         # ``seal`` inlined: this runs for every row the engine writes.
         encrypt, binary = self.codec.encrypt, self.binary
         sealed = []
@@ -192,7 +192,10 @@ class EncryptedLog:
                 )
                 rows.append((seq, type_, ct if binary else PREFIX + base64.b64encode(ct).decode("ascii")))  # type: ignore[arg-type]
             sealed.append(Append(rid, rows, a.token, a.status, a.created))
-        self.inner.append(sealed)
+        if sync:
+            self.inner.append(sealed)
+        else:
+            self.inner.append(sealed, sync=False)
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         open_ = self.open

@@ -37,7 +37,7 @@ class MemoryLog:
         with self._lock:
             self._meta[name] = value
 
-    def append(self, batch: Sequence[Append]) -> None:
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
         """Write every append of ``batch``, or none of them (see ``EventLog.append``)."""
         with self._lock:
             for a in batch:

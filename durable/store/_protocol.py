@@ -73,7 +73,7 @@ class EventLog(Protocol):
     checks another backend against the same rules.
     """
 
-    def append(self, batch: Sequence[Append]) -> None:
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
         """Write every append of ``batch`` in one transaction, or none of them.
 
         Each append's rows carry consecutive seqs following the run's last
@@ -84,6 +84,10 @@ class EventLog(Protocol):
         Args:
             batch: The appends, possibly for several runs (a parent and its
                 child run commit together).
+            sync: ``False`` allows a commit that survives a process crash but
+                may be lost to a power loss until the next synced append (a
+                plain tool's receipt: losing it to a power loss fails closed).
+                A backend whose every commit survives both ignores it.
 
         Raises:
             FencedError: An append's token is not the run's current one (a

@@ -101,7 +101,7 @@ class SqliteLog:
             raise ConfigurationError(f"durability must be 'process' or 'power', not {durability!r}")
         self.path = Path(path)
         self.durability = durability
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by an unsynced append
         self._inserts: dict[int, str] = {}
         # "process" commits cost no fsync, so a checkpoint's two would stand out: they run
         # in the background. With "power" every commit waits on the disk already, and a
@@ -236,8 +236,21 @@ class SqliteLog:
 
     # -- writing -------------------------------------------------------------
 
-    def append(self, batch: Sequence[Append]) -> None:
-        """Write every append of ``batch`` in one transaction, or none of them."""
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
+        """Write every append of ``batch`` in one transaction, or none of them.
+
+        With ``"power"`` durability and ``sync=False`` the commit is not
+        fsynced (``synchronous=NORMAL`` for it alone): it survives a process
+        crash, and the next synced commit makes it durable on disk with its own.
+        """
+        if not sync and self.durability == "power":
+            with self._lock:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    self.append(batch)
+                finally:
+                    self._db.execute(f"PRAGMA synchronous={DURABILITY_SYNC['power']}")
+            return
         if len(batch) == 1:
             a = batch[0]
             if a.created is None and a.status is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS:

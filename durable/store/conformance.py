@@ -115,6 +115,14 @@ class EventLogConformance:
         assert got == rows(1, 1, "run.started") + rows(2, 3) + rows(5, 2)
         assert [r[0] for r in got] == list(range(1, 7))
 
+    def test_an_unsynced_append_is_written_like_any_other(self, log: EventLog) -> None:
+        """``sync=False`` relaxes only power-loss durability: the rows are there, in order."""
+        token = log.fence("r1")
+        log.append([Append("r1", rows(1, 1, "run.started"), token, created=("wf", None))])
+        log.append([Append("r1", rows(2, 2), token)], sync=False)
+        log.append([Append("r1", rows(4, 1), token)])
+        assert log.read("r1") == rows(1, 1, "run.started") + rows(2, 2) + rows(4, 1)
+
     def test_read_after_seq_returns_only_later_rows(self, log: EventLog) -> None:
         """``read(run_id, after_seq)`` returns the rows with a greater seq only."""
         token = log.fence("r1")

@@ -23,19 +23,17 @@ AGENT_LOOP = {
     "model-turn-2",
 }
 OPENAI = {
-    "model-turn-0",
     "http-request-turn-0",
     "check_status-billing",
     "check_status-search",
-    "model-turn-1",
     "http-request-turn-1",
     "open_ticket",
-    "model-turn-2",
     "http-request-turn-2",
-    "model-report-stream",
     "http-request-turn-3",
 }
+ANTHROPIC = {"http-request-turn-0", "weather-Oslo", "weather-Lisbon", "http-request-turn-1"}
 PYDANTIC_AI = {"model-turn-0", "find_order", "model-turn-1", "track_parcel", "carrier_eta", "model-turn-2"}
+MCP = {"model-turn-0", "read_note", "model-turn-1", "save_note", "model-turn-2"}
 
 
 def run_recipe(recipe: str, data: Path, stop_at: str = "") -> subprocess.Popen[str]:
@@ -93,9 +91,9 @@ def test_agent_loop_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stop_at", ["model-turn-1", "open_ticket", "model-report-stream"])
+@pytest.mark.parametrize("stop_at", ["http-request-turn-1", "open_ticket", "http-request-turn-3"])
 def test_openai_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str) -> None:
-    """The openai-client agent, killed mid-conversation, sends no committed request again."""
+    """The wrapped openai client, killed mid-conversation, sends no committed request again."""
     pytest.importorskip("openai")
     answer = "Report: search has been returning 503 since 09:12. Billing is healthy. Ticket T-1 is open."
     check("openai_client.py", tmp_path, stop_at, OPENAI, answer)
@@ -110,8 +108,38 @@ def test_pydantic_ai_recipe_resumes_without_repeating_calls(tmp_path: Path, stop
     check("pydantic_ai_agent.py", tmp_path, stop_at, PYDANTIC_AI, answer)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_at", ["http-request-turn-1", "weather-Lisbon"])
+def test_anthropic_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str) -> None:
+    """The wrapped anthropic client, killed mid-conversation, sends no committed request again."""
+    pytest.importorskip("anthropic")
+    check(
+        "anthropic_client.py",
+        tmp_path,
+        stop_at,
+        ANTHROPIC,
+        "Pack an umbrella for Oslo and sunglasses for Lisbon.",
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_at", ["model-turn-1", "model-turn-2"])
+def test_mcp_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str) -> None:
+    """The MCP agent, killed mid-conversation, sends no committed listing or tool call to the server again."""
+    pytest.importorskip("pydantic_ai")
+    pytest.importorskip("fastmcp")
+    answer = "Pack an umbrella: it rains in Oslo. (saved note for Oslo: umbrella packed)"
+    check("mcp_agent.py", tmp_path, stop_at, MCP, answer)
+
+
 @pytest.mark.parametrize(
-    ("recipe", "package"), [("openai_client.py", "openai"), ("pydantic_ai_agent.py", "pydantic_ai")]
+    ("recipe", "package"),
+    [
+        ("openai_client.py", "openai"),
+        ("anthropic_client.py", "anthropic"),
+        ("pydantic_ai_agent.py", "pydantic_ai"),
+        ("mcp_agent.py", "pydantic_ai"),
+    ],
 )
 def test_recipe_without_its_package_skips_cleanly(tmp_path: Path, recipe: str, package: str) -> None:
     """Without its optional package a recipe says what to install and exits 0."""

@@ -43,3 +43,12 @@ def test_visit_bases_strip_only_the_trailing_visit(calls: list[tuple[str, str, i
     expected = {(parent + "." if parent else "") + step for parent, step, _ in calls}
     assert _visit_bases(paths) == expected
     assert {step_name(p) for p in _visit_bases(paths)} == {step for _, step, _ in calls}
+
+
+@given(scope)
+def test_a_scope_prefixes_its_calls_as_keys_says(path: str) -> None:
+    """The prefix a scope gives its calls is ``_keys.scope_prefix`` of its path."""
+    from durable._context import Scope
+    from durable._keys import scope_prefix
+
+    assert Scope(None, path).prefix == scope_prefix(path)  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """A child-process workflow: a plain tool, then synchronous work in its caller.
 
-Usage: python -m tests.helpers.procs.plain_tool DATA_DIR RUN_ID KILL
+Usage: python -m tests.helpers.procs.plain_tool DATA_DIR RUN_ID KILL|run [DURABILITY]
 
 The tool appends to ``DATA_DIR/bodies.log`` (fsynced) each time its body
 runs. With KILL set, the step that called it SIGKILLs its own process right
@@ -22,6 +22,7 @@ import durable
 DATA = Path(sys.argv[1])
 RUN_ID = sys.argv[2]
 KILL = sys.argv[3] == "kill" if len(sys.argv) > 3 else False
+DURABILITY = sys.argv[4] if len(sys.argv) > 4 else "process"
 
 
 def _note(name: str) -> None:
@@ -51,6 +52,6 @@ async def pay(amount: int) -> str:
 
 
 if __name__ == "__main__":
-    with durable.local_world(DATA) as world:
+    with durable.local_world(DATA, durability=DURABILITY) as world:  # type: ignore[arg-type]
         out = asyncio.run(durable.run_workflow(pay, 5, world=world, run_id=RUN_ID))
     print(json.dumps({"output": out}))

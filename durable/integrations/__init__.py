@@ -1,0 +1,11 @@
+"""One-line integrations with agent frameworks and model clients.
+
+- ``durable.integrations.pydantic_ai.Durability``: a pydantic-ai capability,
+  ``Agent(model, name="support", capabilities=[Durability()])``.
+- ``durable.integrations.openai.wrap(client)``: an ``openai`` client whose
+  requests are ``@model_call`` calls inside a run.
+- ``durable.integrations.anthropic.wrap(client)``: the same for ``anthropic``.
+
+Each module needs its package (extras ``pydantic-ai``, ``openai``,
+``anthropic``, or ``agents`` for all); this package imports none of them.
+"""

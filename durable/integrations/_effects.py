@@ -1,0 +1,178 @@
+"""One durable call around a callback: what every integration records its calls through.
+
+An integration knows at call time what it calls (a model request, a tool
+call, an MCP listing) and under which name; durable's decorators take their
+name and options at decoration time. ``run_effect`` bridges the two: it keeps
+one ``@durable.model_call`` or ``@durable.tool`` per name and options, hands it
+the call's identity as its argument (hashed, never stored) and the callback
+through a context variable, so the decorated body runs exactly the callback
+and its return value (JSON) is what the log records and replays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any, Literal
+
+import durable
+
+_BODY: ContextVar[Callable[[], Any] | None] = ContextVar("durable_integration_body", default=None)
+
+_Reconcile = Callable[[str, dict[str, Any]], Any]
+_CALLS: dict[tuple[str, str, bool, _Reconcile | None, str | None, str], Any] = {}
+
+_PROBE = "durable.integrations"
+
+
+def in_run() -> bool:
+    """Whether a call made here should be recorded: inside a durable run, outside any effect body.
+
+    ``durable.model_for`` answers only inside a run, ``durable.idempotency_key``
+    only inside the body of a ``@tool`` or ``@model_call``. Inside such a body
+    (a ``@model_call`` of the user's own around a wrapped client, a sub-agent run
+    by a tool) the call is part of that effect, which records its outcome, so
+    it runs as it would outside a run.
+    """
+    try:
+        durable.model_for(_PROBE, default=_PROBE)
+    except durable.ConfigurationError:
+        return False
+    try:
+        durable.idempotency_key()
+    except durable.ConfigurationError:
+        return True
+    return False
+
+
+def _body() -> Callable[[], Any]:
+    body = _BODY.get()
+    if body is None:  # pragma: no cover - only the run_* functions below call it
+        raise durable.ConfigurationError("an integration's durable call ran without its request.")
+    return body
+
+
+def _function(flavour: str) -> Callable[..., Any]:
+    """The body of a decorated call: ``async``, ``sync`` or ``stream`` (an async generator)."""
+    if flavour == "sync":
+
+        def call_sync(identity: dict[str, Any]) -> Any:
+            return _body()()
+
+        return call_sync
+    if flavour == "stream":
+
+        async def call_stream(identity: dict[str, Any]) -> AsyncIterator[Any]:
+            async for chunk in _body()():
+                yield chunk
+
+        return call_stream
+
+    async def call(identity: dict[str, Any]) -> Any:
+        return await _body()()
+
+    return call
+
+
+def _decorated(
+    kind: Literal["model", "tool"],
+    name: str,
+    idempotent: bool,
+    reconcile: _Reconcile | None,
+    slot: str | None,
+    flavour: str = "async",
+) -> Any:
+    key = (kind, name, idempotent, reconcile, slot, flavour)
+    fn = _CALLS.get(key)
+    if fn is None:
+        call = _function(flavour)
+        call.__qualname__ = call.__name__ = name
+        if kind == "model":
+            fn = durable.model_call(name=name, slot=slot)(call)
+        else:
+            fn = durable.tool(name=name, idempotent=idempotent, reconcile=_unwrapped(reconcile))(call)
+        _CALLS[key] = fn
+    return fn
+
+
+def _unwrapped(reconcile: _Reconcile | None) -> _Reconcile | None:
+    """``reconcile`` asked with the call's identity (``{"tool": ..., "args": ...}``), not its wrapper."""
+    if reconcile is None:
+        return None
+
+    def ask(key: str, inp: dict[str, Any]) -> Any:
+        return reconcile(key, inp.get("identity", inp))
+
+    ask.__qualname__ = getattr(reconcile, "__qualname__", "reconcile")
+    return ask
+
+
+async def run_effect(
+    kind: Literal["model", "tool"],
+    name: str,
+    body: Callable[[], Awaitable[Any]],
+    *,
+    idempotent: bool = False,
+    reconcile: _Reconcile | None = None,
+    slot: str | None = None,
+    **identity: Any,
+) -> Any:
+    """Run ``body`` as the durable call ``name``; its JSON result is recorded and replayed.
+
+    Args:
+        kind: ``"model"`` (a read: reissued after a crash) or ``"tool"`` (an effect).
+        name: The call's name in effect keys (usable in a path).
+        body: The call itself; it returns JSON data.
+        idempotent: For tools: safe to run again with the same idempotency key.
+        reconcile: For tools: asked after an unknown commit whether the call happened.
+        slot: For model calls: the model slot.
+        **identity: What identifies the call (hashed; a replay must present the same).
+    """
+    fn = _decorated(kind, name, idempotent, reconcile, slot)
+    token = _BODY.set(body)
+    try:
+        return await fn(identity)
+    finally:
+        _BODY.reset(token)
+
+
+def run_effect_sync(name: str, body: Callable[[], Any], *, slot: str | None = None, **identity: Any) -> Any:
+    """``run_effect`` for a model call made by a sync client: ``body`` is a plain function."""
+    fn = _decorated("model", name, False, None, slot, "sync")
+    token = _BODY.set(body)
+    try:
+        return fn(identity)
+    finally:
+        _BODY.reset(token)
+
+
+class _Stream:
+    """The chunks of a streamed durable model call, with the call's body visible while it runs."""
+
+    def __init__(self, body: Callable[[], AsyncIterator[Any]], gen: AsyncIterator[Any]) -> None:
+        self._body = body
+        self._gen = gen
+
+    def __aiter__(self) -> _Stream:
+        return self
+
+    async def __anext__(self) -> Any:
+        token = _BODY.set(self._body)  # the decorated generator opens the body on its first step
+        try:
+            return await self._gen.__anext__()
+        finally:
+            _BODY.reset(token)
+
+    async def aclose(self) -> None:
+        """Stop reading: the chunks seen so far are the call's recorded outcome."""
+        close = getattr(self._gen, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def run_stream(
+    name: str, body: Callable[[], AsyncIterator[Any]], *, slot: str | None = None, **identity: Any
+) -> _Stream:
+    """A streamed durable model call: each chunk ``body`` yields (JSON) is recorded and replayed."""
+    fn = _decorated("model", name, False, None, slot, "stream")
+    return _Stream(body, fn(identity))
