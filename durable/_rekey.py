@@ -3,8 +3,9 @@
 Every row of ``events.db`` is rewritten in one transaction, then the file is
 vacuumed and its WAL truncated so that no page keeps an old payload. Every
 artifact and outer-loop manifest is rewritten under the new key (a new file
-first, the old one removed after). Run it while no process uses the data
-directory.
+first, the old one removed after), and every memory item's text and metadata
+in ``memory/memory.db`` (one transaction, then a vacuum). Run it while no
+process uses the data directory.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .store._encrypted import (
     key_check,
     open_manifest,
     recorded_key_id,
+    verify_key_check,
 )
 from .store._sqlite import SqliteLog
 
@@ -41,13 +43,15 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
             (``None`` for a directory that is not encrypted).
 
     Returns:
-        What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts", "outer_loops"}``.
+        What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts", "outer_loops",
+        "memory_items"}``.
 
     Raises:
         KeyMismatchError: ``old`` does not hold the directory's key.
         CodecError: A payload does not decrypt; nothing of the log was changed then.
     """
     root = Path(data_dir)
+    _check_memory_key(root, old)  # before anything is rewritten
     log = SqliteLog(root / "events.db")
     try:
         was = recorded_key_id(log)
@@ -67,7 +71,50 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
         "events": events,
         "artifacts": _rewrite_artifacts(root, reading, new),
         "outer_loops": _rewrite_outer(root, reading, new),
+        "memory_items": _rewrite_memory(root, old, new),
     }
+
+
+def _check_memory_key(root: Path, old: Codec | None) -> None:
+    """Refuse, before anything is rewritten, a memory store whose key ``old`` does not hold."""
+    path = root / "memory" / "memory.db"
+    if not path.is_file():
+        return
+    from .memory._db import VecDb
+    from .memory._sealed import recorded_check, stored_key_id
+
+    db = VecDb(path)
+    try:
+        kid, text = stored_key_id(db), recorded_check(db)
+    finally:
+        db.close()
+    if text is None:
+        return
+    if old is None:
+        raise ConfigurationError(
+            f"the memory store is encrypted under key id {kid}: give that key to read it "
+            "(in LITTLE_OLD_KEYS or as the key itself)."
+        )
+    verify_key_check(text, old, f"the memory store {str(path)!r}")
+
+
+def _rewrite_memory(root: Path, old: Codec | None, new: Codec | None) -> int:
+    """Rewrite the memory store's items, then vacuum it so that no page keeps an old payload."""
+    path = root / "memory" / "memory.db"
+    if not path.is_file():
+        return 0
+    from .memory._db import VecDb  # the memory extra is needed only for a directory with a store
+    from .memory._sealed import rekey_items
+
+    db = VecDb(path)
+    try:
+        n = rekey_items(db, old, new)
+        db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.run("VACUUM")
+        db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return n
 
 
 def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> int:

@@ -29,7 +29,8 @@ def _human(d: dict[str, Any]) -> str:
     to = d["to_key_id"] or "(none: in the clear)"
     return (
         f"rekeyed from key id {d['from_key_id'] or '(none: in the clear)'} to {to}: "
-        f"{d['events']} events, {d['artifacts']} artifacts, {d['outer_loops']} outer-loop manifests"
+        f"{d['events']} events, {d['artifacts']} artifacts, {d['outer_loops']} outer-loop manifests, "
+        f"{d['memory_items']} memory items"
     )
 
 

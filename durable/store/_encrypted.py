@@ -67,6 +67,36 @@ def key_check(codec: Codec) -> str:
     return json.dumps({"key_id": codec.key_id, "check": base64.b64encode(ct).decode("ascii")})
 
 
+def verify_key_check(text: str, codec: Codec, where: str) -> None:
+    """Check a recorded key check against ``codec`` (nothing is read or written).
+
+    Raises:
+        KeyMismatchError: The check names a key the codec does not hold.
+        CodecError: The check is damaged, or does not authenticate under the key of its id.
+    """
+    try:
+        stored = json.loads(text)
+        kid, check = str(stored["key_id"]), base64.b64decode(stored["check"], validate=True)
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise CodecError(f"{where} has a damaged key check; restore it from a backup.") from None
+    try:
+        ok = codec.decrypt(check, b"durable key check") == _CHECK
+    except KeyMismatchError:
+        ok = False
+    except CodecError:
+        raise CodecError(
+            f"{where}: the key check under key id {kid} does not authenticate; it was edited "
+            "or the key with that id is another key. Nothing was read or written."
+        ) from None
+    if not ok:
+        raise KeyMismatchError(
+            f"{where} is encrypted under key id {kid}, and this codec (key id "
+            f"{codec.key_id}) does not hold that key. Open it with the key of id {kid} "
+            "(as the key, or in old_keys). Nothing was read or written.",
+            key_id=kid,
+        )
+
+
 def refuse_plain_open(log: Any, where: str) -> None:
     """Refuse to open an encrypted log without a codec (nothing is read or written)."""
     kid = recorded_key_id(log)
@@ -115,27 +145,7 @@ class EncryptedLog:
                 )
             inner.set_meta(META_KEY, key_check(self.codec))
             return
-        try:
-            stored = json.loads(text)
-            kid, check = str(stored["key_id"]), base64.b64decode(stored["check"], validate=True)
-        except (ValueError, KeyError, TypeError, binascii.Error):
-            raise CodecError(f"{self.where} has a damaged key check; restore it from a backup.") from None
-        try:
-            ok = self.codec.decrypt(check, b"durable key check") == _CHECK
-        except KeyMismatchError:
-            ok = False
-        except CodecError:
-            raise CodecError(
-                f"{self.where}: the key check under key id {kid} does not authenticate; it was edited "
-                "or the key with that id is another key. Nothing was read or written."
-            ) from None
-        if not ok:
-            raise KeyMismatchError(
-                f"{self.where} is encrypted under key id {kid}, and this codec (key id "
-                f"{self.codec.key_id}) does not hold that key. Open it with the key of id {kid} "
-                "(as the key, or in old_keys). Nothing was read or written.",
-                key_id=kid,
-            )
+        verify_key_check(text, self.codec, self.where)
 
     # -- rows -----------------------------------------------------------------------
 

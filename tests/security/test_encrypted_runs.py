@@ -13,6 +13,7 @@ import pytest
 
 import durable
 from durable import CodecError, EncryptionCodec, KeyMismatchError, RunInterrupted
+from durable._context import CURRENT
 from durable._verify import verify_run
 from durable.store import EncryptedLog, MemoryLog, SqliteLog
 
@@ -30,6 +31,8 @@ MARKS = [
     b"ZEBRA-QUESTION",
     b"ZEBRA-ANSWER",
     b"ZEBRA-FAILURE",
+    b"ZEBRA-MEMORY-TEXT",
+    b"ZEBRA-MEMORY-META",
 ]
 """Every value of the run carries one of these; none may appear in any file of the data directory."""
 
@@ -54,10 +57,24 @@ async def fails(x: str) -> str:
     raise ValueError("ZEBRA-FAILURE in the message")
 
 
+async def remember(x: str) -> str:
+    """Memory items written, searched with a metadata filter and read back inside the run."""
+    run = CURRENT.get()
+    assert run is not None
+    mem = run.run.world.memory  # type: ignore[attr-defined]
+    await mem.put(("notes",), "n1", f"{x} ZEBRA-MEMORY-TEXT green tea", {"tag": "ZEBRA-MEMORY-META", "n": 1})
+    await mem.put(("notes",), "n2", "ZEBRA-MEMORY-TEXT black coffee", {"tag": "other", "n": 2})
+    hits = await mem.search(("notes",), "green tea", k=2, filter={"tag": "ZEBRA-MEMORY-META"})
+    got = await mem.get(("notes",), "n2")
+    assert [h.key for h in hits] == ["n1"] and got is not None and got.metadata["n"] == 2
+    return str(hits[0].metadata["tag"])
+
+
 @durable.workflow
 async def agent(x: str) -> str:
     a = await summarise(x)
     b = await lookup(a)
+    assert await remember(x) == "ZEBRA-MEMORY-META"
     ref = await durable.save_artifact("report.txt", b"ZEBRA-ARTIFACT body")
     await big(x)
     with contextlib.suppress(ValueError):
@@ -75,13 +92,20 @@ def _leaks(root: Path) -> list[tuple[str, bytes]]:
     return [(name, m) for name, data in _files(root).items() for m in MARKS if m in data]
 
 
+def _world(data: Path, codec: Any, **kwargs: Any) -> durable.World:
+    """A local world whose memory store has an embedder (the agent writes memory items)."""
+    world = durable.local_world(data, codec=codec, **kwargs)
+    world.memory.configure(durable.lexical_embedder(dim=64))
+    return world
+
+
 def _run_to_the_end(data: Path, codec: Any) -> str:
     with (
-        durable.local_world(data, codec=codec, artifact_threshold=256) as world,
+        _world(data, codec, artifact_threshold=256) as world,
         pytest.raises(RunInterrupted),
     ):
         asyncio.run(durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r1"))
-    with durable.local_world(data, codec=codec, artifact_threshold=256) as world:
+    with _world(data, codec, artifact_threshold=256) as world:
         out: str = asyncio.run(
             durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r1", resume="ZEBRA-ANSWER")
         )
@@ -93,18 +117,23 @@ def test_without_a_codec_the_marks_are_on_disk(tmp_path: Path) -> None:
     _run_to_the_end(tmp_path, None)
     found = {m for _, m in _leaks(tmp_path)}
     assert {b"ZEBRA-INPUT", b"ZEBRA-ARTIFACT", b"ZEBRA-ANSWER", b"ZEBRA-FAILURE"} <= found
+    assert {b"ZEBRA-MEMORY-TEXT", b"ZEBRA-MEMORY-META"} <= {m for n, m in _leaks(tmp_path) if "memory" in n}
 
 
 def test_an_encrypted_run_leaves_no_plaintext_in_any_file(tmp_path: Path) -> None:
-    """Steps, tools, artifacts, a large output, a failure, an interrupt and its answer: all ciphertext."""
+    """Steps, tools, artifacts, memory items, a failure, an interrupt and its answer: all ciphertext.
+
+    In every file of the data directory, the WALs of the log and of the memory store included.
+    """
     out = _run_to_the_end(tmp_path, EncryptionCodec(KEY))
     assert out == "ZEBRA-INPUT ZEBRA-STEP-OUT ZEBRA-TOOL-OUT ZEBRA-ARTIFACT body ZEBRA-ANSWER"
     assert _leaks(tmp_path) == []
     # The WAL of an open world too, before any checkpoint folds it into the file.
-    world = durable.local_world(tmp_path, codec=EncryptionCodec(KEY), artifact_threshold=256)
+    world = _world(tmp_path, EncryptionCodec(KEY), artifact_threshold=256)
     with pytest.raises(RunInterrupted):
         asyncio.run(durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r2"))
     assert (tmp_path / "events.db-wal").exists()
+    assert (tmp_path / "memory" / "memory.db-wal").exists()
     assert _leaks(tmp_path) == []
     world.close()
     # A snapshot is a row like any other.
@@ -112,7 +141,7 @@ def test_an_encrypted_run_leaves_no_plaintext_in_any_file(tmp_path: Path) -> Non
         durable.compact("r1", world=world)
         world.vacuum()
     assert _leaks(tmp_path) == []
-    with durable.local_world(tmp_path, codec=EncryptionCodec(KEY), artifact_threshold=256) as world:
+    with _world(tmp_path, EncryptionCodec(KEY), artifact_threshold=256) as world:
         again = asyncio.run(durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r1"))
     assert again == out
 
@@ -143,12 +172,12 @@ def test_old_payloads_are_read_after_a_rotation(tmp_path: Path) -> None:
     """New payloads go under the first key; rows and artifacts under an old key are still read."""
     codec = EncryptionCodec(KEY)
     with (
-        durable.local_world(tmp_path, codec=codec, artifact_threshold=256) as world,
+        _world(tmp_path, codec, artifact_threshold=256) as world,
         pytest.raises(RunInterrupted),
     ):
         asyncio.run(durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r1"))
     rotated = EncryptionCodec(OTHER, old_keys=[KEY])
-    with durable.local_world(tmp_path, codec=rotated, artifact_threshold=256) as world:
+    with _world(tmp_path, rotated, artifact_threshold=256) as world:
         out = asyncio.run(
             durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r1", resume="ZEBRA-ANSWER")
         )
@@ -208,11 +237,15 @@ def test_a_backend_that_stores_only_text_gets_base64_text() -> None:
 
 def test_a_memory_world_takes_a_codec() -> None:
     world = durable.memory_world(codec=EncryptionCodec(KEY))
+    world.memory.configure(durable.lexical_embedder(dim=64))
     with pytest.raises(RunInterrupted):
         asyncio.run(durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r"))
     inner = world.log.inner  # type: ignore[attr-defined]
     assert all(type(data) is bytes and b"ZEBRA" not in data for _, _, data in inner.read("r"))
     assert all(b"ZEBRA" not in blob for blob in world.artifacts.inner.blobs.values())  # type: ignore[attr-defined]
+    items = world.memory._db.query("SELECT text, metadata FROM items")
+    assert len(items) == 2
+    assert all(type(c) is bytes and b"ZEBRA" not in c for row in items for c in row)
 
 
 class _KmsCodec:
@@ -253,16 +286,6 @@ def test_keys_must_be_32_bytes() -> None:
         EncryptionCodec(b"short")
     with pytest.raises(durable.ConfigurationError, match="32 bytes"):
         EncryptionCodec(KEY, old_keys=[b"x" * 16])
-
-
-def test_the_memory_store_of_an_encrypted_world_is_refused_typed(tmp_path: Path) -> None:
-    """Memory items are not encrypted yet: an encrypted world refuses to open the store at all."""
-    with (
-        durable.local_world(tmp_path, codec=EncryptionCodec(KEY)) as world,
-        pytest.raises(durable.MemoryStoreError, match="does not encrypt"),
-    ):
-        _ = world.memory
-    assert not (tmp_path / "memory").exists()
 
 
 def test_an_encrypted_sqlite_log_opened_raw_shows_only_ciphertext(tmp_path: Path) -> None:
