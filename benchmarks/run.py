@@ -44,6 +44,7 @@ class System:
 
 
 DURABLE = System("durable", "durable_sys")
+DURABLE_CODEC = System("durable + codec", "durable_sys", {"codec": True}, "cryptography")
 FLOOR = System("raw SQLite", "floor")
 DBOS_WAL = System("DBOS (WAL)", "dbos_sys", {"journal": "wal"}, "dbos")
 DBOS_DEFAULT = System("DBOS (default journal)", "dbos_sys", {"journal": "default"}, "dbos")
@@ -184,6 +185,11 @@ class Harness:
         self.resume("e big", z.big, z.big, 0, [DURABLE])
         self.resume("e big+others", z.big, z.big, z.others, [DURABLE])
         self.measure("g", [DURABLE], lambda s: self.worker(s, "outside", n=z.outside))
+        # The codec's cost: the same (a) and (b) runs with every payload encrypted.
+        if DURABLE_CODEC.available():
+            self.seq("h a", "process", False, [DURABLE, DURABLE_CODEC])
+            self.seq("h b", "process", True, [DURABLE, DURABLE_CODEC])
+            self.resume("h replay", z.steps, z.steps, 0, [DURABLE, DURABLE_CODEC])
 
 
 # -- reporting ------------------------------------------------------------------
@@ -231,6 +237,7 @@ UNITS = {
     "d": "µs / branch",
     "e": "µs / step",
     "g": "µs / call above plain",
+    "h": "µs / step",
 }
 
 
@@ -263,7 +270,7 @@ def figures_table(h: Harness) -> list[str]:
             unit = f"peak RSS MB (at start {fmt(med(h, scenario, system, 'base_mb'))})"
             peak = fmt(med(h, scenario, system, "peak_mb"))
             extra.append(row(scenario, system, peak, unit, spread(h, scenario, system, "peak_mb"), ""))
-        n = {"c replay": h.sizes.steps, "e small": h.sizes.steps, "e big": h.sizes.big}.get(
+        n = {"c replay": h.sizes.steps, "e small": h.sizes.steps, "e big": h.sizes.big, "h replay": 0}.get(
             scenario, h.sizes.big if scenario == "e big+others" else 0
         )
         m = marginal(h, scenario, system, n)
@@ -391,6 +398,13 @@ def targets_table(h: Harness) -> list[str]:
         " B",
     )
     add("(g)", "≤ 1 µs per call above undecorated", med(h, "g", dur), lambda v: v <= 1, " µs")
+    for kind in ("a", "b"):
+        add(
+            f"(h) {kind} process",
+            "durable with codec= / without ≤ 1.3",
+            ratio(med(h, f"h {kind}", DURABLE_CODEC.label), med(h, f"h {kind}", dur)),
+            lambda v: v <= 1.3,
+        )
     return rows
 
 

@@ -12,6 +12,7 @@ import contextlib
 
 from ._artifact_save import save_artifact
 from ._artifacts import ArtifactRef
+from ._codec import Codec, EncryptionCodec
 from ._current import idempotency_key, model_for
 from ._decorators import DurableFunction, model_call, step, tool, workflow
 from ._determinism import interrupt, now, random, sleep, uuid4
@@ -28,9 +29,11 @@ from .errors import (
     ArtifactIntegrityError,
     CapabilityDriftError,
     CheckpointNotFoundError,
+    CodecError,
     ConfigurationError,
     DurableError,
     FencedError,
+    KeyMismatchError,
     LogCorruptedError,
     LogFormatError,
     LogUnavailableError,
@@ -64,6 +67,8 @@ __all__ = [
     "CapabilityDriftError",
     "Checkpoint",
     "CheckpointNotFoundError",
+    "Codec",
+    "CodecError",
     "Compaction",
     "ConfigurationError",
     "Continue",
@@ -73,8 +78,10 @@ __all__ = [
     "DurableError",
     "DurableFunction",
     "Embedder",
+    "EncryptionCodec",
     "FencedError",
     "Fork",
+    "KeyMismatchError",
     "LogCorruptedError",
     "LogFormatError",
     "LogUnavailableError",

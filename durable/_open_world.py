@@ -11,12 +11,15 @@ import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from ._codec import Codec
 from ._world import Durability, WorldCore
 from .errors import ConfigurationError
 from .memory._store import MemoryStore, open_world_memory
 from .store._artifact_store import DEFAULT_THRESHOLD
+from .store._encrypted import EncryptedLog, refuse_plain_open
 from .store._locks import FileLocks, MemoryLocks
 from .store._memory_log import MemoryLog
+from .store._protocol import EventLog
 from .store._sqlite import SqliteLog
 
 
@@ -58,6 +61,7 @@ def local_world(
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     artifact_threshold: int = DEFAULT_THRESHOLD,
+    codec: Codec | None = None,
 ) -> World:
     """A world in a data directory: ``events.db`` (SQLite, WAL) and folders beside it.
 
@@ -69,6 +73,9 @@ def local_world(
         sleep: Replaces ``asyncio.sleep`` for durable sleeps and backoffs (tests).
         artifact_threshold: Step outputs whose JSON is longer than this many characters
             are stored under ``artifacts/`` and referenced from the log.
+        codec: Encrypts every payload at rest (``durable.EncryptionCodec(key)``, or
+            your own ``durable.Codec``); the data directory then needs the same key
+            to be opened. See the security page.
 
     Returns:
         The world. Close it with ``world.close()`` or use it as a context manager.
@@ -76,6 +83,9 @@ def local_world(
     Raises:
         ConfigurationError: The folder cannot be created or written.
         LogCorruptedError: ``events.db`` exists but is not a durable log.
+        KeyMismatchError: ``events.db`` is encrypted and ``codec`` is missing or holds
+            another key (nothing is read or written then).
+        CodecError: ``codec`` is given but ``events.db`` holds runs that are not encrypted.
 
     Example:
         >>> import tempfile
@@ -98,7 +108,12 @@ def local_world(
             f"the data directory {str(path)!r} is not writable; choose a folder you can write to "
             "or fix its permissions."
         )
-    log = SqliteLog(path / "events.db", durability=durability)
+    sqlite = SqliteLog(path / "events.db", durability=durability)
+    try:
+        log = _with_codec(sqlite, codec, f"the event log {str(path / 'events.db')!r}")
+    except BaseException:
+        sqlite.close()
+        raise
     return World(
         log,
         FileLocks(path / "locks"),
@@ -107,7 +122,20 @@ def local_world(
         clock=clock,
         sleep=sleep,
         artifact_threshold=artifact_threshold,
+        codec=codec,
     )
+
+
+def _with_codec(log: SqliteLog | MemoryLog, codec: Codec | None, where: str) -> EventLog:
+    """``log`` itself when it is plain and no codec is given; encrypted through ``codec`` otherwise."""
+    if codec is None:
+        refuse_plain_open(log, where)
+        return log
+    if not isinstance(codec, Codec):
+        raise ConfigurationError(
+            f"codec must have key_id, encrypt, decrypt and digests (durable.Codec), not {codec!r}."
+        )
+    return EncryptedLog(log, codec, where=where)
 
 
 def memory_world(
@@ -115,11 +143,25 @@ def memory_world(
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     artifact_threshold: int = DEFAULT_THRESHOLD,
+    codec: Codec | None = None,
 ) -> World:
     """A world held in this process (``MemoryLog``, artifacts in memory): for tests and experiments.
+
+    Args:
+        clock: Replaces ``time.time`` (tests).
+        sleep: Replaces ``asyncio.sleep`` (tests).
+        artifact_threshold: Step outputs whose JSON is longer than this become artifacts.
+        codec: Encrypts every payload, as in ``local_world`` (tests of a codec).
 
     Example:
         >>> memory_world().runs()
         []
     """
-    return World(MemoryLog(), MemoryLocks(), clock=clock, sleep=sleep, artifact_threshold=artifact_threshold)
+    return World(
+        _with_codec(MemoryLog(), codec, "this memory world"),
+        MemoryLocks(),
+        clock=clock,
+        sleep=sleep,
+        artifact_threshold=artifact_threshold,
+        codec=codec,
+    )

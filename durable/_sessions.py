@@ -115,13 +115,14 @@ def folder_name(part: str) -> str:
 
     A child run started from a tool has a ``/`` in its generated id
     (``<run id>:<tool key>/<workflow>:<hash>``): ``/`` and a backslash are
-    written ``%2F`` and ``%5C`` (and ``%`` itself ``%25``), so the folder stays inside
-    the run's folder. ``.`` and ``..`` become ``%2E`` and ``%2E%2E``.
+    written ``%2F`` and ``%5C`` (and ``%`` itself ``%25``, NUL ``%00``), so the folder
+    stays inside the run's folder. ``.`` and ``..`` become ``%2E`` and ``%2E%2E``, and the
+    empty string ``%`` (no escaped part is a lone ``%``).
     """
-    if part in (".", ".."):
-        return part.replace(".", "%2E")
-    if "%" in part or "/" in part or "\\" in part:
-        return part.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C")
+    if part in ("", ".", ".."):
+        return part.replace(".", "%2E") or "%"
+    if "%" in part or "/" in part or "\\" in part or "\x00" in part:
+        return part.replace("%", "%25").replace("/", "%2F").replace("\\", "%5C").replace("\x00", "%00")
     return part
 
 

@@ -92,6 +92,33 @@ def encode_state(state: Json) -> Json:
     return {"encoding": STATE_ENCODING, "data": base64.b64encode(packed).decode("ascii")}
 
 
+MIN_INFLATE_BOUND = 64 * 1024 * 1024
+"""A snapshot always may inflate to this many bytes."""
+INFLATE_RATIO = 64
+"""...and to this many times its compressed size: packed state compresses far less than a zip bomb."""
+
+
+def inflate(packed: bytes, run_id: str = "") -> bytes:
+    """``zlib.decompress(packed)``, refusing to grow past a bound (a crafted snapshot is a bomb).
+
+    Raises:
+        LogCorruptedError: The data inflates past ``max(MIN_INFLATE_BOUND, INFLATE_RATIO * len(packed))``.
+    """
+    bound = max(MIN_INFLATE_BOUND, INFLATE_RATIO * len(packed))
+    d = zlib.decompressobj()
+    out = d.decompress(packed, bound)
+    if d.unconsumed_tail or (not d.eof and d.decompress(b"", 1)):
+        raise LogCorruptedError(
+            f"run {run_id!r} has a snapshot that inflates past {bound} bytes from {len(packed)}; "
+            "no snapshot durable writes does that, so the log was crafted or damaged. Restore it "
+            "from a backup.",
+            run_id=run_id,
+        )
+    if not d.eof:
+        raise zlib.error("the compressed snapshot is truncated")
+    return out
+
+
 def decode_state(stored: Json, run_id: str = "") -> Json:
     """The canonical state held in a snapshot's ``state`` field (plain or encoded).
 
@@ -109,7 +136,7 @@ def decode_state(stored: Json, run_id: str = "") -> Json:
             run_id=run_id,
         )
     try:
-        state = _unpack_steps(json.loads(zlib.decompress(base64.b64decode(stored["data"], validate=True))))
+        state = _unpack_steps(json.loads(inflate(base64.b64decode(stored["data"], validate=True), run_id)))
     except (ValueError, TypeError, zlib.error, KeyError) as exc:
         raise LogCorruptedError(f"run {run_id!r} has a damaged snapshot ({exc}).", run_id=run_id) from exc
     return state

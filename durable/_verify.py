@@ -33,12 +33,15 @@ from ._spec import Spec, spec_of
 from ._world import WorldCore
 from .errors import (
     ArtifactIntegrityError,
+    CodecError,
     ConfigurationError,
     DriftChange,
     DurableError,
     RunNotFoundError,
 )
 from .events import parse_event
+from .store._artifact_store import safe_location
+from .store._encrypted import EncryptedLog
 
 
 def _seq_problems(rows: list[tuple[int, str, str]]) -> list[str]:
@@ -101,6 +104,20 @@ def _hash_problems(run_id: str, rows: list[tuple[int, str, str]]) -> list[str]:
     return problems
 
 
+def _read_rows(world: WorldCore, run_id: str, report: dict[str, Any]) -> list[tuple[int, str, str]]:
+    """The run's rows; of an encrypted log, each row that does not decrypt is reported and left out."""
+    log = world.log
+    if not isinstance(log, EncryptedLog):
+        return log.read(run_id)
+    rows = []
+    for row in log.inner.read(run_id):
+        try:
+            rows.append(log.open(run_id, row))
+        except CodecError as exc:
+            report["problems"].append(str(exc).splitlines()[0])
+    return rows
+
+
 def _check_run(
     world: WorldCore,
     run_id: str,
@@ -109,7 +126,7 @@ def _check_run(
     report: dict[str, Any],
 ) -> None:
     try:
-        rows = world.log.read(run_id)
+        rows = _read_rows(world, run_id, report)
     except DurableError as exc:  # the file is damaged where the run's rows are
         report["problems"].append(str(exc).splitlines()[0])
         return
@@ -132,6 +149,12 @@ def _check_run(
         refs = []
     for ref, _path in refs:
         report["artifacts"] += 1
+        if ref.location is not None and not safe_location(ref.location):
+            report["problems"].append(
+                f"run {run_id!r}: artifact {ref.name!r} has the location {ref.location!r}, which "
+                "points outside the data directory's artifacts/ folder; the log was edited or crafted"
+            )
+            continue
         try:
             verify_payload(ref, world.artifacts.get(ref.sha256), run_id=run_id)
         except ArtifactIntegrityError as exc:

@@ -12,9 +12,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from ._codec import Codec
 from .errors import ConfigurationError, LogCorruptedError, RunNotFoundError
 from .events import Event, parse_event
 from .store._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
+from .store._encrypted import EncryptedArtifacts
 from .store._locks import Locks
 from .store._protocol import EventLog, RunInfo
 
@@ -38,6 +40,7 @@ class WorldCore:
         sleep: Callable[[float], Awaitable[None]] | None = None,
         artifacts: ArtifactStore | None = None,
         artifact_threshold: int = DEFAULT_THRESHOLD,
+        codec: Codec | None = None,
     ):
         if (
             isinstance(artifact_threshold, bool)
@@ -54,12 +57,15 @@ class WorldCore:
         self.clock: Callable[[], float] = clock or time.time
         self.sleep: Callable[[float], Awaitable[None]] = sleep or asyncio.sleep
         self.extensions: dict[str, Any] = {}
+        self.codec = codec
         if artifacts is None:
             artifacts = (
                 MemoryArtifacts()
                 if data_dir is None
                 else FileArtifacts(data_dir, fsync=durability == "power")
             )
+            if codec is not None:
+                artifacts = EncryptedArtifacts(artifacts, codec)
         self.artifacts: ArtifactStore = artifacts
         self.artifact_threshold = artifact_threshold
 

@@ -19,6 +19,8 @@ caller can do next. The tree::
     ├── LogCorruptedError           the log file is damaged or is not a durable log
     ├── LogFormatError              the log was written by an incompatible SDK
     ├── LogUnavailableError         the log cannot be written now (locked too long, disk full)
+    ├── CodecError                  an encrypted payload cannot be decrypted (moved, edited)
+    │   └── KeyMismatchError        the world's key is missing or is not the one the data needs
     ├── MemoryStoreError            misuse of the memory store (dimension, filter, extra)
     ├── OuterLoopError              an outer-loop manifest cannot be read
     ├── RunTimeoutError             run_workflow's own timeout passed; the run stays resumable
@@ -40,11 +42,13 @@ __all__ = [
     "ArtifactIntegrityError",
     "CapabilityDriftError",
     "CheckpointNotFoundError",
+    "CodecError",
     "ConfigurationError",
     "DriftChange",
     "DurableControl",
     "DurableError",
     "FencedError",
+    "KeyMismatchError",
     "LogCorruptedError",
     "LogFormatError",
     "LogUnavailableError",
@@ -264,6 +268,25 @@ class LogUnavailableError(DurableError):
     Another process held it locked past ``busy_timeout``, or the disk is full.
     Nothing of the refused write was kept: fix the cause and resume the run.
     """
+
+
+class CodecError(DurableError):
+    """An encrypted payload cannot be decrypted: it was moved to another row, edited, or damaged.
+
+    Nothing was returned in its place and nothing was written.
+    """
+
+
+class KeyMismatchError(CodecError):
+    """The world's key is missing, or is not the key its data was encrypted under.
+
+    Attributes:
+        key_id: The id of the key the data needs (``None`` when the data is not encrypted).
+    """
+
+    def __init__(self, message: str, *, key_id: str | None, run_id: str | None = None):
+        super().__init__(message, run_id=run_id)
+        self.key_id = key_id
 
 
 class MemoryStoreError(DurableError):

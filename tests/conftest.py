@@ -1,7 +1,12 @@
-"""Shared fixtures: every engine test runs on both log backends."""
+"""Shared fixtures: every engine test runs on both log backends.
+
+With ``DURABLE_TEST_ENCRYPTED=1`` in the environment, every engine test also
+runs a third time on an encrypted SQLite world (``codec=EncryptionCodec``).
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +38,9 @@ class Worlds:
         self.opened: list[World] = []
 
     def open(self, **kwargs: object) -> World:
-        if self.kind == "sqlite":
+        if self.kind == "encrypted":
+            kwargs.setdefault("codec", durable.EncryptionCodec(TEST_KEY))
+        if self.kind in ("sqlite", "encrypted"):
             world = durable.local_world(self.data_dir, **kwargs)  # type: ignore[arg-type]
         else:
             if self._memory_log is None:
@@ -60,17 +67,23 @@ class Worlds:
             inner.locks,
             data_dir=inner.data_dir,
             artifacts=inner.artifacts,
+            codec=inner.codec,
         )
         world.extensions = inner.extensions
         return world
 
     def close(self) -> None:
         for w in self.opened:
-            if self.kind == "sqlite":
+            if self.kind != "memory":
                 w.close()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+TEST_KEY = bytes(range(32))
+"""The key of the encrypted test worlds."""
+KINDS = ["memory", "sqlite"] + (["encrypted"] if os.environ.get("DURABLE_TEST_ENCRYPTED") else [])
+
+
+@pytest.fixture(params=KINDS)
 def worlds(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worlds]:
     """A factory of worlds over one backend; the test runs once per backend."""
     ws = Worlds(request.param, tmp_path)

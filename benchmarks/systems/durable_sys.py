@@ -83,9 +83,9 @@ def _db_bytes(dir: str) -> int:
     return os.path.getsize(path)
 
 
-def seq(dir: str, n: int, durability: str, tool: bool = False) -> dict[str, Any]:
+def seq(dir: str, n: int, durability: str, tool: bool = False, codec: bool = False) -> dict[str, Any]:
     wf = sequential_tools if tool else sequential
-    with durable.local_world(dir, durability=durability) as world:  # type: ignore[arg-type]
+    with durable.local_world(dir, durability=durability, codec=_codec(codec)) as world:  # type: ignore[arg-type]
         asyncio.run(durable.run_workflow(wf, 3, world=world, run_id="warm"))
         empty = _db_bytes(dir)
         c0, t0 = time.process_time(), time.perf_counter()
@@ -99,9 +99,15 @@ def seq(dir: str, n: int, durability: str, tool: bool = False) -> dict[str, Any]
     }
 
 
-def build(dir: str, n: int, kill_at: int | None = None, others: int = 0) -> dict[str, Any]:
+def _codec(on: bool) -> durable.EncryptionCodec | None:
+    return durable.EncryptionCodec(bytes(range(32))) if on else None
+
+
+def build(
+    dir: str, n: int, kill_at: int | None = None, others: int = 0, codec: bool = False
+) -> dict[str, Any]:
     global _kill_at
-    with durable.local_world(dir) as world:
+    with durable.local_world(dir, codec=_codec(codec)) as world:
 
         async def main() -> None:
             for k in range(others):
@@ -113,11 +119,11 @@ def build(dir: str, n: int, kill_at: int | None = None, others: int = 0) -> dict
     return {}
 
 
-def resume(dir: str, n: int) -> dict[str, Any]:
+def resume(dir: str, n: int, codec: bool = False) -> dict[str, Any]:
     import resource
 
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with durable.local_world(dir) as world:
+    with durable.local_world(dir, codec=_codec(codec)) as world:
         c0, t0 = time.process_time(), time.perf_counter()
         out = asyncio.run(durable.run_workflow(sequential, n, world=world, run_id=RUN_ID))
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0

@@ -2,7 +2,10 @@
 
 Every command takes ``--data-dir`` (default ``.little-workflow``) and
 ``--json``. A bad argument or an unknown run id prints one line to stderr and
-exits with status 1; never a traceback.
+exits with status 1; never a traceback. An encrypted data directory is opened
+with the key in ``LITTLE_KEY`` or the file named by ``LITTLE_KEY_FILE`` (never
+an argument: other users can read a command line). Everything printed has its
+control characters escaped (``_safe``).
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .. import __version__
+from .._codec import codec_from_env
 from .._open_world import local_world
 from ..errors import DurableError
-from . import _history, _runs, _runtime  # noqa: F401  (importing them registers their commands)
-from ._registry import COMMANDS, HUMAN, CliError
+from . import _crypto, _history, _runs, _runtime  # noqa: F401  (importing them registers their commands)
+from ._registry import COMMANDS, HUMAN, RAW, CliError
+from ._safe import escape, safe
 
 # -- output -------------------------------------------------------------------
 
@@ -53,6 +58,7 @@ _ORDER = [
     "worker",
     "cancel",
     "resume",
+    "rekey",
 ]
 """The order commands are listed in (reading first, then time travel and maintenance)."""
 
@@ -111,23 +117,38 @@ def _run(argv: Sequence[str] | None) -> int:
         return 1
     data_dir = Path(a.data_dir)
     if a.command != "worker" and not (data_dir / "events.db").exists():
-        print(
-            f"little: no durable data directory at {str(data_dir)!r} (no events.db); pass --data-dir",
-            file=sys.stderr,
-        )
+        _error(f"no durable data directory at {str(data_dir)!r} (no events.db); pass --data-dir")
         return 1
+    if a.command in RAW:  # a command that opens the data directory itself (rekey)
+        try:
+            data = COMMANDS[a.command][2](None, a)
+        except (DurableError, CliError) as exc:
+            _error(str(exc))
+            return 1
+        _print(a, data)
+        return 0
     try:
-        world = local_world(data_dir)
+        world = local_world(data_dir, codec=codec_from_env())
     except DurableError as exc:
-        print(f"little: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 1
     try:
         data = COMMANDS[a.command][2](world, a)
     except (DurableError, CliError) as exc:
-        print(f"little: {str(exc).splitlines()[0]}", file=sys.stderr)
+        _error(str(exc))
         return 1
     finally:
         world.close()
-    if data is not None:
-        print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, data))
+    _print(a, data)
     return int(getattr(a, "exit_status", 0))
+
+
+def _error(message: str) -> None:
+    """One line to stderr, its control characters escaped."""
+    print(f"little: {escape(message.split(chr(10))[0])}", file=sys.stderr)
+
+
+def _print(a: argparse.Namespace, data: Any) -> None:
+    """A command's data: JSON (which escapes control characters itself) or text for people."""
+    if data is not None:
+        print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, safe(data)))

@@ -13,11 +13,13 @@ from typing import Any
 from .._world import WorldCore
 from ..errors import RunNotFoundError
 
-Handler = Callable[[WorldCore, argparse.Namespace], Any]
+Handler = Callable[[Any, argparse.Namespace], Any]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
 """Command name → (help, add-arguments, handler); each handler returns JSON-able data."""
 HUMAN: dict[str, Callable[[Any], str]] = {}
 """Command name → how its data is shown without ``--json`` (when not the default)."""
+RAW: set[str] = set()
+"""Commands that open the data directory themselves; their handler gets ``None`` for the world."""
 
 
 class CliError(Exception):
@@ -30,6 +32,7 @@ def command(
     args: Callable[[argparse.ArgumentParser], None] | None = None,
     *,
     human: Callable[[Any], str] | None = None,
+    raw: bool = False,
 ) -> Callable[[Handler], Handler]:
     """Register a ``little`` subcommand (``human`` formats its data for people).
 
@@ -40,6 +43,8 @@ def command(
         COMMANDS[name] = (help, args or (lambda p: None), fn)
         if human is not None:
             HUMAN[name] = human
+        if raw:
+            RAW.add(name)
         return fn
 
     return register

@@ -16,6 +16,7 @@ from ..errors import RunNotFoundError
 from ..events import Event, parse_event
 from ._registry import CliError, command, read_rows, run_id_arg, table
 from ._runtime_rows import runtime_detail
+from ._safe import safe
 
 
 def _runs_args(p: argparse.ArgumentParser) -> None:
@@ -114,7 +115,7 @@ def _events(world: WorldCore, a: argparse.Namespace) -> Any:
             for e in follow_events(world, a.run_id, interval=a.interval, timeout=a.timeout):
                 if not a.types or e.type in a.types:
                     data = e.model_dump(mode="json")
-                    print(json.dumps(data, default=str) if a.json else _event_line(data), flush=True)
+                    print(json.dumps(data, default=str) if a.json else _event_line(safe(data)), flush=True)
         except KeyboardInterrupt:  # Ctrl-C is how people stop following
             pass
         return None

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from ..errors import MemoryStoreError
 from ._db import VecDb
 from ._filter import compile_filter
+from ._sealed import ItemCipher
 
 
 class Row(Protocol):
@@ -89,9 +90,11 @@ def _metadata_text(row: Row) -> str:
 class StoredRows:
     """The tables of one memory database and the statements over them."""
 
-    def __init__(self, db: VecDb, clock: Callable[[], float]):
+    def __init__(self, db: VecDb, clock: Callable[[], float], cipher: ItemCipher | None = None):
         self.db = db
         self.clock = clock
+        self.cipher = cipher
+        """Seals and opens texts and metadata (``None``: they are stored in the clear)."""
         self.dim: int | None = None
         self.metric: str | None = None
         self._migrate()
@@ -182,22 +185,27 @@ class StoredRows:
             self.pack(v, f"the embedding of {r.key!r} in {r.namespace!r}")
             for r, v in zip(rows, vectors, strict=True)
         ]
-        metas = [_metadata_text(r) for r in rows]
+        metas: list[Any] = [_metadata_text(r) for r in rows]
         now = self.clock()
         texts: dict[tuple[str, ...], str] = {}
         ns_of = [texts.get(r.namespace) or texts.setdefault(r.namespace, ns_text(r.namespace)) for r in rows]
+        bodies: list[Any] = [r.text for r in rows]
+        if self.cipher is not None:
+            seal = self.cipher.seal
+            bodies = [seal(ns, r.key, "text", t) for r, ns, t in zip(rows, ns_of, bodies, strict=True)]
+            metas = [seal(ns, r.key, "metadata", m) for r, ns, m in zip(rows, ns_of, metas, strict=True)]
         with self.db.write():
             existing = self._ids(rows, ns_of)
             next_id = int(self.db.query("SELECT COALESCE(MAX(id), 0) FROM items")[0][0]) + 1
             new_items, new_vecs, upd_items, upd_vecs = [], [], [], []
-            for row, ns, blob, meta in zip(rows, ns_of, packed, metas, strict=True):
+            for row, ns, blob, body, meta in zip(rows, ns_of, packed, bodies, metas, strict=True):
                 rowid = existing.get((ns, row.key))
                 if rowid is None:
-                    new_items.append((next_id, ns, row.key, row.text, meta, now, now))
+                    new_items.append((next_id, ns, row.key, body, meta, now, now))
                     new_vecs.append((next_id, blob))
                     next_id += 1
                 else:
-                    upd_items.append((row.text, meta, now, rowid))
+                    upd_items.append((body, meta, now, rowid))
                     upd_vecs.append((blob, rowid))
             if new_items:
                 self.db.run_many("INSERT INTO items VALUES (?, ?, ?, ?, ?, ?, ?)", new_items)
@@ -239,11 +247,16 @@ class StoredRows:
 
     def get(self, namespace: tuple[str, ...], key: str) -> tuple[str, str, float, float] | None:
         """``(text, metadata JSON, created_at, updated_at)`` of one item, or ``None``."""
+        ns = ns_text(namespace)
         got = self.db.query(
-            "SELECT text, metadata, created_at, updated_at FROM items WHERE ns = ? AND key = ?",
-            [ns_text(namespace), key],
+            "SELECT text, metadata, created_at, updated_at FROM items WHERE ns = ? AND key = ?", [ns, key]
         )
-        return (got[0][0], got[0][1], got[0][2], got[0][3]) if got else None
+        if not got:
+            return None
+        text, meta, created, updated = got[0]
+        if self.cipher is not None:
+            text, meta = self.cipher.open(ns, key, "text", text), self.cipher.open(ns, key, "metadata", meta)
+        return text, meta, created, updated
 
     def knn(
         self, prefix: tuple[str, ...], vector: list[float], k: int, filter: dict[str, Any]
@@ -251,7 +264,9 @@ class StoredRows:
         """The ``k`` nearest items under ``prefix`` that ``filter`` matches, nearest first.
 
         The candidates are chosen by ``rowid IN (…)`` inside the vec0 KNN
-        query, so the filter applies before the top-k cut.
+        query, so the filter applies before the top-k cut. In an encrypted
+        store the filter runs over the decrypted metadata of the items under
+        ``prefix``, passed in as one JSON parameter (``_sealed``).
         """
         if self.dim is None:
             return []
@@ -260,7 +275,13 @@ class StoredRows:
         f_sql, f_params = compile_filter(filter)
         candidates = ""
         params: list[Any] = [blob, k]
-        if ns_sql != "1" or f_sql != "1":
+        if f_sql != "1" and self.cipher is not None:
+            plain_sql = compile_filter(filter, "json_extract(value, '$[1]')")[0]
+            candidates = (
+                f" AND rowid IN (SELECT json_extract(value, '$[0]') FROM json_each(?) WHERE {plain_sql})"
+            )
+            params += [self._plain_metadata(ns_sql, ns_params), *f_params]
+        elif ns_sql != "1" or f_sql != "1":
             candidates = f" AND rowid IN (SELECT id FROM items WHERE {ns_sql} AND {f_sql})"
             params += ns_params + f_params
         sql = (
@@ -270,9 +291,23 @@ class StoredRows:
             "JOIN items i ON i.id = knn.rowid ORDER BY knn.distance, i.id"
         )
         try:
-            return [(r[0], r[1], r[2], r[3], float(r[4])) for r in self.db.query(sql, params)]
+            got = self.db.query(sql, params)
         except self.db.errors as exc:
             raise MemoryStoreError(f"the memory search failed in {self.db.path!r}: {exc}") from exc
+        if self.cipher is None:
+            return [(r[0], r[1], r[2], r[3], float(r[4])) for r in got]
+        open_ = self.cipher.open
+        return [
+            (r[0], r[1], open_(r[0], r[1], "text", r[2]), open_(r[0], r[1], "metadata", r[3]), float(r[4]))
+            for r in got
+        ]
+
+    def _plain_metadata(self, ns_sql: str, ns_params: list[Any]) -> str:
+        """``[[id, metadata JSON text], …]`` of the items under a prefix, decrypted, as JSON."""
+        assert self.cipher is not None
+        open_ = self.cipher.open
+        rows = self.db.query(f"SELECT id, ns, key, metadata FROM items WHERE {ns_sql}", ns_params)
+        return json.dumps([[i, open_(ns, key, "metadata", m)] for i, ns, key, m in rows])
 
     def namespaces(self, prefix: tuple[str, ...]) -> list[str]:
         """The stored namespace texts under ``prefix``."""

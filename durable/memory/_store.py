@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .._codec import Codec
 from .._context import CURRENT, EFFECT_KEY
 from .._decorators import make_decorator
 from ..errors import MemoryStoreError
@@ -31,6 +32,7 @@ from ._embedders import Embedder, EmbedFn
 from ._filter import compile_filter
 from ._items import MemoryItem, NewItem, RecordedRow, SearchHit, new_item
 from ._rows import StoredRows, check_namespace
+from ._sealed import ItemCipher, check_store_key
 
 if TYPE_CHECKING:
     from .._world import WorldCore
@@ -76,9 +78,14 @@ class MemoryStore:
         driver: ``"auto"`` (the standard ``sqlite3`` module when it can load
             extensions, ``apsw`` otherwise), ``"sqlite3"`` or ``"apsw"``.
         clock: The clock of ``created_at`` and ``updated_at`` (default ``time.time``).
+        codec: Encrypts every item's text and metadata at rest (a world's store
+            gets the world's codec). Namespaces, keys and vectors stay in the
+            clear; see the security page.
 
     Raises:
         MemoryStoreError: The ``memory`` extra is missing, or the file is not a memory store.
+        KeyMismatchError: The store is encrypted and ``codec`` is missing or holds another key.
+        CodecError: ``codec`` is given but the store holds items in the clear.
 
     Example:
         >>> import asyncio, durable
@@ -94,12 +101,25 @@ class MemoryStore:
     """
 
     def __init__(
-        self, path: Path | None = None, *, driver: Driver = "auto", clock: Callable[[], float] | None = None
+        self,
+        path: Path | None = None,
+        *,
+        driver: Driver = "auto",
+        clock: Callable[[], float] | None = None,
+        codec: Codec | None = None,
     ):
         self._db = VecDb(path, driver=driver)
         self.driver = self._db.driver
         self.path = self._db.path
-        self._rows = StoredRows(self._db, clock or time.time)
+        try:
+            rows = StoredRows(self._db, clock or time.time)
+            check_store_key(self._db, codec)
+        except BaseException:
+            self._db.close()
+            raise
+        if codec is not None:
+            rows.cipher = ItemCipher(codec, f"the memory store {self.path!r}")
+        self._rows = rows
         self._embedder: Embedder | None = None
 
     # -- configuration ---------------------------------------------------------
@@ -446,6 +466,6 @@ def open_world_memory(world: WorldCore) -> MemoryStore:
         folder = Path(world.data_dir) / "memory"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "memory.db"
-    store = MemoryStore(path, clock=world.clock)
+    store = MemoryStore(path, clock=world.clock, codec=getattr(world, "codec", None))
     world.extensions["memory"] = store
     return store

@@ -14,6 +14,7 @@ that lags behind the logs is brought up to date from them.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
-from ..errors import ConfigurationError, OuterLoopError
+from ..errors import CodecError, ConfigurationError, KeyMismatchError, OuterLoopError
 
 if TYPE_CHECKING:
     from pydantic import SerializerFunctionWrapHandler
@@ -154,6 +155,9 @@ class ManifestStore:
                 return None
             except (OSError, UnicodeDecodeError) as exc:
                 raise self._corrupt(f"it cannot be read ({exc})") from exc
+        codec = getattr(self._world, "codec", None)
+        if codec is not None:
+            text = self._open(codec, text)
         try:
             manifest = OuterLoopManifest.model_validate_json(text)
         except ValidationError as exc:
@@ -172,6 +176,10 @@ class ManifestStore:
             OuterLoopError: The file cannot be written (the old one is left in place).
         """
         text = manifest.text()
+        codec = getattr(self._world, "codec", None)
+        if codec is not None:
+            ct = codec.encrypt(text.encode(), self._ad())
+            text = "enc1:" + base64.b64encode(ct).decode("ascii")
         if self.path is None:
             self._memory()[self.outer_loop_id] = text
             return
@@ -182,6 +190,21 @@ class ManifestStore:
                 f"cannot write the {self.where()}: {exc}. The previous manifest is unchanged; "
                 "fix the folder's permissions or free space and call run_outer_loop again."
             ) from exc
+
+    def _ad(self) -> bytes:
+        return f"outer-loop|{self.outer_loop_id}".encode()
+
+    def _open(self, codec: Any, text: str) -> str:
+        """The plaintext of an encrypted manifest (bound to its loop's id)."""
+        if not text.startswith("enc1:"):
+            raise self._corrupt("it is not encrypted, but its world has a codec")
+        try:
+            raw = codec.decrypt(base64.b64decode(text[5:], validate=True), self._ad())
+            return str(raw.decode())
+        except KeyMismatchError:
+            raise
+        except (CodecError, ValueError) as exc:
+            raise self._corrupt(f"it does not decrypt ({exc})") from exc
 
     def _corrupt(self, what: str) -> OuterLoopError:
         return OuterLoopError(

@@ -23,6 +23,7 @@ import contextlib
 
 from ._artifact_store import ArtifactStore, FileArtifacts, MemoryArtifacts
 from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
+from ._encrypted import EncryptedArtifacts, EncryptedLog
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
 from ._protocol import Append, EventLog, Row, RunInfo
@@ -33,6 +34,8 @@ __all__ = [
     "Append",
     "ArtifactStore",
     "ControlRecord",
+    "EncryptedArtifacts",
+    "EncryptedLog",
     "EventLog",
     "FileArtifacts",
     "FileLocks",

@@ -15,6 +15,8 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..errors import ArtifactIntegrityError
+
 DEFAULT_THRESHOLD = 256 * 1024
 """Step outputs whose JSON text is longer than this (in characters) become artifacts."""
 
@@ -25,7 +27,28 @@ def sha256_of(data: bytes) -> str:
 
 
 def hex_of(tag: str) -> str:
-    return tag.partition(":")[2]
+    """The hex digest of a ``sha256:<hex>`` tag; anything else (a crafted tag) is refused."""
+    hexdigest = tag.partition(":")[2]
+    if len(hexdigest) != 64 or hexdigest.strip("0123456789abcdef"):
+        raise ValueError(f"not a sha256 tag: {tag[:80]!r}")
+    return hexdigest
+
+
+def safe_location(location: str) -> bool:
+    """Whether an artifact location read from a log stays inside the data directory's ``artifacts/``.
+
+    A location is ``artifacts/<2 hex>/<64 hex>``: relative, POSIX, with no
+    ``..``, no absolute part, no NUL and no backslash.
+    """
+    parts = location.split("/")
+    return (
+        len(parts) == 3
+        and parts[0] == "artifacts"
+        and len(parts[1]) == 2
+        and len(parts[2]) == 64
+        and not parts[2].strip("0123456789abcdef")
+        and parts[2].startswith(parts[1])
+    )
 
 
 class ArtifactStore(Protocol):
@@ -106,7 +129,15 @@ class FileArtifacts:
             return None
 
     def resolve(self, location: str | None) -> Path | None:
-        return None if location is None else self.data_dir / location
+        if location is None:
+            return None
+        if not safe_location(location):
+            raise ArtifactIntegrityError(
+                f"the artifact location {location!r} points outside {str(self.root)!r}; the log "
+                "that holds it was edited or crafted. Run `little verify` on the run.",
+                artifact=location,
+            )
+        return self.data_dir / location
 
 
 class MemoryArtifacts:

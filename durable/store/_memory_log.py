@@ -18,11 +18,24 @@ class MemoryLog:
     all-or-nothing appends) so that tests on it mean something.
     """
 
+    stores_bytes = True
+    """A row's payload may be bytes (an encrypted log's ciphertext), returned as it was stored."""
+
     def __init__(self) -> None:
         self._rows: dict[str, list[Row]] = {}
         self._info: dict[str, RunInfo] = {}
         self._tokens: dict[str, int] = {}
+        self._meta: dict[str, str] = {}
         self._lock = threading.Lock()
+
+    def get_meta(self, name: str) -> str | None:
+        """A fact about the log as a whole (its key check), or ``None``."""
+        return self._meta.get(name)
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Record a fact about the log as a whole."""
+        with self._lock:
+            self._meta[name] = value
 
     def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
         """Write every append of ``batch``, or none of them (see ``EventLog.append``)."""

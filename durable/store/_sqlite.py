@@ -87,6 +87,9 @@ class SqliteLog:
         LogFormatError: The file was written by a newer, incompatible SDK.
     """
 
+    stores_bytes = True
+    """A row's payload may be bytes (an encrypted log's ciphertext), returned as it was stored."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -378,6 +381,33 @@ class SqliteLog:
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
                     raise self._failure(exc, run_id) from exc
+                raise
+
+    def get_meta(self, name: str) -> str | None:
+        """A fact about the log as a whole (its key check), or ``None``; reading writes nothing."""
+        with self._lock:
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+            except sqlite3.OperationalError:  # no meta table: a log without such facts
+                return None
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, None) from exc
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Record a fact about the log as a whole (the table is made on first use)."""
+        db = self._db
+        with self._lock:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, None) from exc
                 raise
 
     def vacuum(self) -> None:

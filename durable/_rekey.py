@@ -1,0 +1,219 @@
+"""``little rekey``: re-encrypt a data directory under a new key (or encrypt or decrypt it).
+
+Every row of ``events.db`` is rewritten in one transaction, then the file is
+vacuumed and its WAL truncated so that no page keeps an old payload. Every
+artifact and outer-loop manifest is rewritten under the new key (a new file
+first, the old one removed after), and every memory item's text and metadata
+in ``memory/memory.db`` (one transaction, then a vacuum). Run it while no
+process uses the data directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from ._codec import Codec
+from .errors import CodecError, ConfigurationError
+from .store._artifact_store import FileArtifacts, sha256_of
+from .store._encrypted import (
+    META_KEY,
+    PREFIX,
+    EncryptedArtifacts,
+    EncryptedLog,
+    key_check,
+    open_manifest,
+    recorded_key_id,
+    verify_key_check,
+)
+from .store._sqlite import SqliteLog
+
+
+def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[str, Any]:
+    """Rewrite every payload of ``data_dir`` under ``new`` (``None``: in the clear).
+
+    Args:
+        data_dir: The data directory.
+        new: The codec to encrypt under from now on; ``None`` decrypts the directory.
+        old: A codec holding the key the directory is encrypted under now
+            (``None`` for a directory that is not encrypted).
+
+    Returns:
+        What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts", "outer_loops",
+        "memory_items"}``.
+
+    Raises:
+        KeyMismatchError: ``old`` does not hold the directory's key.
+        CodecError: A payload does not decrypt; nothing of the log was changed then.
+    """
+    root = Path(data_dir)
+    _check_memory_key(root, old)  # before anything is rewritten
+    log = SqliteLog(root / "events.db")
+    try:
+        was = recorded_key_id(log)
+        if was is not None and old is None:
+            raise ConfigurationError(
+                f"the data directory is encrypted under key id {was}: give that key to read it "
+                "(in LITTLE_OLD_KEYS or as the key itself)."
+            )
+        reader = EncryptedLog(log, old) if was is not None and old is not None else None
+        events = _rewrite_rows(log, reader, new)
+    finally:
+        log.close()
+    reading = old if was is not None else None
+    return {
+        "from_key_id": was,
+        "to_key_id": None if new is None else new.key_id,
+        "events": events,
+        "artifacts": _rewrite_artifacts(root, reading, new),
+        "outer_loops": _rewrite_outer(root, reading, new),
+        "memory_items": _rewrite_memory(root, old, new),
+    }
+
+
+def _check_memory_key(root: Path, old: Codec | None) -> None:
+    """Refuse, before anything is rewritten, a memory store whose key ``old`` does not hold."""
+    path = root / "memory" / "memory.db"
+    if not path.is_file():
+        return
+    from .memory._db import VecDb
+    from .memory._sealed import recorded_check, stored_key_id
+
+    db = VecDb(path)
+    try:
+        kid, text = stored_key_id(db), recorded_check(db)
+    finally:
+        db.close()
+    if text is None:
+        return
+    if old is None:
+        raise ConfigurationError(
+            f"the memory store is encrypted under key id {kid}: give that key to read it "
+            "(in LITTLE_OLD_KEYS or as the key itself)."
+        )
+    verify_key_check(text, old, f"the memory store {str(path)!r}")
+
+
+def _rewrite_memory(root: Path, old: Codec | None, new: Codec | None) -> int:
+    """Rewrite the memory store's items, then vacuum it so that no page keeps an old payload."""
+    path = root / "memory" / "memory.db"
+    if not path.is_file():
+        return 0
+    from .memory._db import VecDb  # the memory extra is needed only for a directory with a store
+    from .memory._sealed import rekey_items
+
+    db = VecDb(path)
+    try:
+        n = rekey_items(db, old, new)
+        db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.run("VACUUM")
+        db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return n
+
+
+def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> int:
+    db = log._db
+    sealer = _Sealer(new) if new is not None else None
+    n = 0
+    with log._lock:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            rows = db.execute("SELECT run_id, seq, type, data FROM events").fetchall()
+            for run_id, seq, type_, data in rows:
+                row = (seq, type_, data)
+                if reader is not None:
+                    row = reader.open(run_id, row)
+                if sealer is not None:
+                    row = sealer.seal(run_id, row)
+                db.execute("UPDATE events SET data = ? WHERE run_id = ? AND seq = ?", (row[2], run_id, seq))
+                n += 1
+            db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            if new is None:
+                db.execute("DELETE FROM meta WHERE name = ?", (META_KEY,))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (META_KEY, key_check(new))
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    try:
+        log.vacuum()  # no free page keeps an old payload, and the WAL is truncated
+    except sqlite3.Error as exc:  # pragma: no cover - a vacuum needs free disk space
+        raise ConfigurationError(f"the rows were rewritten but VACUUM failed ({exc}); run it again") from exc
+    return n
+
+
+class _Sealer(EncryptedLog):
+    """``EncryptedLog.seal`` without a log under it (rekey writes the rows itself)."""
+
+    def __init__(self, codec: Codec):
+        self.codec = codec
+        self.binary = True
+
+
+def _artifact_files(root: Path) -> list[Path]:
+    folder = root / "artifacts"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("??/*.json") if not p.name.startswith("."))
+
+
+def _rewrite_artifacts(root: Path, old: Codec | None, new: Codec | None) -> int:
+    plain = FileArtifacts(root)
+    reading: Any = EncryptedArtifacts(plain, old) if old is not None else plain
+    writing: Any = EncryptedArtifacts(plain, new) if new is not None else plain
+    n = 0
+    for meta_file in _artifact_files(root):
+        digest = meta_file.stem
+        stored = json.loads(meta_file.read_bytes())
+        manifest = open_manifest(old, stored, digest) if old is not None else stored
+        sha = manifest["sha256"]
+        data = reading.get(sha)
+        if data is None or sha256_of(data) != sha:
+            raise CodecError(
+                f"artifact {manifest.get('name')!r} ({sha}) is missing or damaged; rekey stopped"
+            )
+        manifest.pop("path", None)
+        blob = meta_file.with_name(digest)
+        if new is not None:
+            writing.write(data, manifest)
+        else:
+            writing.put(data, manifest)
+        new_name = sha.partition(":")[2] if new is None else new.digests(sha.encode())[0]
+        if new_name != digest:  # the new copy has another name: the old one goes
+            for f in (blob, meta_file):
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+            with contextlib.suppress(OSError):  # the folder, once empty
+                blob.parent.rmdir()
+        n += 1
+    return n
+
+
+def _rewrite_outer(root: Path, old: Codec | None, new: Codec | None) -> int:
+    folder = root / "outer-loops"
+    if not folder.is_dir():
+        return 0
+    n = 0
+    for f in sorted(folder.glob("*.json")):
+        ad = f"outer-loop|{f.stem}".encode()
+        text = f.read_text(encoding="utf-8")
+        if old is not None:
+            if not text.startswith(PREFIX):
+                raise CodecError(f"the outer-loop manifest {f.name!r} is not encrypted; rekey stopped")
+            text = old.decrypt(base64.b64decode(text[len(PREFIX) :], validate=True), ad).decode()
+        if new is not None:
+            text = PREFIX + base64.b64encode(new.encrypt(text.encode(), ad)).decode("ascii")
+        tmp = f.with_name(f".{f.name}.rekey")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(f)
+        n += 1
+    return n
