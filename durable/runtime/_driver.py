@@ -14,6 +14,7 @@ the process dies the kernel frees the lock and any worker recovers the run.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -26,7 +27,7 @@ from typing import Any
 from .._runner import drive
 from .._spec import Spec
 from .._world import WorldCore
-from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
+from ..errors import CodecError, FencedError, RunCancelled, RunCancelledError, RunInterrupted
 from ..store._control import ControlRecord, MemoryControl, RunControl
 from ..store._sqlite_control import SqliteControl
 from ._guard import RunGuard, WorkerStopping
@@ -84,6 +85,36 @@ def waker(event: asyncio.Event) -> Callable[[], None]:
         loop.call_soon_threadsafe(event.set)
 
     return wake
+
+
+_SEALED = "sealed:"
+
+
+def seal_input(world: WorldCore, run_id: str, text: str) -> str:
+    """The input's JSON text as the control store keeps it: encrypted under an encrypted world's codec.
+
+    The run id is bound as associated data, so a sealed input moved to
+    another run's record does not decrypt.
+    """
+    if world.codec is None:
+        return text
+    sealed = world.codec.encrypt(text.encode(), f"control.input:{run_id}".encode())
+    return _SEALED + base64.b64encode(sealed).decode()
+
+
+def open_input(world: WorldCore, run_id: str, text: str) -> str:
+    """The input's JSON text from a control record (see ``seal_input``).
+
+    Raises:
+        CodecError: The input is sealed and this world has no codec.
+    """
+    if not text.startswith(_SEALED):
+        return text
+    if world.codec is None:
+        raise CodecError(f"the queued input of run {run_id!r} is encrypted; open the world with its codec.")
+    return world.codec.decrypt(
+        base64.b64decode(text[len(_SEALED) :]), f"control.input:{run_id}".encode()
+    ).decode()
 
 
 def control_of(world: WorldCore) -> RunControl:
@@ -146,7 +177,11 @@ class Driver:
         try:
             started = world.log.read(rid)[:1]
             recorded = json.loads(started[0][2]) if started and started[0][1] == "run.started" else None
-            value = recorded.get("input") if recorded is not None else json.loads(rec.input)
+            value = (
+                recorded.get("input")
+                if recorded is not None
+                else json.loads(open_input(world, rid, rec.input))
+            )
             models = recorded.get("models", {}) if recorded is not None else json.loads(rec.models)
             await drive(
                 spec,

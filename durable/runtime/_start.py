@@ -15,7 +15,7 @@ from .._spec import Spec
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
-from ._driver import HOST, Driver, control_of, default_driver, runtime_of
+from ._driver import HOST, Driver, control_of, default_driver, runtime_of, seal_input
 from ._handle import RunHandle, run_status
 from ._queue import queue_name
 
@@ -111,7 +111,7 @@ def start_workflow(
     rec = ControlRecord(
         rid,
         spec.name,
-        input=json.dumps(data),
+        input=seal_input(world, rid, json.dumps(data)),
         models=models_text,
         queue=qname,
         partition_key=partition_key,

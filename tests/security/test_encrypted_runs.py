@@ -296,3 +296,24 @@ def test_an_encrypted_sqlite_log_opened_raw_shows_only_ciphertext(tmp_path: Path
     finally:
         raw.close()
     assert os.path.exists(tmp_path / "events.db")
+
+
+@durable.workflow
+async def queued(x: str) -> str:
+    return await summarise(x)
+
+
+def test_a_queued_run_s_input_is_encrypted_in_the_control_store(tmp_path: Path) -> None:
+    """start_workflow(queue=) keeps the input in runtime.db until a worker starts it: sealed too."""
+
+    async def main() -> str:
+        with durable.local_world(tmp_path, codec=EncryptionCodec(KEY)) as world:
+            run = durable.start_workflow(queued, "ZEBRA-INPUT", world=world, queue="q")
+            assert (tmp_path / "runtime.db").exists()
+            assert _leaks(tmp_path) == []  # enqueued, not started: only the control record holds it
+            async with durable.Worker(world, workflows=[queued], queues=["q"]):
+                out: str = await run.result(timeout=60)
+            return out
+
+    assert "ZEBRA-INPUT" in asyncio.run(main())
+    assert _leaks(tmp_path) == []
