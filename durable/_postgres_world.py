@@ -130,6 +130,7 @@ def postgres_world(
             f"renewed before it runs out), not {heartbeat!r}."
         )
     from .store._pg_artifacts import PostgresArtifacts, PostgresDocuments
+    from .store._pg_control import PostgresControl
     from .store._pg_locks import PostgresLocks
     from .store._pg_log import PostgresLog
     from .store._pg_schema import connect
@@ -157,4 +158,5 @@ def postgres_world(
     world.db = db
     world.lease = float(lease)
     world.extensions["outer_loops"] = PostgresDocuments(db, "outer_loops")
+    world.extensions["control"] = PostgresControl(db, dsn)
     return world

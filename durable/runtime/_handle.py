@@ -130,16 +130,23 @@ class RunHandle:
         if task is not None:
             await asyncio.wait([task], timeout=timeout)
         delay = _POLL_MIN
+        ctl = control_of(self.world)
+        wait_for_change = getattr(ctl, "wait_for_change", None)  # a store that announces changes
         while True:
+            seen = ctl.version() if wait_for_change is not None else 0
             st = run_status(self.world, self.run_id)
             if st.status not in ("enqueued", "running"):
                 return self._outcome(st)
-            if give_up is not None and time.monotonic() >= give_up:
+            left = None if give_up is None else give_up - time.monotonic()
+            if left is not None and left <= 0:
                 raise RunTimeoutError(
                     f"run {self.run_id!r} did not finish within {timeout} s; it goes on "
                     "(call result() again to keep waiting).",
                     run_id=self.run_id,
                 )
+            if wait_for_change is not None:  # woken by the run's announcement, polled as a fallback
+                await asyncio.to_thread(wait_for_change, seen, min(0.5, left if left is not None else 0.5))
+                continue
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, _POLL_MAX)
 

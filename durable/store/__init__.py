@@ -4,7 +4,7 @@ A log backend is a class with the methods of ``EventLog``; ``MemoryLog``
 (in the process), ``SqliteLog`` (one SQLite file) and ``PostgresLog`` (a
 PostgreSQL schema, through ``durable.postgres_world``) are the ones that ship.
 The runtime's queues, claims and cancellation requests live behind
-``RunControl`` (``MemoryControl``, ``SqliteControl``).
+``RunControl`` (``MemoryControl``, ``SqliteControl``, ``PostgresControl``).
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
 ``durable.store.conformance``, the suite every shipped log passes.
@@ -27,6 +27,7 @@ from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
 from ._pg_artifacts import PostgresArtifacts
+from ._pg_control import PostgresControl
 from ._pg_locks import PostgresLocks
 from ._pg_log import PostgresLog
 from ._protocol import Append, EventLog, Row, RunInfo
@@ -46,6 +47,7 @@ __all__ = [
     "MemoryLocks",
     "MemoryLog",
     "PostgresArtifacts",
+    "PostgresControl",
     "PostgresLocks",
     "PostgresLog",
     "QueueLimits",
