@@ -169,6 +169,7 @@ class Database:
             LogUnavailableError: The server stayed unreachable for ``reconnect_timeout`` seconds.
         """
         import psycopg
+        from psycopg_pool import PoolClosed
 
         give_up = time.monotonic() + self.reconnect_timeout
         delay = 0.02
@@ -177,6 +178,12 @@ class Database:
             try:
                 with self.pool.connection(timeout=max(self.reconnect_timeout, 0.1)) as conn:
                     return op(conn, attempt)
+            except PoolClosed as exc:
+                raise LogUnavailableError(
+                    f"the world on {self.where} (schema {self.schema!r}) was closed; open it again "
+                    "with postgres_world() to use it.",
+                    run_id=run_id,
+                ) from exc
             except psycopg.OperationalError as exc:
                 if time.monotonic() + delay > give_up:
                     where = f"run {run_id!r}: " if run_id else ""
