@@ -119,6 +119,23 @@ class PostgresLocks:
 
         return self.db.run(op)
 
+    def free(self, names: list[str]) -> set[str]:
+        """The names among ``names`` that no live lease holds (one query, for recovery passes)."""
+        if not names:
+            return set()
+
+        def op(conn: Connection[Any], attempt: int) -> set[str]:
+            cur = conn.execute(
+                self.db.sql(
+                    "SELECT n FROM unnest(%s::text[]) AS n WHERE NOT EXISTS (SELECT 1 FROM {s}.leases "
+                    "WHERE name = n AND expires_at >= clock_timestamp())"
+                ),
+                (names,),
+            )
+            return {r[0] for r in cur}
+
+        return self.db.run(op)
+
     def renew(self) -> None:
         """Renew every lease this process holds now (the heartbeat calls it)."""
         with self._mutex:

@@ -190,3 +190,20 @@ def test_a_server_restart_during_a_run_loses_no_commit(tmp_path: Path) -> None:
     finally:
         cluster.close()
         server.stop()
+
+
+def test_little_worker_serves_a_postgres_world(cluster: Cluster) -> None:
+    """`little worker MODULE:ATTR --dsn DSN --schema S --queue pg` claims and drives the world's runs."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DURABLE_TEST_DIR": str(cluster.tmp)}
+    args = [sys.executable, "-m", "durable.cli", "worker", "tests.helpers.procs.pg_app:WORKFLOWS"]
+    args += ["--dsn", cluster.dsn, "--schema", cluster.schema, "--queue", "pg"]
+    p = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    cluster.procs.append(p)
+    assert p.stdout is not None
+    assert "little worker" in p.stdout.readline()
+    h = durable.start_workflow(app.three_steps, 4, world=cluster.world, queue=app.queue)
+    assert asyncio.run(h.result(timeout=60)) == 53
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 0
