@@ -19,6 +19,7 @@ from ._determinism import interrupt, now, random, sleep, uuid4
 from ._effects import NEVER_HAPPENED
 from ._open_world import World, local_world, memory_world
 from ._parallel import branch, parallel
+from ._postgres_world import PostgresWorld, postgres_world
 from ._recorded import Recorded
 from ._recovery import Compaction, compact, gc, recover
 from ._retry_policy import RetryPolicy
@@ -95,6 +96,7 @@ __all__ = [
     "NondeterminismError",
     "OuterLoopError",
     "OuterLoopResult",
+    "PostgresWorld",
     "Queue",
     "Recorded",
     "Restored",
@@ -132,6 +134,7 @@ __all__ = [
     "model_for",
     "now",
     "parallel",
+    "postgres_world",
     "random",
     "recover",
     "recover_runs",

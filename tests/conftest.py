@@ -18,6 +18,10 @@ pytest.register_assert_rewrite("durable.store.conformance")  # readable failures
 import durable  # noqa: E402  (after the rewrite hook, as pytest asks)
 from durable import World  # noqa: E402
 from durable.store import MemoryArtifacts, MemoryLocks, MemoryLog  # noqa: E402
+from tests.helpers import pg  # noqa: E402
+
+POSTGRES_DIRS = frozenset({"engine", "runtime", "outer"})
+"""Test folders whose ``worlds`` fixture runs on Postgres too (the others stay on memory and SQLite)."""
 
 
 class Worlds:
@@ -28,8 +32,10 @@ class Worlds:
     ``MemoryLog`` and artifact store (the in-process stand-in for files that survive).
     """
 
-    def __init__(self, kind: str, tmp_path: Path):
+    def __init__(self, kind: str, tmp_path: Path, dsn: str | None = None):
         self.kind = kind
+        self.dsn = dsn
+        self.schema = pg.new_schema() if kind == "postgres" else None
         self.data_dir = tmp_path / "data"
         self._memory_log: MemoryLog | None = None
         self._memory_locks: MemoryLocks | None = None
@@ -42,6 +48,9 @@ class Worlds:
             kwargs.setdefault("codec", durable.EncryptionCodec(TEST_KEY))
         if self.kind in ("sqlite", "encrypted"):
             world = durable.local_world(self.data_dir, **kwargs)  # type: ignore[arg-type]
+        elif self.kind == "postgres":
+            assert self.dsn is not None and self.schema is not None
+            world = durable.postgres_world(self.dsn, schema=self.schema, max_size=4, **kwargs)  # type: ignore[arg-type]
         else:
             if self._memory_log is None:
                 self._memory_log = MemoryLog()
@@ -76,17 +85,52 @@ class Worlds:
         for w in self.opened:
             if self.kind != "memory":
                 w.close()
+        if self.kind == "postgres":
+            assert self.dsn is not None and self.schema is not None
+            pg.drop_schema(self.dsn, self.schema)
 
 
 TEST_KEY = bytes(range(32))
 """The key of the encrypted test worlds."""
-KINDS = ["memory", "sqlite"] + (["encrypted"] if os.environ.get("DURABLE_TEST_ENCRYPTED") else [])
 
 
-@pytest.fixture(params=KINDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that uses ``worlds`` on memory and SQLite, and on Postgres in POSTGRES_DIRS.
+
+    With ``DURABLE_TEST_ENCRYPTED`` set, on an encrypted SQLite world too.
+    """
+    if "worlds" not in metafunc.fixturenames:
+        return
+    kinds = ["memory", "sqlite"]
+    if os.environ.get("DURABLE_TEST_ENCRYPTED"):
+        kinds.append("encrypted")
+    if metafunc.definition.path.parent.name in POSTGRES_DIRS:
+        kinds.append("postgres")
+    metafunc.parametrize("worlds", kinds, indirect=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.Server]:
+    """The PostgreSQL server of this session (``tests.helpers.pg``); skips, or fails under CI, without one."""
+    reason = pg.unavailable_reason()
+    if reason is not None:
+        pg.skip_or_fail(reason)
+    dsn = os.environ.get(pg.ENV)
+    if dsn:
+        yield pg.Server(dsn, None)
+        return
+    server = pg.Server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 def worlds(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worlds]:
     """A factory of worlds over one backend; the test runs once per backend."""
-    ws = Worlds(request.param, tmp_path)
+    dsn = request.getfixturevalue("pg_server").dsn if request.param == "postgres" else None
+    ws = Worlds(request.param, tmp_path, dsn)
     yield ws
     ws.close()
 

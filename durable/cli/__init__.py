@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from .._codec import codec_from_env
 from .._open_world import local_world
+from .._postgres_world import postgres_world
 from ..errors import DurableError
 from . import _crypto, _history, _runs, _runtime  # noqa: F401  (importing them registers their commands)
 from ._registry import COMMANDS, HUMAN, RAW, CliError
@@ -84,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
             default=".little-workflow",
             help="the data directory (default .little-workflow)",
         )
+        p.add_argument(
+            "--dsn",
+            default=os.environ.get("DURABLE_DSN") or None,
+            help="a PostgreSQL DSN: use the Postgres world there instead of a data directory "
+            "(default $DURABLE_DSN)",
+        )
+        p.add_argument("--schema", default="durable", help="the Postgres world's schema (default durable)")
         p.add_argument("--json", action="store_true", help="print machine-readable JSON")
         add_args(p)
     return parser
@@ -116,8 +124,11 @@ def _run(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return 1
     data_dir = Path(a.data_dir)
-    if a.command != "worker" and not (data_dir / "events.db").exists():
-        _error(f"no durable data directory at {str(data_dir)!r} (no events.db); pass --data-dir")
+    if a.dsn is None and a.command != "worker" and not (data_dir / "events.db").exists():
+        _error(
+            f"no durable data directory at {str(data_dir)!r} (no events.db); pass --data-dir "
+            "(or --dsn for a Postgres world)"
+        )
         return 1
     if a.command in RAW:  # a command that opens the data directory itself (rekey)
         try:
@@ -128,7 +139,10 @@ def _run(argv: Sequence[str] | None) -> int:
         _print(a, data)
         return 0
     try:
-        world = local_world(data_dir, codec=codec_from_env())
+        codec = codec_from_env()
+        world = (
+            local_world(data_dir, codec=codec) if a.dsn is None else postgres_world(a.dsn, schema=a.schema)
+        )
     except DurableError as exc:
         _error(str(exc))
         return 1

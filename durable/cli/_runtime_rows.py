@@ -19,7 +19,8 @@ def runtime_detail(
 ) -> list[dict[str, Any]]:
     """Rows of ``little runs`` with the driver of running runs and the runtime's statuses."""
     data_dir = world.data_dir
-    if data_dir is None or not (data_dir / "runtime.db").exists():
+    shared = "control" in world.extensions  # a Postgres world's control store is always there
+    if not shared and (data_dir is None or not (data_dir / "runtime.db").exists()):
         for r in rows:
             if r["status"] == "running":
                 r["driver"] = _driver_text(driver_of(world, r["run_id"]))

@@ -221,6 +221,13 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
     for info in world.log.runs(status="running"):
         if info.parent_run_id is None:
             seen.setdefault(info.run_id, info.workflow)
+    free = getattr(world.locks, "free", None)  # a store that can tell in one query (Postgres leases)
+    if free is not None:
+        live = {rid for rid, name in seen.items() if rid not in driver.tasks and name in specs}
+        open_ = free([f"run:{rid}" for rid in live])
+        for rid in live:
+            if f"run:{rid}" not in open_:
+                del seen[rid]  # its driver holds a live lease: no lock attempt needed
     out = []
     for rid, wf_name in seen.items():
         if rid in driver.tasks:

@@ -1,12 +1,13 @@
 """Where durable state is stored: the event log protocol, its backends, locks and artifact stores.
 
 A log backend is a class with the methods of ``EventLog``; ``MemoryLog``
-(in the process) and ``SqliteLog`` (one SQLite file) are the two that ship.
+(in the process), ``SqliteLog`` (one SQLite file) and ``PostgresLog`` (a
+PostgreSQL schema, through ``durable.postgres_world``) are the ones that ship.
 The runtime's queues, claims and cancellation requests live behind
-``RunControl`` (``MemoryControl``, ``SqliteControl``).
+``RunControl`` (``MemoryControl``, ``SqliteControl``, ``PostgresControl``).
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
-``durable.store.conformance``, the suite both shipped logs pass.
+``durable.store.conformance``, the suite every shipped log passes.
 
 Example:
     >>> from durable.store import Append, MemoryLog
@@ -26,6 +27,10 @@ from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
 from ._encrypted import EncryptedArtifacts, EncryptedLog
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
+from ._pg_artifacts import PostgresArtifacts
+from ._pg_control import PostgresControl
+from ._pg_locks import PostgresLocks
+from ._pg_log import PostgresLog
 from ._protocol import Append, EventLog, Row, RunInfo
 from ._sqlite import SqliteLog
 from ._sqlite_control import SqliteControl
@@ -44,6 +49,10 @@ __all__ = [
     "MemoryControl",
     "MemoryLocks",
     "MemoryLog",
+    "PostgresArtifacts",
+    "PostgresControl",
+    "PostgresLocks",
+    "PostgresLog",
     "QueueLimits",
     "Row",
     "RunControl",

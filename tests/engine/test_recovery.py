@@ -196,6 +196,11 @@ def finished_ago(world: World, run_id: str, seconds: float) -> None:
     when = info.updated_at - seconds
     if isinstance(world.log, durable.SqliteLog):
         world.log._db.execute("UPDATE runs SET updated_at = ? WHERE run_id = ?", (when, run_id))
+    elif isinstance(world, durable.PostgresWorld):
+        with world.db.pool.connection() as conn:
+            conn.execute(
+                world.db.sql("UPDATE {s}.runs SET updated_at = %s WHERE run_id = %s"), (when, run_id)
+            )
     else:
         world.log._info[run_id] = dataclasses.replace(info, updated_at=when)  # type: ignore[attr-defined]
 

@@ -1,0 +1,40 @@
+"""``little --dsn``: the CLI on a Postgres world."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+
+import durable
+from durable.cli import main
+from tests.helpers import pg
+
+
+@durable.workflow
+async def hello(name: str) -> str:
+    return f"hello {name}"
+
+
+@pytest.fixture
+def schema(pg_server: pg.Server) -> Iterator[str]:
+    name = pg.new_schema()
+    yield name
+    pg.drop_schema(pg_server.dsn, name)
+
+
+def test_runs_and_events_read_a_postgres_world(
+    pg_server: pg.Server, schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`little runs --dsn` lists the world's runs and `little events --dsn` its events."""
+    with durable.postgres_world(pg_server.dsn, schema=schema) as world:
+        asyncio.run(durable.run_workflow(hello, "pg", world=world, run_id="r1"))
+    assert main(["runs", "--dsn", pg_server.dsn, "--schema", schema, "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert [(r["run_id"], r["status"]) for r in runs] == [("r1", "completed")]
+    assert main(["events", "r1", "--dsn", pg_server.dsn, "--schema", schema, "--json"]) == 0
+    kinds = [e["type"] for e in json.loads(capsys.readouterr().out)]
+    assert kinds[0] == "run.started"
+    assert kinds[-1] == "run.completed"

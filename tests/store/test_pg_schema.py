@@ -1,0 +1,128 @@
+"""The Postgres schema is created and recorded by the library; another application's is refused untouched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+import durable
+from durable import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
+from tests.helpers.pg import Server, drop_schema, new_schema
+
+
+@pytest.fixture
+def schema(pg_server: Server) -> Iterator[str]:
+    name = new_schema()
+    yield name
+    drop_schema(pg_server.dsn, name)
+
+
+def _sql(dsn: str, *statements: str) -> list[tuple[object, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        out: list[tuple[object, ...]] = []
+        for stmt in statements:
+            cur = conn.execute(stmt)  # type: ignore[call-overload]
+            if cur.description is not None:
+                out = [tuple(r) for r in cur.fetchall()]
+        return out
+
+
+def test_a_new_schema_is_created_with_its_version_and_migrations(pg_server: Server, schema: str) -> None:
+    """Opening a world creates the schema and records the app, the version and each named migration."""
+    from durable.store._pg_schema import APP, MIGRATIONS, SCHEMA_VERSION
+
+    durable.postgres_world(pg_server.dsn, schema=schema).close()
+    assert _sql(pg_server.dsn, f'SELECT app, version FROM "{schema}".durable_meta') == [(APP, SCHEMA_VERSION)]
+    names = _sql(pg_server.dsn, f'SELECT name FROM "{schema}".migrations ORDER BY name')
+    assert names == [(m[0],) for m in MIGRATIONS]
+    durable.postgres_world(pg_server.dsn, schema=schema).close()  # a second open migrates nothing
+    assert len(_sql(pg_server.dsn, f'SELECT name FROM "{schema}".migrations')) == len(MIGRATIONS)
+
+
+def test_a_schema_of_another_application_is_refused_and_left_alone(pg_server: Server, schema: str) -> None:
+    """A schema with foreign tables raises LogCorruptedError naming them; nothing is created in it."""
+    _sql(pg_server.dsn, f'CREATE SCHEMA "{schema}"', f'CREATE TABLE "{schema}".orders (id int)')
+    with pytest.raises(LogCorruptedError, match="another application") as err:
+        durable.postgres_world(pg_server.dsn, schema=schema)
+    assert "orders" in str(err.value)
+    tables = _sql(
+        pg_server.dsn, f"SELECT table_name FROM information_schema.tables WHERE table_schema = '{schema}'"
+    )
+    assert tables == [("orders",)]
+
+
+def test_a_foreign_table_added_to_a_durable_schema_is_refused(pg_server: Server, schema: str) -> None:
+    """A durable schema that gained a table durable did not create is refused before any write."""
+    durable.postgres_world(pg_server.dsn, schema=schema).close()
+    _sql(pg_server.dsn, f'CREATE TABLE "{schema}".invoices (id int)')
+    with pytest.raises(LogCorruptedError, match="invoices"):
+        durable.postgres_world(pg_server.dsn, schema=schema)
+
+
+def test_a_schema_migrated_by_a_newer_sdk_is_refused(pg_server: Server, schema: str) -> None:
+    """A schema version above this SDK's raises LogFormatError saying to upgrade."""
+    durable.postgres_world(pg_server.dsn, schema=schema).close()
+    _sql(pg_server.dsn, f'UPDATE "{schema}".durable_meta SET version = 999')
+    with pytest.raises(LogFormatError, match="Upgrade little-workflow"):
+        durable.postgres_world(pg_server.dsn, schema=schema)
+
+
+def test_two_worlds_opening_a_new_schema_at_once_both_work(pg_server: Server, schema: str) -> None:
+    """Concurrent first opens migrate once (an advisory lock serialises them)."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def open_close() -> None:
+        try:
+            durable.postgres_world(pg_server.dsn, schema=schema).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_close) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_an_unreachable_server_is_a_typed_error() -> None:
+    """A DSN nobody listens on raises LogUnavailableError with advice, within connect_timeout."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    with pytest.raises(LogUnavailableError, match="pg_isready"):
+        durable.postgres_world(f"postgresql://nobody@127.0.0.1:{port}/x", connect_timeout=0.5)
+
+
+def test_options_are_checked_before_connecting() -> None:
+    """A bad schema name, lease or heartbeat is a ConfigurationError, without a server."""
+    with pytest.raises(ConfigurationError, match="schema"):
+        durable.postgres_world("postgresql://127.0.0.1:1/x", schema="a-b;drop")
+    with pytest.raises(ConfigurationError, match="lease"):
+        durable.postgres_world("postgresql://127.0.0.1:1/x", lease=0)
+    with pytest.raises(ConfigurationError, match="heartbeat"):
+        durable.postgres_world("postgresql://127.0.0.1:1/x", lease=1, heartbeat=2)
+
+
+def test_durable_imports_without_psycopg() -> None:
+    """``import durable`` works when psycopg is not installed; postgres_world then names the extra."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None; sys.modules['psycopg_pool'] = None\n"
+        "import durable\n"
+        "try:\n"
+        "    durable.postgres_world('postgresql://127.0.0.1:1/x')\n"
+        "except durable.ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "little-workflow[postgres]" in out.stdout
