@@ -47,7 +47,8 @@ class RuntimeState:
     """The runtime's state for one world object.
 
     Attributes:
-        control: The world's control store (``runtime.db`` beside ``events.db``, or in memory).
+        control: The world's control store: the one the world brings (``world.extensions["control"]``,
+            as a Postgres world does), else ``runtime.db`` beside ``events.db``, or one in memory.
         live: The guards of the runs this world object drives now, by run id.
         known: Workflows started or served through this world object, by recorded name.
         nudges: The wake-up events of the workers serving this world object.
@@ -55,17 +56,19 @@ class RuntimeState:
     """
 
     def __init__(self, world: WorldCore):
-        self.control: RunControl = (
-            SqliteControl(world.data_dir / "runtime.db") if world.data_dir is not None else MemoryControl()
-        )
+        control: RunControl | None = world.extensions.get("control")  # a world's own (Postgres)
+        if control is None:
+            control = (
+                SqliteControl(world.data_dir / "runtime.db")
+                if world.data_dir is not None
+                else MemoryControl()
+            )
+            world.extensions["control"] = control
+        self.control = control
         self.live: dict[str, RunGuard] = {}
         self.known: dict[str, Spec] = {}
         self.nudges: list[asyncio.Event] = []
         self.default: Driver | None = None
-
-    def close(self) -> None:
-        """Close the control store (``WorldCore.close`` calls it)."""
-        self.control.close()
 
 
 def runtime_of(world: WorldCore) -> RuntimeState:
