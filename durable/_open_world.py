@@ -131,11 +131,16 @@ def _with_codec(log: SqliteLog | MemoryLog, codec: Codec | None, where: str) -> 
     if codec is None:
         refuse_plain_open(log, where)
         return log
+    check_codec(codec)
+    return EncryptedLog(log, codec, where=where)
+
+
+def check_codec(codec: object) -> None:
+    """Refuse an object that is not a ``durable.Codec``."""
     if not isinstance(codec, Codec):
         raise ConfigurationError(
             f"codec must have key_id, encrypt, decrypt and digests (durable.Codec), not {codec!r}."
         )
-    return EncryptedLog(log, codec, where=where)
 
 
 def memory_world(

@@ -10,9 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ._open_world import World
+from ._codec import Codec
+from ._open_world import World, check_codec
 from .errors import ConfigurationError, MemoryStoreError
-from .store._artifact_store import DEFAULT_THRESHOLD
+from .store._artifact_store import DEFAULT_THRESHOLD, ArtifactStore
+from .store._encrypted import EncryptedArtifacts, EncryptedLog, refuse_plain_open
+from .store._protocol import EventLog
 
 if TYPE_CHECKING:
     from .memory._store import MemoryStore
@@ -76,6 +79,7 @@ def postgres_world(
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     artifact_threshold: int = DEFAULT_THRESHOLD,
+    codec: Codec | None = None,
 ) -> PostgresWorld:
     """A world in a PostgreSQL schema, shared by every process that opens the same DSN and schema.
 
@@ -103,6 +107,9 @@ def postgres_world(
         sleep: Replaces ``asyncio.sleep`` for durable sleeps and backoffs (tests).
         artifact_threshold: Step outputs whose JSON is longer than this many
             characters are stored as artifacts (rows of their own) and referenced from the log.
+        codec: Encrypts every payload at rest, as in ``local_world``
+            (``durable.EncryptionCodec(key)``): event payloads, artifacts and
+            outer-loop manifests are ciphertext in the database.
 
     Returns:
         The world. Close it with ``world.close()`` or use it as a context manager.
@@ -112,6 +119,8 @@ def postgres_world(
         LogUnavailableError: The server cannot be reached.
         LogCorruptedError: The schema belongs to another application.
         LogFormatError: The schema was migrated by a newer durable.
+        KeyMismatchError: The schema's log is encrypted and ``codec`` is missing or holds
+            another key.
 
     Example:
         >>> world = durable.postgres_world("postgresql://postgres@127.0.0.1:5432/postgres")  # doctest: +SKIP
@@ -144,13 +153,23 @@ def postgres_world(
         connect_timeout=float(connect_timeout),
     )
     try:
+        where = f"the PostgreSQL schema {schema!r}"
+        log: EventLog = PostgresLog(db)
+        artifacts: ArtifactStore = PostgresArtifacts(db)
+        if codec is None:
+            refuse_plain_open(log, where)
+        else:
+            check_codec(codec)
+            log = EncryptedLog(log, codec, where=where)
+            artifacts = EncryptedArtifacts(artifacts, codec)
         world = PostgresWorld(
-            PostgresLog(db),
+            log,
             PostgresLocks(db, lease=float(lease), heartbeat=float(beat)),
             clock=clock,
             sleep=sleep,
-            artifacts=PostgresArtifacts(db),
+            artifacts=artifacts,
             artifact_threshold=artifact_threshold,
+            codec=codec,
         )
     except BaseException:
         db.close()

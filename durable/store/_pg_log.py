@@ -219,6 +219,32 @@ class PostgresLog:
 
         self.db.run(op)
 
+    def get_meta(self, name: str) -> str | None:
+        """A fact about the log as a whole (its key check), or ``None``; reading writes nothing."""
+
+        def op(conn: Connection[Any], attempt: int) -> str | None:
+            row = conn.execute(
+                self.db.sql("SELECT value FROM {s}.documents WHERE namespace = 'meta' AND key = %s"),
+                (name,),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return self.db.run(op)
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Record a fact about the log as a whole."""
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(
+                self.db.sql(
+                    "INSERT INTO {s}.documents (namespace, key, value) VALUES ('meta', %s, %s) "
+                    "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value"
+                ),
+                (name, value),
+            )
+
+        self.db.run(op)
+
     # -- reading -------------------------------------------------------------
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
