@@ -20,6 +20,20 @@ STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancel
 
 _POLL_MIN = 0.0005
 _POLL_MAX = 0.02
+_POLL_FLAT = 0.02
+"""Seconds a waiting ``result()`` keeps polling every ``_POLL_MIN`` before it backs off."""
+
+
+def next_poll(delay: float, waited: float) -> float:
+    """The pause before ``result()`` looks at a run's status again.
+
+    A short run (a queued run that a worker picks up and finishes in a few
+    milliseconds) is seen within ``_POLL_MIN`` of its end: the pause stays
+    flat for the first ``_POLL_FLAT`` seconds, then grows by half up to
+    ``_POLL_MAX``, so a long wait costs few reads. Growing from the start
+    instead added up to half the run's own time to the caller's wait.
+    """
+    return _POLL_MIN if waited < _POLL_FLAT else min(delay * 1.5, _POLL_MAX)
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,7 @@ class RunHandle:
         task = default_driver(self.world).tasks.get(self.run_id)
         if task is not None:
             await asyncio.wait([task], timeout=timeout)
+        began = time.monotonic()
         delay = _POLL_MIN
         while True:
             st = run_status(self.world, self.run_id)
@@ -141,7 +156,7 @@ class RunHandle:
                     run_id=self.run_id,
                 )
             await asyncio.sleep(delay)
-            delay = min(delay * 1.5, _POLL_MAX)
+            delay = next_poll(delay, time.monotonic() - began)
 
     def _outcome(self, st: RunStatus) -> Any:
         rid = self.run_id

@@ -165,3 +165,17 @@ def test_world_key_is_resolved_once_per_world(tmp_path: Path, monkeypatch: pytes
     world.data_dir = Path("elsewhere")  # type: ignore[misc]
     assert world_key(world) == key
     world.close()
+
+
+def test_result_polls_flat_at_first_then_backs_off_to_a_ceiling() -> None:
+    """``result()`` looks every half millisecond for its first 20 ms, then backs off up to 20 ms."""
+    from durable.runtime._handle import _POLL_FLAT, _POLL_MAX, _POLL_MIN, next_poll
+
+    assert next_poll(_POLL_MIN, 0.0) == _POLL_MIN
+    assert next_poll(_POLL_MIN, _POLL_FLAT / 2) == _POLL_MIN
+    assert next_poll(_POLL_MIN, _POLL_FLAT) == _POLL_MIN * 1.5
+    delay, waited = _POLL_MIN, _POLL_FLAT
+    for _ in range(50):
+        delay = next_poll(delay, waited)
+        waited += delay
+    assert delay == _POLL_MAX
