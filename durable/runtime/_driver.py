@@ -153,6 +153,7 @@ class Driver:
         self.guards: dict[str, RunGuard] = {}
         self.on_done = on_done
         self._watch: asyncio.Task[None] | None = None
+        self._ending: list[tuple[str, str, object, asyncio.Future[None]]] = []
 
     def lock(self, run_id: str) -> object | None:
         """Take the run's lock now, or ``None`` when another driver holds it."""
@@ -175,7 +176,7 @@ class Driver:
         return task
 
     async def _drive(self, spec: Spec, rec: ControlRecord, lock: object, guard: RunGuard) -> None:
-        world, rid, ctl = self.world, rec.run_id, self.control
+        world, rid = self.world, rec.run_id
         state: str | None = "done"
         try:
             started = world.log.read(rid)[:1]
@@ -208,16 +209,53 @@ class Driver:
             if not _recorded_failure(world, rid):
                 log.warning("run %s stopped without a recorded outcome: %s", rid, str(exc).splitlines()[0])
         finally:
-            self.world.locks.release(lock)
-            if state is not None:
-                with contextlib.suppress(Exception):
-                    ctl.finish(rid, state)
-            self.tasks.pop(rid, None)
-            self.guards.pop(rid, None)
-            if self._state.live.get(rid) is guard:
-                del self._state.live[rid]
-            if self.on_done is not None:
-                self.on_done(rid)
+            try:
+                if state is None:
+                    self.world.locks.release(lock)
+                else:
+                    await self._end(rid, state, lock)
+            finally:
+                self._forget(rid, guard)
+
+    def _forget(self, rid: str, guard: RunGuard) -> None:
+        """Drop a run whose task ends from this driver (and tell the owner)."""
+        self.tasks.pop(rid, None)
+        self.guards.pop(rid, None)
+        if self._state.live.get(rid) is guard:
+            del self._state.live[rid]
+        if self.on_done is not None:
+            self.on_done(rid)
+
+    async def _end(self, rid: str, state: str, lock: object) -> None:
+        """Record the run's end in the control store, then give its lock back.
+
+        The runs that end in one turn of the event loop share one control
+        transaction (a worker driving a hundred short runs otherwise spends
+        a write transaction per run); the record is ended before the lock is
+        released, so no other worker takes a finished run for an orphan.
+        """
+        fut = asyncio.get_running_loop().create_future()
+        self._ending.append((rid, state, lock, fut))
+        if len(self._ending) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_ends)
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            self._flush_ends()  # the loop may not turn again: end the record and free the lock now
+            raise
+
+    def _flush_ends(self) -> None:
+        batch, self._ending = self._ending, []
+        if not batch:
+            return
+        try:
+            with contextlib.suppress(Exception):  # a busy store: the next worker finds the run finished
+                self.control.finish_many([(rid, state) for rid, state, _, _ in batch])
+        finally:
+            for _, _, lock, fut in batch:
+                self.world.locks.release(lock)
+                if not fut.done():
+                    fut.set_result(None)
 
     async def _watch_loop(self) -> None:
         """Read the cancellation requests of the driven runs while there are any."""

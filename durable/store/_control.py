@@ -139,6 +139,9 @@ class RunControl(Protocol):
     def finish(self, run_id: str, state: str) -> None:
         """End the record (``done`` or ``cancelled``); clears its requests and frees its dedup id."""
 
+    def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
+        """``finish`` for several runs (run id, state) in one transaction."""
+
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         """Record a cancellation; an enqueued run becomes ``cancelled`` at once. Returns the record."""
 
@@ -276,12 +279,16 @@ class MemoryControl:
                 )
             )
 
-    @announcing
     def finish(self, run_id: str, state: str) -> None:
+        self.finish_many([(run_id, state)])
+
+    @announcing
+    def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
         with self._mutex:
-            old = self._records.get(run_id)
-            if old is not None:
-                self._put(dataclasses.replace(old, state=state, cancel_reason=None, resume=None))
+            for run_id, state in ends:
+                old = self._records.get(run_id)
+                if old is not None:
+                    self._put(dataclasses.replace(old, state=state, cancel_reason=None, resume=None))
 
     @announcing
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:

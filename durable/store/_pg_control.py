@@ -213,20 +213,30 @@ class PostgresControl:
         return self.db.run(op, run_id=run_id)
 
     def finish(self, run_id: str, state: str) -> None:
+        self.finish_many([(run_id, state)])
+
+    def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
+        if not ends:
+            return
+
         def op(conn: Connection[Any], attempt: int) -> None:
             with conn.transaction():
-                row = conn.execute(
-                    self.db.sql(
-                        "UPDATE {s}.control SET state = %s, cancel_reason = NULL, resume = NULL "
-                        "WHERE run_id = %s RETURNING queue"
-                    ),
-                    (state, run_id),
-                ).fetchone()
-                self._announce(conn, f"run:{run_id}")
-                if row is not None and row[0] is not None:
-                    self._announce(conn, f"queue:{row[0]}")  # a slot of the queue is free again
+                queues = set()
+                for run_id, state in ends:
+                    row = conn.execute(
+                        self.db.sql(
+                            "UPDATE {s}.control SET state = %s, cancel_reason = NULL, resume = NULL "
+                            "WHERE run_id = %s RETURNING queue"
+                        ),
+                        (state, run_id),
+                    ).fetchone()
+                    self._announce(conn, f"run:{run_id}")
+                    if row is not None and row[0] is not None:
+                        queues.add(row[0])
+                for queue in sorted(queues):
+                    self._announce(conn, f"queue:{queue}")  # a slot of the queue is free again
 
-        self.db.run(op, run_id=run_id)
+        self.db.run(op, run_id=ends[0][0])
 
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         def op(conn: Connection[Any], attempt: int) -> ControlRecord:

@@ -53,6 +53,28 @@ def test_smoke_run_with_peers(tmp_path: Path) -> None:
     assert "| a process | LangGraph |" in out
 
 
+def test_runtime_smoke_run_reports_latency_throughput_and_recovery(tmp_path: Path) -> None:
+    """``python -m benchmarks.runtime --smoke`` measures every runtime scenario for durable."""
+    out = _python("-m", "benchmarks.runtime", "--smoke", "--quiet", "--no-peers", "--out", str(tmp_path))
+    for target in ("(h) queue", "(i 1 worker)", "(i 2 workers)", "(j)"):
+        assert f"| {target} |" in out
+    for scenario in ("h in-process", "h queue", "i 1 worker", "i 2 workers", "j"):
+        assert f"| {scenario} | durable |" in out
+    assert "| h queue | durable (power) |" in out
+    assert list(tmp_path.glob("*-runtime-smoke.md"))
+    assert list(tmp_path.glob("*-runtime-smoke.json"))
+
+
+@pytest.mark.slow
+def test_runtime_smoke_run_with_dbos(tmp_path: Path) -> None:
+    """With DBOS installed, its in-process start, its queue (default and 10 ms poll) run beside durable."""
+    pytest.importorskip("dbos")
+    out = _python("-m", "benchmarks.runtime", "--smoke", "--quiet", "--out", str(tmp_path))
+    assert "| h in-process | DBOS |" in out
+    assert "| h queue | DBOS (poll 1 s, default) |" in out
+    assert "| i 2 workers | DBOS (poll 10 ms) |" in out
+
+
 def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
     """``benchmarks/python_bound.py`` runs at a tiny size and prints its write and replay tables."""
     out = _python("benchmarks/python_bound.py", "20")

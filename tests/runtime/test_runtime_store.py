@@ -1,0 +1,154 @@
+"""The control store under load: ends recorded together, writes that wait out another writer, migration."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable
+from durable import Queue, Worker
+from durable.runtime._driver import control_of
+from durable.store._control import ControlRecord, MemoryControl
+from durable.store._sqlite_control import SCHEMA_VERSION, SqliteControl
+from tests.conftest import Worlds
+from tests.runtime.test_runtime import CALLS, GATE, until, wait_gate
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    CALLS.clear()
+    GATE.clear()
+
+
+async def test_runs_ending_together_share_a_control_transaction_and_end_before_their_lock_frees(
+    worlds: Worlds,
+) -> None:
+    """Runs that end in one turn are ended in one store call; each record ends before its lock is free."""
+    world = worlds.open()
+    ctl = control_of(world)
+    keys = [f"k{i}" for i in range(8)]
+    hs = [durable.start_workflow(wait_gate, k, world=world, queue=Queue("q")) for k in keys]
+    ids = {h.run_id for h in hs}
+    batches: list[list[tuple[str, str]]] = []
+    at_release: list[str] = []
+    names: dict[int, str] = {}
+    real_finish_many, real_acquire, real_release = (
+        ctl.finish_many,
+        world.locks.try_acquire,
+        world.locks.release,
+    )
+
+    def finish_many(ends: Any) -> None:
+        batches.append(list(ends))
+        real_finish_many(ends)
+
+    def try_acquire(name: str) -> object | None:
+        got = real_acquire(name)
+        if got is not None:
+            names[id(got)] = name
+        return got
+
+    def release(handle: object) -> None:
+        rid = names.get(id(handle), "").removeprefix("run:")
+        if rid in ids:
+            rec = ctl.get(rid)
+            at_release.append(rec.state if rec is not None else "missing")
+        real_release(handle)
+
+    ctl.finish_many = finish_many  # type: ignore[method-assign]
+    world.locks.try_acquire = try_acquire  # type: ignore[method-assign]
+    world.locks.release = release  # type: ignore[method-assign]
+    async with Worker(world, workflows=[wait_gate], queues=["q"]) as w:
+        await until(lambda: w.in_flight == len(keys) and len(CALLS) == len(keys))
+        for k in keys:
+            GATE[k].set()
+        assert [await h.result() for h in hs] == keys
+        await until(lambda: w.in_flight == 0)
+    ended = [rid for batch in batches for rid, _ in batch]
+    assert sorted(ended) == sorted(ids)
+    assert len(batches) < len(keys)  # one transaction per run before
+    assert at_release == ["done"] * len(keys)
+    assert {ctl.get(r).state for r in ids} == {"done"}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_finish_many_ends_only_the_given_runs(kind: str, tmp_path: Path) -> None:
+    """``finish_many`` ends the named records, clears their requests and leaves the others alone."""
+    ctl = MemoryControl() if kind == "memory" else SqliteControl(tmp_path / "runtime.db")
+    for rid in ("a", "b", "c"):
+        ctl.submit(ControlRecord(rid, "wf", state="claimed", cancel_reason="requested", resume="failed"))
+    ctl.finish_many([("a", "done"), ("b", "cancelled"), ("missing", "done")])
+    got = {rid: ctl.get(rid) for rid in ("a", "b", "c")}
+    assert {rid: (r.state, r.cancel_reason, r.resume) for rid, r in got.items() if r is not None} == {
+        "a": ("done", None, None),
+        "b": ("cancelled", None, None),
+        "c": ("claimed", "requested", "failed"),
+    }
+    assert ctl.get("missing") is None
+    ctl.close()
+
+
+def _hold_write_lock(path: Path, released: threading.Event, held: threading.Event) -> None:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    held.set()
+    released.wait(10)
+    db.execute("COMMIT")
+    db.close()
+
+
+def test_a_write_waits_while_another_process_holds_the_write_lock(tmp_path: Path) -> None:
+    """The store's own retry (SQLite's busy handler is off while it begins) waits and then writes."""
+    path = tmp_path / "runtime.db"
+    ctl = SqliteControl(path)
+    released, held = threading.Event(), threading.Event()
+    other = threading.Thread(target=_hold_write_lock, args=(path, released, held))
+    other.start()
+    assert held.wait(10)
+    threading.Timer(0.05, released.set).start()
+    ctl.submit(ControlRecord("r", "wf"))  # blocks until the other writer commits
+    other.join()
+    rec = ctl.get("r")
+    assert rec is not None and rec.seq == 1
+    assert ctl._db.execute("PRAGMA busy_timeout").fetchone()[0] == 10_000  # restored for reads
+    ctl.close()
+
+
+def test_a_write_gives_up_after_busy_timeout(tmp_path: Path) -> None:
+    """A writer kept out past ``busy_timeout`` gets SQLite's 'locked' error, and can write later."""
+    path = tmp_path / "runtime.db"
+    ctl = SqliteControl(path, busy_timeout=30)
+    released, held = threading.Event(), threading.Event()
+    other = threading.Thread(target=_hold_write_lock, args=(path, released, held))
+    other.start()
+    assert held.wait(10)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            ctl.submit(ControlRecord("r", "wf"))
+    finally:
+        released.set()
+        other.join()
+    ctl.submit(ControlRecord("r", "wf"))  # free again
+    assert ctl.get("r") is not None
+    ctl.close()
+
+
+def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
+    """Opening a version-1 ``runtime.db`` adds the ``seq`` index and keeps its records."""
+    path = tmp_path / "runtime.db"
+    ctl = SqliteControl(path)
+    ctl.submit(ControlRecord("old", "wf"))
+    ctl._db.execute("DROP INDEX control_seq")
+    ctl._db.execute("PRAGMA user_version=1")
+    ctl.close()
+    ctl = SqliteControl(path)
+    assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    plan = ctl._db.execute("EXPLAIN QUERY PLAN SELECT COALESCE(MAX(seq), 0) + 1 FROM control").fetchall()
+    assert "control_seq" in str(plan)  # a new record no longer scans the table for its seq
+    assert ctl.submit(ControlRecord("new", "wf")).seq == 2
+    assert ctl.get("old") is not None
+    ctl.close()
