@@ -89,7 +89,7 @@ _nonces: list[bytes] = []
 def _refill() -> bytes:
     """A random 96-bit nonce, refilling the pool from ``os.urandom`` (emptied in a forked child)."""
     raw = os.urandom(_NONCE * _POOL)
-    _nonces.extend(raw[i : i + _NONCE] for i in range(_NONCE, len(raw), _NONCE))
+    _nonces.extend([raw[i : i + _NONCE] for i in range(_NONCE, len(raw), _NONCE)])
     return raw[:_NONCE]
 
 

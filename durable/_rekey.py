@@ -157,6 +157,7 @@ class _Sealer(EncryptedLog):
     def __init__(self, codec: Codec):
         self.codec = codec
         self.binary = True
+        self._blob = bytearray  # rekey binds the rows to sqlite3 itself, as a SqliteLog does
 
 
 def _artifact_files(root: Path) -> list[Path]:
