@@ -23,6 +23,7 @@ from ._recovery import Compaction, compact, gc, recover
 from ._retry_policy import RetryPolicy
 from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
+from ._talk import close_stream, recv, set_event, write_stream
 from ._timetravel import Checkpoint, Fork, Restored, checkpoints, fork, restore
 from .errors import (
     ArtifactIntegrityError,
@@ -52,7 +53,17 @@ from .errors import (
 )
 from .memory import Embedder, MemoryItem, MemoryStore, NewItem, SearchHit, lexical_embedder
 from .outer import Continue, Cycle, CycleRecord, Done, OuterLoopResult, run_outer_loop
-from .runtime import Queue, RunHandle, RunStatus, Worker, handle, recover_runs, resume_run, start_workflow
+from .runtime import (
+    Queue,
+    RunHandle,
+    RunStatus,
+    Worker,
+    handle,
+    recover_runs,
+    resume_run,
+    send,
+    start_workflow,
+)
 from .store import MemoryLog, RunInfo, SqliteLog
 
 __version__ = "0.1.0"
@@ -112,6 +123,7 @@ __all__ = [
     "World",
     "branch",
     "checkpoints",
+    "close_stream",
     "compact",
     "fork",
     "gc",
@@ -128,19 +140,23 @@ __all__ = [
     "random",
     "recover",
     "recover_runs",
+    "recv",
     "restore",
     "resume_run",
     "run_outer_loop",
     "run_workflow",
     "save_artifact",
     "scratch_dir",
+    "send",
     "session",
+    "set_event",
     "sleep",
     "start_workflow",
     "step",
     "tool",
     "uuid4",
     "workflow",
+    "write_stream",
 ]
 
 for _name in __all__:

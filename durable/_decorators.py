@@ -254,6 +254,7 @@ def model_call(
     version: str | int | None = None,
     slot: str | None = None,
     retry: Any = None,
+    stream_to: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def model_call(
     fn: Any = None,
@@ -263,6 +264,7 @@ def model_call(
     version: str | int | None = None,
     slot: str | None = None,
     retry: Any = None,
+    stream_to: str | None = None,
 ) -> Any:
     """Mark a function as a model call: an external read whose response is recorded.
 
@@ -275,5 +277,12 @@ def model_call(
         version: A manual drift marker.
         slot: The model slot, e.g. ``"worker"``.
         retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
+        stream_to: On a streamed call (an async generator), the run's stream
+            that each chunk is also written to as it arrives, for
+            ``handle.read_stream(stream_to)``. A replay writes nothing again.
     """
-    return make_decorator("model", fn, {"name": name, "version": version, "slot": slot, "retry": retry})
+    return make_decorator(
+        "model",
+        fn,
+        {"name": name, "version": version, "slot": slot, "retry": retry, "stream_to": stream_to},
+    )

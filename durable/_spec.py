@@ -50,6 +50,7 @@ class Spec:
         "role",
         "signature",
         "slot",
+        "stream_to",
         "timeout",
         "uses",
         "version",
@@ -74,6 +75,8 @@ class Spec:
         self.uses: tuple[Any, ...] = tuple(options.pop("uses", ()) or ())
         self.role: str | None = options.pop("role", None)
         self.timeout: float | None = options.pop("timeout", None)
+        self.stream_to: str | None = options.pop("stream_to", None)
+        """The run's stream that a streamed model call mirrors its chunks to."""
         self.options = options
         self.is_asyncgen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
@@ -271,6 +274,15 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
     slot = options.get("slot")
     if slot is not None and (not isinstance(slot, str) or not slot):
         raise ConfigurationError(f"@model_call slot= takes a non-empty string, not {slot!r}.")
+    stream_to = options.get("stream_to")
+    if stream_to is not None:
+        if not isinstance(stream_to, str) or not stream_to:
+            raise ConfigurationError(f"@model_call stream_to= takes a stream name, not {stream_to!r}.")
+        if not inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"@model_call {fn.__qualname__} has stream_to= but does not stream; only an "
+                "async generator has chunks to mirror. Make it an async generator, or drop stream_to=."
+            )
     if options.get("retry") is not None:
         options["retry"] = as_policy(options["retry"])
         if inspect.isasyncgenfunction(fn):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._handle import STATUSES, RunHandle, RunStatus, cancel_run, handle, run_status
 from ._queue import Queue
 from ._start import recover_runs, resume_run, start_workflow
+from ._talk import send
 from ._worker import Worker
 
 __all__ = [
@@ -23,5 +24,6 @@ __all__ = [
     "recover_runs",
     "resume_run",
     "run_status",
+    "send",
     "start_workflow",
 ]

@@ -3,7 +3,9 @@
 A log backend is a class with the methods of ``EventLog``; ``MemoryLog``
 (in the process) and ``SqliteLog`` (one SQLite file) are the two that ship.
 The runtime's queues, claims and cancellation requests live behind
-``RunControl`` (``MemoryControl``, ``SqliteControl``).
+``RunControl`` (``MemoryControl``, ``SqliteControl``). Messages to runs live
+behind ``MessageStore`` (``MemoryMessages``, ``SqliteMessages``), beside the
+log they commit with.
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
 ``durable.store.conformance``, the suite both shipped logs pass.
@@ -25,9 +27,11 @@ from ._artifact_store import ArtifactStore, FileArtifacts, MemoryArtifacts
 from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
+from ._messages import MemoryMessages, Message, MessageStore, messages_for
 from ._protocol import Append, EventLog, Row, RunInfo
 from ._sqlite import SqliteLog
 from ._sqlite_control import SqliteControl
+from ._sqlite_messages import SqliteMessages
 
 __all__ = [
     "Append",
@@ -41,12 +45,17 @@ __all__ = [
     "MemoryControl",
     "MemoryLocks",
     "MemoryLog",
+    "MemoryMessages",
+    "Message",
+    "MessageStore",
     "QueueLimits",
     "Row",
     "RunControl",
     "RunInfo",
     "SqliteControl",
     "SqliteLog",
+    "SqliteMessages",
+    "messages_for",
 ]
 
 for _name in __all__:

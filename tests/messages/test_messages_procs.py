@@ -1,0 +1,144 @@
+"""Messages, events and streams across real processes: SIGKILLed drivers and senders, remote readers."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable
+from durable.store import messages_for
+from tests.helpers.procs import messages_app as app
+from tests.runtime.test_runtime_procs import ROOT, bodies, env, kill, stop, wait_for
+
+pytestmark = pytest.mark.slow
+
+APP = "tests.helpers.procs.messages_app"
+TARGET = f"{APP}:WORKFLOWS"
+
+
+def worker(tmp: Path, *queues: str) -> subprocess.Popen[str]:
+    args = [sys.executable, "-m", "durable.cli", "worker", TARGET, "--data-dir", str(tmp / "data")]
+    for q in queues:
+        args += ["--queue", q]
+    with open(tmp / "worker.err", "a") as err:
+        p = subprocess.Popen(args, cwd=ROOT, env=env(tmp), stdout=subprocess.PIPE, stderr=err, text=True)
+    assert p.stdout is not None
+    assert "little worker" in p.stdout.readline()
+    return p
+
+
+def handled(tmp: Path) -> list[Any]:
+    return [b["m"] for b in bodies(tmp) if b["body"] == "handle"]
+
+
+def committed(world: durable.World, run_id: str) -> int:
+    rows = world.log.read(run_id)
+    return sum(1 for _, t, _ in rows if t == "step.completed")
+
+
+def status(world: durable.World, run_id: str) -> str:
+    return durable.runtime.run_status(world, run_id).status
+
+
+def test_messages_before_and_during_a_run_are_handled_once_in_order_across_a_sigkill(tmp_path: Path) -> None:
+    """Two messages wait before the run starts, two arrive while it runs, two while no driver lives."""
+    world = durable.local_world(tmp_path / "data")
+    h = durable.start_workflow(app.inbox, 6, world=world, run_id="chat", queue="chat")
+    asyncio.run(h.send("m0"))
+    asyncio.run(h.send("m1"))
+    w1 = worker(tmp_path, "chat")
+    try:
+        wait_for(lambda: committed(world, "chat") == 2)
+        asyncio.run(h.send("m2"))
+        asyncio.run(h.send({"m": 3}))
+        wait_for(lambda: committed(world, "chat") == 4)
+    finally:
+        kill(w1)  # the driver dies while the run waits in recv
+    asyncio.run(h.send("m4"))
+    asyncio.run(h.send("m5"))
+    w2 = worker(tmp_path, "chat")
+    try:
+        wait_for(lambda: status(world, "chat") == "completed")
+    finally:
+        assert stop(w2) == 0
+    want = ["m0", "m1", "m2", {"m": 3}, "m4", "m5"]
+    assert asyncio.run(h.result()) == want
+    assert handled(tmp_path) == want
+    assert [e.value for e in world.events("chat") if e.type == "message.received"] == want  # type: ignore[union-attr]
+    assert len({b["pid"] for b in bodies(tmp_path)}) == 2  # both workers handled some
+    assert messages_for(world.log, world.extensions).messages("chat", pending=True) == []
+
+
+def test_a_sender_killed_after_sending_is_resumed_by_a_worker_and_sends_once(tmp_path: Path) -> None:
+    """The sender dies after the message is stored, before its log says so; its resume sends nothing new."""
+    world = durable.local_world(tmp_path / "data")
+    durable.start_workflow(app.inbox, 1, world=world, run_id="target", queue="nobody-serves-this")
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.procs.messages_app",
+            str(tmp_path / "data"),
+            "send-and-die",
+            "s",
+            "target",
+        ],
+        cwd=ROOT,
+        env=env(tmp_path),
+        timeout=60,
+    )
+    assert p.returncode == -9
+    store = messages_for(world.log, world.extensions)
+    assert [m.data for m in store.messages("target")] == ['"hello"']
+    assert [e.type for e in world.events("s")] == ["run.started"]
+    w = worker(tmp_path)  # recovers the orphaned sender run
+    try:
+        wait_for(lambda: status(world, "s") == "completed")
+    finally:
+        assert stop(w) == 0
+    assert [m.message_id for m in store.messages("target")] == ["s:send#0"]
+    assert [e.type for e in world.events("s")].count("message.sent") == 1
+
+
+def test_events_and_streams_read_live_from_another_process_with_a_reconnect(
+    tmp_path: Path,
+) -> None:
+    """This process reads a run driven by a worker process: live values, events, and start= on reconnect."""
+    world = durable.local_world(tmp_path / "data")
+    h = durable.start_workflow(app.ticker, 6, world=world, run_id="tick", queue="chat")
+    w = worker(tmp_path, "chat")
+
+    async def read() -> tuple[list[Any], list[Any], Any]:
+        first: list[Any] = []
+        await h.send("go")
+        async for v in h.read_stream("s"):
+            first.append(v)  # arrived while the run waits for the next message: it is live
+            if len(first) == 3:
+                break  # the reader disconnects
+            await h.send("go")
+        event = None
+        for _ in range(10_000):
+            event = await h.get_event("progress", timeout=5)
+            if event == 2:
+                break
+            await asyncio.sleep(0.002)
+        rest: list[Any] = []
+        await h.send("go")
+        async for v in h.read_stream("s", start=len(first)):
+            rest.append(v)
+            if len(first) + len(rest) < 6:
+                await h.send("go")
+        return first, rest, event
+
+    try:
+        first, rest, event = asyncio.run(read())
+        wait_for(lambda: status(world, "tick") == "completed")
+    finally:
+        assert stop(w) == 0
+    assert (first, rest, event) == ([0, 1, 2], [3, 4, 5], 2)
+    assert asyncio.run(h.get_event("progress")) == 5
