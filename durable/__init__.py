@@ -17,6 +17,7 @@ from ._decorators import DurableFunction, model_call, step, tool, workflow
 from ._determinism import interrupt, now, random, sleep, uuid4
 from ._effects import NEVER_HAPPENED
 from ._open_world import World, local_world, memory_world
+from ._outbox_call import OutboxRef
 from ._parallel import branch, parallel
 from ._recorded import Recorded
 from ._recovery import Compaction, compact, gc, recover
@@ -97,6 +98,7 @@ __all__ = [
     "NewItem",
     "NonRetryableError",
     "NondeterminismError",
+    "OutboxRef",
     "OuterLoopError",
     "OuterLoopResult",
     "Queue",

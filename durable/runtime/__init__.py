@@ -8,18 +8,22 @@ world's control store (``durable.store.RunControl``).
 from __future__ import annotations
 
 from ._handle import STATUSES, RunHandle, RunStatus, cancel_run, handle, run_status
+from ._outbox import DEFAULT_POLICY, OutboxDispatcher, dispatch_outbox
 from ._queue import Queue
 from ._start import recover_runs, resume_run, start_workflow
 from ._talk import send
 from ._worker import Worker
 
 __all__ = [
+    "DEFAULT_POLICY",
     "STATUSES",
+    "OutboxDispatcher",
     "Queue",
     "RunHandle",
     "RunStatus",
     "Worker",
     "cancel_run",
+    "dispatch_outbox",
     "handle",
     "recover_runs",
     "resume_run",

@@ -14,6 +14,7 @@ from typing import Any
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ._driver import HOST, Driver, owner_name
+from ._outbox import OutboxDispatcher
 from ._queue import Queue
 from ._start import KNOWN, nudges, recovery_pass, workflow_map
 
@@ -28,9 +29,12 @@ CLAIM_EVERY = 0.1
 RECOVER_EVERY = 0.25
 """Seconds between two recovery passes."""
 
+OUTBOX_EVERY = 0.01
+"""Seconds between two passes of the outbox dispatcher (which is also the reconciler)."""
+
 
 class Worker:
-    """Drives the runs of its queues and recovers runs whose driver died.
+    """Drives the runs of its queues, recovers runs whose driver died, and dispatches the outbox.
 
     Use it as ``async with Worker(...) as worker:`` inside an application,
     ``await worker.run()`` as a process of its own (SIGTERM and Ctrl-C stop
@@ -70,6 +74,7 @@ class Worker:
         self.concurrency = concurrency
         self.name = owner_name(name)
         self.driver = Driver(world, self.name, on_done=self._done)
+        self.outbox = OutboxDispatcher(world, self.name)
         self._queue_of: dict[str, str | None] = {}
         self._warned: set[str] = set()
         self._stopping = False
@@ -126,6 +131,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.driver.stop()
+        await self.outbox.stop()
 
     @property
     def in_flight(self) -> int:
@@ -144,6 +150,7 @@ class Worker:
         loop = asyncio.get_running_loop()
         next_recovery = 0.0
         next_claim = 0.0
+        next_outbox = 0.0
         version = -1
         assert self._wake is not None
         while not self._stopping:
@@ -155,6 +162,9 @@ class Worker:
                     for h in recovery_pass(self.driver, self.specs, self._warned):
                         self._queue_of[h.run_id] = None
                     next_recovery = now + RECOVER_EVERY
+                if now >= next_outbox and self.outbox.tools():
+                    self.outbox.dispatch_pass()  # at start too: entries whose dispatcher died
+                    next_outbox = now + OUTBOX_EVERY
                 seen = ctl.version()
                 if self.queues and (seen != version or woken or now >= next_claim):
                     version = seen

@@ -5,7 +5,8 @@ A log backend is a class with the methods of ``EventLog``; ``MemoryLog``
 The runtime's queues, claims and cancellation requests live behind
 ``RunControl`` (``MemoryControl``, ``SqliteControl``). Messages to runs live
 behind ``MessageStore`` (``MemoryMessages``, ``SqliteMessages``), beside the
-log they commit with.
+log they commit with, and so does the outbox (``OutboxStore``:
+``MemoryOutbox``, ``SqliteOutbox``).
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
 ``durable.store.conformance``, the suite both shipped logs pass.
@@ -28,10 +29,12 @@ from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
 from ._messages import MemoryMessages, Message, MessageStore, messages_for
+from ._outbox import MemoryOutbox, OutboxEntry, OutboxStore, outbox_for
 from ._protocol import Append, EventLog, Row, RunInfo
 from ._sqlite import SqliteLog
 from ._sqlite_control import SqliteControl
 from ._sqlite_messages import SqliteMessages
+from ._sqlite_outbox import SqliteOutbox
 
 __all__ = [
     "Append",
@@ -46,8 +49,11 @@ __all__ = [
     "MemoryLocks",
     "MemoryLog",
     "MemoryMessages",
+    "MemoryOutbox",
     "Message",
     "MessageStore",
+    "OutboxEntry",
+    "OutboxStore",
     "QueueLimits",
     "Row",
     "RunControl",
@@ -55,7 +61,9 @@ __all__ = [
     "SqliteControl",
     "SqliteLog",
     "SqliteMessages",
+    "SqliteOutbox",
     "messages_for",
+    "outbox_for",
 ]
 
 for _name in __all__:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import durable
-from durable.store import messages_for
+from durable.store import messages_for, outbox_for
 from tests.helpers.procs import messages_app as app
 from tests.runtime.test_runtime_procs import ROOT, bodies, env, kill, stop, wait_for
 
@@ -21,12 +21,19 @@ APP = "tests.helpers.procs.messages_app"
 TARGET = f"{APP}:WORKFLOWS"
 
 
-def worker(tmp: Path, *queues: str) -> subprocess.Popen[str]:
+def worker(tmp: Path, *queues: str, **extra: str) -> subprocess.Popen[str]:
     args = [sys.executable, "-m", "durable.cli", "worker", TARGET, "--data-dir", str(tmp / "data")]
     for q in queues:
         args += ["--queue", q]
     with open(tmp / "worker.err", "a") as err:
-        p = subprocess.Popen(args, cwd=ROOT, env=env(tmp), stdout=subprocess.PIPE, stderr=err, text=True)
+        p = subprocess.Popen(
+            args,
+            cwd=ROOT,
+            env=env(tmp, **{f"DURABLE_TEST_{k}": v for k, v in extra.items()}),
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
     assert p.stdout is not None
     assert "little worker" in p.stdout.readline()
     return p
@@ -142,3 +149,45 @@ def test_events_and_streams_read_live_from_another_process_with_a_reconnect(
         assert stop(w) == 0
     assert (first, rest, event) == ([0, 1, 2], [3, 4, 5], 2)
     assert asyncio.run(h.get_event("progress")) == 5
+
+
+def deliveries(tmp: Path) -> list[dict[str, Any]]:
+    return [b for b in bodies(tmp) if b["body"] == "deliver"]
+
+
+def test_an_outbox_entry_whose_dispatcher_is_sigkilled_mid_call_is_re_driven(tmp_path: Path) -> None:
+    """The first worker dies inside the tool body; the next one calls it again with the same key."""
+    world = durable.local_world(tmp_path / "data")
+    key = asyncio.run(durable.run_workflow(app.place, "o-1", world=world, run_id="order"))
+    w1 = worker(tmp_path, HOLD="3600")
+    try:
+        wait_for(lambda: len(deliveries(tmp_path)) == 1)
+    finally:
+        kill(w1)  # in the middle of the call
+    w2 = worker(tmp_path)
+    try:
+        store = outbox_for(world.log, world.extensions)
+        wait_for(lambda: (e := store.get(key)) is not None and e.state == "delivered")
+    finally:
+        assert stop(w2) == 0
+    calls = deliveries(tmp_path)
+    assert [(c["key"], c["phase"]) for c in calls] == [(key, "start"), (key, "start"), (key, "end")]
+    assert calls[0]["pid"] != calls[1]["pid"]
+    entry = store.get(key)
+    assert entry is not None and entry.attempts == 2 and entry.result == '"delivered o-1"'
+
+
+def test_a_poison_outbox_entry_lands_in_the_dead_letter_after_its_retries(tmp_path: Path) -> None:
+    """A body that always fails is tried max_attempts times by a worker process, then dead-lettered."""
+    world = durable.local_world(tmp_path / "data")
+    key = asyncio.run(durable.run_workflow(app.place, "poison", world=world, run_id="bad"))
+    w = worker(tmp_path)
+    try:
+        store = outbox_for(world.log, world.extensions)
+        wait_for(lambda: (e := store.get(key)) is not None and e.state == "dead")
+    finally:
+        assert stop(w) == 0
+    assert [c["key"] for c in deliveries(tmp_path)] == [key, key, key]
+    entry = store.get(key)
+    assert entry is not None and entry.attempts == 3
+    assert entry.error is not None and "ValueError: this order cannot be delivered" in entry.error

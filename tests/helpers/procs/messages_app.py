@@ -59,7 +59,24 @@ async def sender(target: str) -> str:
     return "sent"
 
 
-WORKFLOWS = [inbox, ticker, sender]
+@durable.tool(outbox=True, retry=durable.RetryPolicy(max_attempts=3, backoff=0))
+async def deliver(order_id: str) -> str:
+    key = durable.idempotency_key()
+    note(body="deliver", key=key, order_id=order_id, phase="start")
+    if order_id == "poison":
+        raise ValueError("this order cannot be delivered")
+    await asyncio.sleep(float(os.environ.get("DURABLE_TEST_HOLD", "0")))
+    note(body="deliver", key=key, order_id=order_id, phase="end")
+    return f"delivered {order_id}"
+
+
+@durable.workflow
+async def place(order_id: str) -> str:
+    ref = await deliver(order_id)
+    return ref.key  # type: ignore[attr-defined]
+
+
+WORKFLOWS = [inbox, ticker, sender, place]
 
 
 async def _send_and_die(data: str, run_id: str, target: str) -> None:
