@@ -54,6 +54,7 @@ _ORDER = [
     "cancel",
     "resume",
     "outbox",
+    "schedules",
 ]
 """The order commands are listed in (reading first, then time travel and maintenance)."""
 

@@ -1,4 +1,4 @@
-"""``little outbox``: the outbox of a data directory, and re-driving dead entries."""
+"""``little outbox`` and ``little schedules``: the outbox and the schedules of a data directory."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 from .._world import WorldCore
+from ..runtime._schedules import Schedules
 from ..store._outbox import outbox_for
 from ._registry import CliError, command, table
 
@@ -57,3 +58,42 @@ def _outbox(world: WorldCore, a: argparse.Namespace) -> Any:
     else:
         entries = [e for e in store.entries() if e.state != "delivered"]
     return [dataclasses.asdict(e) for e in entries]
+
+
+def _schedules_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["list", "pause", "resume", "delete"],
+        default="list",
+        help="list the schedules (default), or pause, resume or delete the schedule NAME",
+    )
+    p.add_argument("name", nargs="?", help="the schedule's name, with pause, resume and delete")
+
+
+def _show(data: Any) -> str:
+    rows = data if isinstance(data, list) else [data]
+    for r in rows:
+        r["when"] = r["cron"] if r["cron"] is not None else f"every {r['every']:g} s"
+        r["next_tick"] = r["next_tick"] or ("(paused)" if r["paused"] else "")
+    return table(rows, ["name", "workflow", "when", "timezone", "catch_up", "next_tick", "handled_until"])
+
+
+@command(
+    "schedules",
+    "list schedules with their next tick, or pause, resume or delete one",
+    _schedules_args,
+    human=_show,
+)
+def _schedules(world: WorldCore, a: argparse.Namespace) -> Any:
+    schedules = Schedules(world)
+    if a.action == "list":
+        return [dataclasses.asdict(s) for s in schedules.list()]
+    if not a.name:
+        raise CliError(f"little schedules {a.action} takes the NAME of a schedule (see `little schedules`)")
+    if a.action == "delete":
+        info = schedules.get(a.name)
+        schedules.delete(a.name)
+        return dataclasses.asdict(info)
+    info = schedules.pause(a.name) if a.action == "pause" else schedules.resume(a.name)
+    return dataclasses.asdict(info)

@@ -16,6 +16,7 @@ from ..errors import ConfigurationError
 from ._driver import HOST, Driver, owner_name
 from ._outbox import OutboxDispatcher
 from ._queue import Queue
+from ._schedules import Schedule, Schedules, schedule_pass
 from ._start import KNOWN, nudges, recovery_pass, workflow_map
 
 log = logging.getLogger("durable.runtime")
@@ -28,6 +29,9 @@ CLAIM_EVERY = 0.1
 
 RECOVER_EVERY = 0.25
 """Seconds between two recovery passes."""
+
+SCHEDULE_EVERY = 0.1
+"""Seconds between two looks at the world's schedules for due ticks."""
 
 OUTBOX_EVERY = 0.01
 """Seconds between two passes of the outbox dispatcher (which is also the reconciler)."""
@@ -47,7 +51,10 @@ class Worker:
         workflows: The ``@workflow`` functions it knows, by their recorded names.
         queues: The ``Queue`` objects (or names) it claims from.
         concurrency: Runs this worker drives at once, every queue and recovery together.
-        schedules: Reserved for scheduled runs (must be empty for now).
+        schedules: ``Schedule`` objects: the worker stores them in the world
+            (keeping a stored one's pause and last tick) and starts their
+            ticks; it also starts the ticks of schedules created at run time
+            (``world.schedules``) whose workflow it knows.
         name: The worker's name in claims (default ``host:pid:random``).
 
     Raises:
@@ -66,10 +73,12 @@ class Worker:
     ):
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigurationError(f"Worker concurrency must be an int >= 1, not {concurrency!r}.")
-        if list(schedules):
-            raise ConfigurationError("Worker(schedules=...) is not available yet; pass schedules=().")
+        self.schedules = list(schedules)
+        for s in self.schedules:
+            if not isinstance(s, Schedule):
+                raise ConfigurationError(f"Worker(schedules=) takes durable.Schedule objects, not {s!r}.")
         self.world = world
-        self.specs = workflow_map(workflows)
+        self.specs = workflow_map([*workflows, *(s.wf for s in self.schedules)])
         self.queues = [q if isinstance(q, Queue) else Queue(q) for q in queues]
         self.concurrency = concurrency
         self.name = owner_name(name)
@@ -96,6 +105,8 @@ class Worker:
     async def start(self) -> None:
         """Start claiming and recovering in the background of this event loop."""
         if self._task is None:
+            for s in self.schedules:
+                Schedules(self.world).create(s)
             self._wake = asyncio.Event()
             nudges(self.world).append(self._wake)
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"worker:{self.name}")
@@ -151,6 +162,7 @@ class Worker:
         next_recovery = 0.0
         next_claim = 0.0
         next_outbox = 0.0
+        next_schedule = 0.0
         version = -1
         assert self._wake is not None
         while not self._stopping:
@@ -158,6 +170,10 @@ class Worker:
             woken = self._wake.is_set()
             self._wake.clear()
             try:
+                if now >= next_schedule:
+                    if schedule_pass(self.world, self.specs, self.world.clock()):
+                        next_recovery = next_claim = 0.0  # drive or claim the new ticks now
+                    next_schedule = now + SCHEDULE_EVERY
                 if now >= next_recovery:
                     for h in recovery_pass(self.driver, self.specs, self._warned):
                         self._queue_of[h.run_id] = None

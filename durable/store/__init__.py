@@ -6,7 +6,8 @@ The runtime's queues, claims and cancellation requests live behind
 ``RunControl`` (``MemoryControl``, ``SqliteControl``). Messages to runs live
 behind ``MessageStore`` (``MemoryMessages``, ``SqliteMessages``), beside the
 log they commit with, and so does the outbox (``OutboxStore``:
-``MemoryOutbox``, ``SqliteOutbox``).
+``MemoryOutbox``, ``SqliteOutbox``). Schedules live behind ``ScheduleStore``
+(``MemorySchedules``, ``SqliteSchedules`` in ``runtime.db``).
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
 ``durable.store.conformance``, the suite both shipped logs pass.
@@ -31,6 +32,7 @@ from ._memory_log import MemoryLog
 from ._messages import MemoryMessages, Message, MessageStore, messages_for
 from ._outbox import MemoryOutbox, OutboxEntry, OutboxStore, outbox_for
 from ._protocol import Append, EventLog, Row, RunInfo
+from ._schedules import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
 from ._sqlite import SqliteLog
 from ._sqlite_control import SqliteControl
 from ._sqlite_messages import SqliteMessages
@@ -50,6 +52,7 @@ __all__ = [
     "MemoryLog",
     "MemoryMessages",
     "MemoryOutbox",
+    "MemorySchedules",
     "Message",
     "MessageStore",
     "OutboxEntry",
@@ -58,10 +61,13 @@ __all__ = [
     "Row",
     "RunControl",
     "RunInfo",
+    "ScheduleRecord",
+    "ScheduleStore",
     "SqliteControl",
     "SqliteLog",
     "SqliteMessages",
     "SqliteOutbox",
+    "SqliteSchedules",
     "messages_for",
     "outbox_for",
 ]

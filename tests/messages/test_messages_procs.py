@@ -191,3 +191,38 @@ def test_a_poison_outbox_entry_lands_in_the_dead_letter_after_its_retries(tmp_pa
     entry = store.get(key)
     assert entry is not None and entry.attempts == 3
     assert entry.error is not None and "ValueError: this order cannot be delivered" in entry.error
+
+
+def test_two_workers_with_the_same_schedule_start_each_tick_once(tmp_path: Path) -> None:
+    """Both workers see every tick of a one-second schedule; each tick's run exists and ran once."""
+    args = [
+        sys.executable,
+        "-m",
+        "durable.cli",
+        "worker",
+        f"{APP}:SCHEDULED",
+        "--data-dir",
+        str(tmp_path / "data"),
+    ]
+    procs = []
+    for _ in range(2):
+        with open(tmp_path / "worker.err", "a") as err:
+            p = subprocess.Popen(
+                args, cwd=ROOT, env=env(tmp_path), stdout=subprocess.PIPE, stderr=err, text=True
+            )
+        assert p.stdout is not None and "little worker" in p.stdout.readline()
+        procs.append(p)
+    try:
+        wait_for(lambda: len({b["key"] for b in bodies(tmp_path) if b["body"] == "beat"}) >= 4)
+    finally:
+        for p in procs:
+            assert stop(p) == 0
+    world = durable.local_world(tmp_path / "data")
+    beats = [b for b in bodies(tmp_path) if b["body"] == "beat"]
+    run_ids = [b["key"].split(":tool:")[0] for b in beats]
+    assert len(run_ids) == len(set(run_ids))  # no tick ran twice
+    assert all(r.startswith("schedule:beat:") and r.endswith("Z") for r in run_ids)
+    ticks = sorted(r for r in (i.run_id for i in world.runs()) if r.startswith("schedule:beat:"))
+    assert ticks == sorted(set(ticks)) and set(run_ids) <= set(ticks)
+    done = [durable.runtime.run_status(world, t).status for t in ticks]
+    assert done.count("completed") >= 4

@@ -76,7 +76,21 @@ async def place(order_id: str) -> str:
     return ref.key  # type: ignore[attr-defined]
 
 
+@durable.tool(idempotent=True)
+async def beat_body() -> str:
+    note(body="beat", key=durable.idempotency_key())
+    return "beat"
+
+
+@durable.workflow
+async def beat() -> str:
+    return await beat_body()
+
+
 WORKFLOWS = [inbox, ticker, sender, place]
+SCHEDULED = durable.Worker(
+    durable.memory_world(), workflows=[], schedules=[durable.Schedule("beat", beat, every=1)]
+)
 
 
 async def _send_and_die(data: str, run_id: str, target: str) -> None:
