@@ -233,3 +233,16 @@ async def _until(cond: Any) -> None:
             return
         await asyncio.sleep(0.002)
     raise AssertionError("condition never became true")
+
+
+async def test_gc_of_a_finished_run_forgets_its_messages(worlds: Worlds) -> None:
+    """Deleting a run deletes its mailbox too, consumed and waiting messages alike."""
+    world = worlds.open()
+    h = durable.start_workflow(inbox, 1, world=world, run_id="old")
+    await h.send("a")
+    await h.send("left over")
+    assert await h.result(timeout=30) == ["a"]
+    store = messages_for(world.log, world.extensions)
+    assert len(store.messages("old")) == 2
+    assert durable.gc(world=world, older_than=0) == ["old"]
+    assert store.messages("old") == []
