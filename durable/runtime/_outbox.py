@@ -35,6 +35,10 @@ DEFAULT_POLICY = RetryPolicy(max_attempts=5)
 """The retry policy of an outbox tool without ``retry=``: 5 attempts, backoff doubling from 0.5 s."""
 
 
+STOP_GRACE = 30.0
+"""Seconds a stopping dispatcher waits for the tool bodies in flight before cancelling them."""
+
+
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"[:2000]
 
@@ -157,11 +161,19 @@ class OutboxDispatcher:
                     continue
                 await asyncio.wait(list(self.tasks.values()), return_when=asyncio.FIRST_COMPLETED)
 
-    async def stop(self) -> None:
-        """Let the calls in flight finish (an entry cut here is re-driven later with the same key)."""
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Let the calls in flight finish for ``grace`` seconds, then cancel them.
+
+        A cancelled call's entry stays pending with its attempt counted; the
+        next dispatcher re-drives it with the same key.
+        """
         tasks = list(self.tasks.values())
         if tasks:
-            await asyncio.wait(tasks)
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending)
 
 
 def _arguments(spec: Spec, entry: OutboxEntry) -> dict[str, Any]:
