@@ -18,6 +18,7 @@ from ._decorators import DurableFunction, model_call, step, tool, workflow
 from ._determinism import interrupt, now, random, sleep, uuid4
 from ._effects import NEVER_HAPPENED
 from ._open_world import World, local_world, memory_world
+from ._outbox_call import OutboxRef
 from ._parallel import branch, parallel
 from ._postgres_world import PostgresWorld, postgres_world
 from ._recorded import Recorded
@@ -25,6 +26,7 @@ from ._recovery import Compaction, compact, gc, recover
 from ._retry_policy import RetryPolicy
 from ._runner import run_workflow
 from ._sessions import Session, scratch_dir, session
+from ._talk import close_stream, recv, set_event, write_stream
 from ._timetravel import Checkpoint, Fork, Restored, checkpoints, fork, restore
 from .errors import (
     ArtifactIntegrityError,
@@ -56,7 +58,18 @@ from .errors import (
 )
 from .memory import Embedder, MemoryItem, MemoryStore, NewItem, SearchHit, lexical_embedder
 from .outer import Continue, Cycle, CycleRecord, Done, OuterLoopResult, run_outer_loop
-from .runtime import Queue, RunHandle, RunStatus, Worker, handle, recover_runs, resume_run, start_workflow
+from .runtime import (
+    Queue,
+    RunHandle,
+    RunStatus,
+    Schedule,
+    Worker,
+    handle,
+    recover_runs,
+    resume_run,
+    send,
+    start_workflow,
+)
 from .store import MemoryLog, RunInfo, SqliteLog
 
 __version__ = "0.1.0"
@@ -94,6 +107,7 @@ __all__ = [
     "NewItem",
     "NonRetryableError",
     "NondeterminismError",
+    "OutboxRef",
     "OuterLoopError",
     "OuterLoopResult",
     "PostgresWorld",
@@ -110,6 +124,7 @@ __all__ = [
     "RunNotFoundError",
     "RunStatus",
     "RunTimeoutError",
+    "Schedule",
     "SearchHit",
     "SerializationError",
     "Session",
@@ -121,6 +136,7 @@ __all__ = [
     "World",
     "branch",
     "checkpoints",
+    "close_stream",
     "compact",
     "fork",
     "gc",
@@ -138,19 +154,23 @@ __all__ = [
     "random",
     "recover",
     "recover_runs",
+    "recv",
     "restore",
     "resume_run",
     "run_outer_loop",
     "run_workflow",
     "save_artifact",
     "scratch_dir",
+    "send",
     "session",
+    "set_event",
     "sleep",
     "start_workflow",
     "step",
     "tool",
     "uuid4",
     "workflow",
+    "write_stream",
 ]
 
 for _name in __all__:

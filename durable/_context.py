@@ -184,6 +184,21 @@ class RunContext:
             self.broken = exc
             raise
 
+    def take_append(self) -> Append:
+        """The buffered events as one ``Append``, taken out of the buffer.
+
+        For a store that commits the run's events with a write of its own in
+        one transaction (an outbox entry); if that write fails the driver
+        must stop (set ``broken``), as after a failed flush.
+        """
+        if self.broken is not None:
+            raise self.broken
+        buffered, self.buffer = self.buffer, []
+        rows: list[Row] = [
+            (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
+        ]
+        return Append(self.run_id, rows, self.token)
+
     async def flush_async(self) -> None:
         """Make the buffer durable; grouped with other branches' flushes of this turn."""
         if self.active <= 1:

@@ -16,6 +16,7 @@ import wrapt
 
 from ._context import CURRENT
 from ._dispatch import dispatch, route
+from ._outbox_call import register as register_outbox_tool
 from ._sessions import session_step_body
 from ._spec import Spec, unwrap, validate
 from .errors import ConfigurationError
@@ -80,6 +81,8 @@ def make_decorator(kind: str, fn: Any, options: dict[str, Any]) -> Any:
         session_opts = {k: opts.pop(k) for k in _SESSION_OPTIONS if k in opts}
         validate(kind, target, opts)
         spec = Spec(kind, target, binding, **opts)
+        if spec.outbox:
+            register_outbox_tool(spec)
         if spec.role is None:
             if session_opts:
                 raise ConfigurationError(
@@ -205,6 +208,7 @@ def tool(
     idempotent: bool = False,
     reconcile: Callable[[str, dict[str, Any]], Any] | None = None,
     retry: Any = None,
+    outbox: bool = False,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def tool(
     fn: Any = None,
@@ -215,6 +219,7 @@ def tool(
     idempotent: bool = False,
     reconcile: Callable[[str, dict[str, Any]], Any] | None = None,
     retry: Any = None,
+    outbox: bool = False,
 ) -> Any:
     """Mark a function as a tool: an external side effect, bracketed by intent and receipt.
 
@@ -231,6 +236,12 @@ def tool(
         idempotent: Safe to call again with the same idempotency key.
         reconcile: Asked after an unknown commit whether the effect happened.
         retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
+        outbox: Inside a run, record the call and an outbox entry in one
+            transaction and return an ``OutboxRef`` at once, without calling
+            the body: a worker's dispatcher calls it after the commit, with
+            the same idempotency key on every attempt, under ``retry=`` (by
+            default 5 attempts), and moves an entry that runs out of attempts
+            to the dead letter. The call's result is not returned to the run.
     """
     return make_decorator(
         "tool",
@@ -241,6 +252,7 @@ def tool(
             "idempotent": idempotent,
             "reconcile": reconcile,
             "retry": retry,
+            "outbox": outbox,
         },
     )
 
@@ -254,6 +266,7 @@ def model_call(
     version: str | int | None = None,
     slot: str | None = None,
     retry: Any = None,
+    stream_to: str | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def model_call(
     fn: Any = None,
@@ -263,6 +276,7 @@ def model_call(
     version: str | int | None = None,
     slot: str | None = None,
     retry: Any = None,
+    stream_to: str | None = None,
 ) -> Any:
     """Mark a function as a model call: an external read whose response is recorded.
 
@@ -275,5 +289,12 @@ def model_call(
         version: A manual drift marker.
         slot: The model slot, e.g. ``"worker"``.
         retry: A ``RetryPolicy`` or tenacity ``stop``/``wait``/``retry`` objects.
+        stream_to: On a streamed call (an async generator), the run's stream
+            that each chunk is also written to as it arrives, for
+            ``handle.read_stream(stream_to)``. A replay writes nothing again.
     """
-    return make_decorator("model", fn, {"name": name, "version": version, "slot": slot, "retry": retry})
+    return make_decorator(
+        "model",
+        fn,
+        {"name": name, "version": version, "slot": slot, "retry": retry, "stream_to": stream_to},
+    )

@@ -17,6 +17,7 @@ from ._context import CURRENT
 from ._decide import EXECUTE
 from ._effects import EffectCall, confirm, effect_async, effect_begin, effect_sync, in_effect_body
 from ._keys import child_run_id
+from ._outbox_call import outbox_effect
 from ._retry_loop import effect_with_retry, step_with_retry
 from ._runner import drive
 from ._spec import Spec
@@ -72,6 +73,8 @@ Handler = Callable[[Spec, Callable[..., Any], tuple[Any, ...], dict[str, Any]], 
 def route(spec: Spec) -> Handler:
     """The handler of every call of ``spec`` inside a run (chosen once, at decoration)."""
     kind = spec.kind
+    if kind == "tool" and spec.outbox:  # the dispatcher applies retry=, not the run
+        return outbox_effect
     if spec.retry is not None:  # async only: validated at decoration time
         return step_with_retry if kind == "step" else effect_with_retry
     if kind == "step":

@@ -277,3 +277,45 @@ def cycle_completed(
         "final_output": final_output,
         "summary": summary,
     }
+
+
+# -- talking to runs: messages, events, streams -------------------------------
+
+
+def message_waiting(key: str, topic: str | None, wake_at: float, pos: int) -> Json:
+    """``message.waiting``: when the wait of a ``recv`` with a timeout ends."""
+    return {"key": key, "topic": topic, "wake_at": wake_at, "pos": pos}
+
+
+def message_received(
+    key: str, topic: str | None, message_id: str | None, value: Any, timed_out: bool, pos: int
+) -> Json:
+    """``message.received``: what a ``recv`` returned (a message, or its timeout)."""
+    return {
+        "key": key,
+        "topic": topic,
+        "message_id": message_id,
+        "value": value,
+        "timed_out": timed_out,
+        "pos": pos,
+    }
+
+
+def message_sent(key: str, target: str, topic: str | None, message_id: str, pos: int) -> Json:
+    """``message.sent``: a message this run sent, stored under ``message_id``."""
+    return {"key": key, "target": target, "topic": topic, "message_id": message_id, "pos": pos}
+
+
+def event_set(key: str, name: str, value: Any, pos: int) -> Json:
+    """``event.set``: the new value of the run's event ``name``."""
+    return {"key": key, "name": name, "value": value, "pos": pos}
+
+
+def stream_write(key: str, stream: str, value: Any, pos: int | None) -> Json:
+    """``stream.write``: one value of the stream ``stream`` (``pos`` is ``None`` for a mirrored chunk)."""
+    return {"key": key, "stream": stream, "value": value, "pos": pos}
+
+
+def stream_closed(key: str, stream: str, pos: int) -> Json:
+    """``stream.closed``: the stream ``stream`` has no more values."""
+    return {"key": key, "stream": stream, "pos": pos}

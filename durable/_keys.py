@@ -8,6 +8,9 @@ A call's identity inside a run is a path made of segments joined by dots:
 - a recorded value, a durable sleep or an interrupt: ``now#n``,
   ``uuid4#n``, ``random#n``, ``sleep#n``, ``interrupt#n``;
 - an agent session: ``session:role#n``;
+- talking to runs: ``recv#n``, ``send#n``, ``set_event#n``,
+  ``write_stream#n``, ``close_stream#n``; a model chunk mirrored to a
+  stream: ``<model call key>~i`` for its ``i``-th chunk;
 - a branch of ``parallel`` or ``branch``: ``name[key]``. Branch keys may hold
   dots, never brackets.
 
@@ -67,6 +70,21 @@ def effect_key(prefix: str, kind: str, name: str, n: int) -> str:
 def value_key(prefix: str, kind: str, n: int) -> str:
     """The key of a recorded value, sleep or interrupt (``now#3``, ``sleep#0``…)."""
     return f"{prefix}{kind}#{n}"
+
+
+def mirrored_chunk_key(effect_key: str, i: int) -> str:
+    """The key of the ``i``-th chunk of a streamed model call mirrored to a stream (``stream_to=``).
+
+    Example:
+        >>> mirrored_chunk_key("model:ask#0", 3)
+        'model:ask#0~3'
+    """
+    return f"{effect_key}~{i}"
+
+
+def message_id(run_id: str, key: str) -> str:
+    """The id of a message sent from inside a run: its idempotency key, so a resend is the same message."""
+    return idempotency_key(run_id, key)
 
 
 def fanout_key(prefix: str, m: int) -> str:

@@ -167,6 +167,8 @@ def describe(spec: Spec, cache: Cache | None = None, legacy: str | None = None) 
     if spec.kind == "tool":
         options["idempotent"] = spec.idempotent
         options["reconcile"] = getattr(spec.reconcile, "__qualname__", None)
+        if spec.outbox:  # only when set: the manifests of other tools keep their hashes
+            options["outbox"] = True
     if spec.kind == "model":
         options["slot"] = spec.slot
     if spec.retry is not None:

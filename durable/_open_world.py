@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._codec import Codec
 from ._world import Durability, WorldCore
@@ -21,6 +22,9 @@ from .store._locks import FileLocks, MemoryLocks
 from .store._memory_log import MemoryLog
 from .store._protocol import EventLog
 from .store._sqlite import SqliteLog
+
+if TYPE_CHECKING:
+    from .runtime._schedules import Schedules
 
 
 class World(WorldCore):
@@ -49,6 +53,17 @@ class World(WorldCore):
                 names the command that installs it.
         """
         return open_world_memory(self)
+
+    @property
+    def schedules(self) -> Schedules:
+        """Create, list, pause, resume, delete and backfill the world's schedules at run time.
+
+        Every worker of the world starts the ticks of the schedules whose
+        workflow it knows; see ``durable.Schedule``.
+        """
+        from .runtime._schedules import Schedules
+
+        return Schedules(self)
 
     def __enter__(self) -> World:
         return self

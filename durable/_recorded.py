@@ -44,8 +44,20 @@ _STATE_FIELDS = (
     "accepted",
     "state_version",
     "cycle_completed",
+    "talk",
 )
 """The attributes of ``Recorded`` that make up the canonical state (``terminal`` is added)."""
+
+
+_TALK_KINDS = {
+    "message.waiting": "recv",
+    "message.received": "recv",
+    "message.sent": "send",
+    "event.set": "set_event",
+    "stream.write": "write_stream",
+    "stream.closed": "close_stream",
+}
+"""The events of calls that talk to the outside, and the kind of call each records."""
 
 
 def _damaged_row(
@@ -87,6 +99,9 @@ class Recorded:
         last_seq: The seq of the last row.
         state_version: The run's committed state version.
         cycle_completed: ``outer_loop.cycle_completed`` data (the first one).
+        talk: Per key, the last record of a call that talks to the outside (``recv``,
+            ``send``, ``set_event``, ``write_stream``, ``close_stream``), its data with
+            ``kind`` added; a finished ``recv`` also has ``done``.
     """
 
     started: Json | None = None
@@ -109,6 +124,7 @@ class Recorded:
     last_seq: int = 0
     state_version: int = 0
     cycle_completed: Json | None = None
+    talk: dict[str, Json] = field(default_factory=dict)
     _positions: dict[tuple[str, int], Call] | None = None
 
     @classmethod
@@ -203,6 +219,12 @@ class Recorded:
                     rec.clear_failures(d["key"], keep_own_retries=True)
             elif type_ == "stream.cursor":
                 rec.add_cursor(d)
+            elif type_ in _TALK_KINDS:
+                kind = _TALK_KINDS[type_]
+                if type_ == "message.received":
+                    rec.talk[d["key"]] = {**d, "kind": kind, "done": True}
+                else:
+                    rec.talk[d["key"]] = {**d, "kind": kind}
             elif type_ == "fanout.started":
                 rec.fanouts[d["path"]] = d
             elif type_ == "drift.accepted":
@@ -286,6 +308,8 @@ class Recorded:
         state: Json = {"format": STATE_FORMAT}
         for name in _STATE_FIELDS:
             state[name] = getattr(self, name)
+        if not self.talk:  # absent when empty: the states of older runs keep their hashes
+            del state["talk"]
         state["terminal"] = list(self.terminal) if self.terminal is not None else None
         return state
 
@@ -336,6 +360,7 @@ class Recorded:
         out.answers = dict(self.answers)
         out.interrupts = {p: d for p, d in self.interrupts.items() if p in self.answers}
         out.streams = {k: d for k, d in self.streams.items() if d.get("terminal")}
+        out.talk = {k: d for k, d in self.talk.items() if d["kind"] != "recv" or d.get("done")}
         return out
 
     def forget(self, key: str) -> None:
@@ -402,6 +427,9 @@ class Recorded:
                 index[(parent_of(key), d.get("pos", 0))] = Call("sleep", "sleep", "", key)
             for key, d in self.interrupts.items():
                 index[(parent_of(key), d.get("pos", 0))] = Call("interrupt", "interrupt", "", key)
+            for key, d in self.talk.items():
+                if d.get("pos") is not None:  # a mirrored model chunk takes no position
+                    index[(parent_of(key), d["pos"])] = Call(d["kind"], d["kind"], "", key)
             self._positions = index
         return self._positions.get((scope, pos))
 

@@ -21,6 +21,7 @@ from ._rows import WholeLogNeeded
 from ._snapshots import encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
+from .store._messages import messages_for
 from .store._protocol import TERMINAL, EventLog, RunInfo
 
 
@@ -238,6 +239,8 @@ def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False
             continue
         try:
             world.log.delete_run(info.run_id)
+            with contextlib.suppress(ConfigurationError):  # a log that keeps no messages
+                messages_for(world.log, world.extensions).delete_run(info.run_id)
         finally:
             world.locks.release(handle)
         deleted.append(info.run_id)

@@ -44,12 +44,14 @@ class Spec:
         "max_visits",
         "name",
         "options",
+        "outbox",
         "qualname",
         "reconcile",
         "retry",
         "role",
         "signature",
         "slot",
+        "stream_to",
         "timeout",
         "uses",
         "version",
@@ -74,6 +76,10 @@ class Spec:
         self.uses: tuple[Any, ...] = tuple(options.pop("uses", ()) or ())
         self.role: str | None = options.pop("role", None)
         self.timeout: float | None = options.pop("timeout", None)
+        self.outbox: bool = options.pop("outbox", False)
+        """A tool whose calls in a run go to the outbox, for a dispatcher to call."""
+        self.stream_to: str | None = options.pop("stream_to", None)
+        """The run's stream that a streamed model call mirrors its chunks to."""
         self.options = options
         self.is_asyncgen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
@@ -271,6 +277,27 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
     slot = options.get("slot")
     if slot is not None and (not isinstance(slot, str) or not slot):
         raise ConfigurationError(f"@model_call slot= takes a non-empty string, not {slot!r}.")
+    if options.get("outbox"):
+        if not inspect.iscoroutinefunction(fn):
+            raise ConfigurationError(
+                f"@tool {fn.__qualname__} has outbox=True but is not an async def; the outbox "
+                "hands the call to a dispatcher on an event loop. Make it async, or drop outbox=."
+            )
+        if options.get("reconcile") is not None:
+            raise ConfigurationError(
+                f"@tool {fn.__qualname__}: outbox=True and reconcile= do not go together; the "
+                "outbox re-drives a call whose dispatcher died with the same idempotency key, "
+                "so make the body deduplicate on durable.idempotency_key() instead."
+            )
+    stream_to = options.get("stream_to")
+    if stream_to is not None:
+        if not isinstance(stream_to, str) or not stream_to:
+            raise ConfigurationError(f"@model_call stream_to= takes a stream name, not {stream_to!r}.")
+        if not inspect.isasyncgenfunction(fn):
+            raise ConfigurationError(
+                f"@model_call {fn.__qualname__} has stream_to= but does not stream; only an "
+                "async generator has chunks to mirror. Make it an async generator, or drop stream_to=."
+            )
     if options.get("retry") is not None:
         options["retry"] = as_policy(options["retry"])
         if inspect.isasyncgenfunction(fn):

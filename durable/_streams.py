@@ -7,6 +7,9 @@ stream ends, followed by the receipt. A replay yields the recorded chunks
 without calling the model. A stream cut by a crash (cursors but no
 terminal one) is reissued from its start; the reissued attempt's first
 cursor starts again at chunk 0, so replay never mixes two attempts.
+
+With ``@model_call(stream_to=name)`` each chunk is also written to the run's
+stream ``name`` (a ``stream.write`` keyed ``<call key>~<i>``) as it arrives.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from ._context import CURRENT, EFFECT_KEY, RunContext
 from ._decide import EXECUTE
 from ._effects import EffectCall, effect_begin, receipt_error
 from ._failures import recordable
-from ._keys import effect_key
+from ._keys import effect_key, mirrored_chunk_key
 from ._serde import to_json
 from ._spec import Spec
 from .errors import LogCorruptedError
@@ -43,6 +46,7 @@ async def stream_effect(
         key = call.key
         count = 0
         batch: list[Any] = []
+        mirror = spec.stream_to
         finished = False
 
         def cursor(terminal: bool) -> None:
@@ -63,7 +67,10 @@ async def stream_effect(
                         break
                     finally:
                         EFFECT_KEY.reset(token)
-                    batch.append(to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key))
+                    data = to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key)
+                    batch.append(data)
+                    if mirror is not None:
+                        mirror_chunk(run, mirror, key, count, data)
                     count += 1
                     if len(batch) >= CURSOR_BATCH:
                         cursor(False)
@@ -87,6 +94,18 @@ async def stream_effect(
                 cursor(True)
                 run.emit("effect.receipt", ev.receipt_ok(key, {"chunks": count}))
                 run.flush_soon()
+
+
+def mirror_chunk(run: RunContext, stream: str, key: str, i: int, data: Any) -> None:
+    """Write the ``i``-th chunk of the call ``key`` to the run's stream, unless it is there already.
+
+    A stream reissued after a crash yields its first chunks again; those
+    that reached the stream before the crash are not written twice.
+    """
+    ck = mirrored_chunk_key(key, i)
+    if ck not in run.recorded.talk:
+        run.emit("stream.write", ev.stream_write(ck, stream, data, None))
+        run.flush_soon()
 
 
 def call_key(spec: Spec, claim: Claim) -> str:

@@ -116,7 +116,7 @@ class WorldCore:
 
     def close(self) -> None:
         """Close the log and the memory store (the world is unusable afterwards)."""
-        for name in ("memory", "control"):
+        for name in ("memory", "control", "schedules"):
             store = self.extensions.pop(name, None)
             if store is not None:
                 store.close()

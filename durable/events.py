@@ -24,9 +24,13 @@ __all__ = [
     "EffectIntent",
     "EffectReceipt",
     "Event",
+    "EventSet",
     "FanOutStarted",
     "InterruptRequested",
     "InterruptResumed",
+    "MessageReceived",
+    "MessageSent",
+    "MessageWaiting",
     "OuterLoopCycleCompleted",
     "RetryDecision",
     "RunCompleted",
@@ -41,20 +45,24 @@ __all__ = [
     "StepCompleted",
     "StepFailed",
     "StepStarted",
+    "StreamClosed",
     "StreamCursor",
+    "StreamWrite",
     "TimerSet",
     "ValueRecorded",
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 4
+LOG_FORMAT_VERSION = 5
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
 ``attempt``, ``input_hash`` and ``pos`` has no ``step.started`` before it.
 Format 3 added ``fanout.started``, the branch keys of a ``parallel`` call.
 Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
-``run.started``. This SDK reads formats 1 to 4.
+``run.started``. Format 5 added the events of talking to runs:
+``message.waiting``, ``message.received``, ``message.sent``, ``event.set``,
+``stream.write`` and ``stream.closed``. This SDK reads formats 1 to 5.
 """
 
 
@@ -226,6 +234,76 @@ class StreamCursor(_Event):
     data: list[Any] = Field(default_factory=list)
 
 
+class MessageWaiting(_Event):
+    """A ``recv`` with a timeout began waiting: the time its wait ends (a resume waits only the rest)."""
+
+    type: Literal["message.waiting"] = "message.waiting"
+    key: str
+    topic: str | None = None
+    wake_at: float
+    pos: int = 0
+
+
+class MessageReceived(_Event):
+    """A ``recv`` returned: the message it consumed, or ``timed_out`` with no message.
+
+    On a world whose messages live beside the log, this event and the
+    message's consumption commit in one transaction.
+    """
+
+    type: Literal["message.received"] = "message.received"
+    key: str
+    topic: str | None = None
+    message_id: str | None = None
+    value: Any = None
+    timed_out: bool = False
+    pos: int = 0
+
+
+class MessageSent(_Event):
+    """A ``send`` made inside the run: the message is stored under ``message_id`` (sent once)."""
+
+    type: Literal["message.sent"] = "message.sent"
+    key: str
+    target: str
+    topic: str | None = None
+    message_id: str
+    pos: int = 0
+
+
+class EventSet(_Event):
+    """``durable.set_event(name, value)``: readers see the last value of ``name``."""
+
+    type: Literal["event.set"] = "event.set"
+    key: str
+    name: str
+    value: Any = None
+    pos: int = 0
+
+
+class StreamWrite(_Event):
+    """One value written to the stream ``stream`` (``write_stream``, or a mirrored model chunk).
+
+    A mirrored chunk has no position of its own (``pos`` is ``None``): its key
+    names the model call and the chunk's index.
+    """
+
+    type: Literal["stream.write"] = "stream.write"
+    key: str
+    stream: str
+    value: Any = None
+    pos: int | None = 0
+
+
+class StreamClosed(_Event):
+    """``durable.close_stream(stream)``: readers of the stream end after its last value."""
+
+    type: Literal["stream.closed"] = "stream.closed"
+    key: str
+    stream: str
+    pos: int = 0
+
+
 class FanOutStarted(_Event):
     """A ``parallel`` call began: its name and every branch key, in item order.
 
@@ -356,6 +434,12 @@ Event = Annotated[
     | InterruptRequested
     | InterruptResumed
     | StreamCursor
+    | MessageWaiting
+    | MessageReceived
+    | MessageSent
+    | EventSet
+    | StreamWrite
+    | StreamClosed
     | FanOutStarted
     | DriftAccepted
     | TimerSet
@@ -390,6 +474,12 @@ EVENT_TYPES: tuple[str, ...] = tuple(
         InterruptRequested,
         InterruptResumed,
         StreamCursor,
+        MessageWaiting,
+        MessageReceived,
+        MessageSent,
+        EventSet,
+        StreamWrite,
+        StreamClosed,
         FanOutStarted,
         DriftAccepted,
         TimerSet,

@@ -48,6 +48,7 @@ from typing import Any
 from . import World, run_workflow
 from .errors import ConfigurationError
 from .store import Append, EventLog, Row, RunInfo
+from .store._messages import MessageStore, messages_for
 
 __all__ = [
     "CrashResult",
@@ -121,6 +122,10 @@ class CrashingLog:
         self.inner.append(batch, sync=sync)
         self.events_written += rows
         self.appends_written += 1
+
+    def message_store(self) -> MessageStore:
+        """The inner log's message store (a consume commits there, past this wrapper)."""
+        return messages_for(self.inner, {})
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """Read from the inner log."""

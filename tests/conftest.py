@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-pytest.register_assert_rewrite("durable.store.conformance")  # readable failures of the public suite
+pytest.register_assert_rewrite(
+    "durable.store.conformance", "durable.store.conformance_talk"
+)  # readable failures of the public suites
 
 import durable  # noqa: E402  (after the rewrite hook, as pytest asks)
 from durable import World  # noqa: E402

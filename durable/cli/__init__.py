@@ -23,7 +23,7 @@ from .._codec import codec_from_env
 from .._open_world import local_world
 from .._postgres_world import postgres_world
 from ..errors import DurableError
-from . import _crypto, _history, _runs, _runtime  # noqa: F401  (importing them registers their commands)
+from . import _crypto, _history, _runs, _runtime, _talk  # noqa: F401  (importing them registers their commands)
 from ._registry import COMMANDS, HUMAN, RAW, CliError
 from ._safe import escape, safe
 
@@ -59,6 +59,8 @@ _ORDER = [
     "worker",
     "cancel",
     "resume",
+    "outbox",
+    "schedules",
     "rekey",
 ]
 """The order commands are listed in (reading first, then time travel and maintenance)."""

@@ -40,7 +40,7 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "target",
         metavar="MODULE:ATTR",
-        help="a @workflow, a list of workflows, or a Worker whose workflows and queues to serve",
+        help="a @workflow, a list of workflows, or a Worker whose workflows, queues and schedules to serve",
     )
     p.add_argument(
         "--queue",
@@ -58,10 +58,12 @@ def build_worker(
     """The worker that ``little worker`` runs."""
     module, obj = _import(target)
     known = {q.name: q for q in vars(module).values() if isinstance(q, Queue)}
+    schedules: list[Any] = []
     if isinstance(obj, Worker):
         workflows: list[Any] = [s.fn for s in obj.specs.values()]
         served: list[Queue] = list(obj.queues)
         conc = obj.concurrency
+        schedules = list(obj.schedules)
     elif spec_of(obj) is not None:
         workflows, served, conc = [obj], [], 100
     elif isinstance(obj, list | tuple):
@@ -77,7 +79,7 @@ def build_worker(
         if concurrency < 1:
             raise CliError("--concurrency must be at least 1")
         conc = concurrency
-    return Worker(world, workflows=workflows, queues=served, concurrency=conc, name=name)
+    return Worker(world, workflows=workflows, queues=served, concurrency=conc, schedules=schedules, name=name)
 
 
 def _decorated(module: Any, fn: Any) -> Any:

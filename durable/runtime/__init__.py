@@ -8,20 +8,46 @@ world's control store (``durable.store.RunControl``).
 from __future__ import annotations
 
 from ._handle import STATUSES, RunHandle, RunStatus, cancel_run, handle, run_status
+from ._outbox import DEFAULT_POLICY, OutboxDispatcher, dispatch_outbox
 from ._queue import Queue
+from ._schedules import (
+    CATCH_UP,
+    MISSED_AFTER,
+    Schedule,
+    ScheduleInfo,
+    Schedules,
+    schedule_pass,
+    schedules_of,
+    tick_id,
+    ticks,
+)
 from ._start import recover_runs, resume_run, start_workflow
+from ._talk import send
 from ._worker import Worker
 
 __all__ = [
+    "CATCH_UP",
+    "DEFAULT_POLICY",
+    "MISSED_AFTER",
     "STATUSES",
+    "OutboxDispatcher",
     "Queue",
     "RunHandle",
     "RunStatus",
+    "Schedule",
+    "ScheduleInfo",
+    "Schedules",
     "Worker",
     "cancel_run",
+    "dispatch_outbox",
     "handle",
     "recover_runs",
     "resume_run",
     "run_status",
+    "schedule_pass",
+    "schedules_of",
+    "send",
     "start_workflow",
+    "tick_id",
+    "ticks",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Generator
+from collections.abc import AsyncIterator, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ from .._recovery import recover_log
 from .._runner import record_cancelled
 from .._spec import Spec
 from .._world import WorldCore
-from ..errors import RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
+from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
 from ._driver import control_of, default_driver, live_guard, runtime_of, waker
 
 STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
@@ -187,6 +187,52 @@ class RunHandle:
     async def cancel(self) -> None:
         """Ask the run to stop; see ``cancel_run``."""
         cancel_run(self.world, self.run_id)
+
+    # -- talking to the run (section "talking to runs" of the docs) -------------
+
+    async def send(self, value: Any, topic: str | None = None) -> None:
+        """Send ``value`` to the run (its ``durable.recv(topic)`` returns it); see ``durable.send``."""
+        from ._talk import send
+
+        await send(self.run_id, value, topic=topic, world=self.world)
+
+    async def get_event(self, key: str, timeout: float | None = None) -> Any:
+        """The last value the run set for its event ``key`` (``durable.set_event``).
+
+        Waits for the first value when none is set yet.
+
+        Args:
+            key: The event's name.
+            timeout: Seconds to wait at most (``None``: until it is set or the run ends).
+
+        Returns:
+            The value as JSON data, or ``None`` when ``timeout`` passed first or the
+            run ended without setting it.
+        """
+        from ._talk import get_event
+
+        return await get_event(self.world, self.run_id, key, timeout)
+
+    def read_stream(self, key: str, start: int = 0) -> AsyncIterator[Any]:
+        """Every value of the run's stream ``key``, in order, live (``async for``).
+
+        The iteration ends when the run closes the stream (``durable.close_stream``)
+        or the run completes, fails or is cancelled. A reader that reconnects
+        passes the number of values it already has as ``start``.
+
+        Args:
+            key: The stream's name.
+            start: Skip the first ``start`` values.
+
+        Raises:
+            ConfigurationError: ``start`` is not an int >= 0.
+        """
+        from ._talk import read_stream
+
+        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+            raise ConfigurationError(f"read_stream() takes start= as an offset >= 0, not {start!r}.")
+
+        return read_stream(self.world, self.run_id, key, start)
 
     def __repr__(self) -> str:
         return f"<RunHandle {self.run_id!r}>"

@@ -7,18 +7,23 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import RunControl
+from ..store._outbox import keeps_outbox
 from ._driver import HOST, Driver, owner_name, runtime_of, waker
+from ._outbox import OutboxDispatcher
 from ._queue import Queue
+from ._schedules import Schedule, Schedules, schedule_pass
 from ._start import recovery_pass, workflow_map
 
 log = logging.getLogger("durable.runtime")
+
+T = TypeVar("T")
 
 POLL = 0.001
 """Seconds between two cheap checks for a change by another process, when the store cannot announce one."""
@@ -32,9 +37,15 @@ CLAIM_EVERY = 0.1
 RECOVER_EVERY = 0.25
 """Seconds between two recovery passes."""
 
+SCHEDULE_EVERY = 0.1
+"""Seconds between two looks at the world's schedules for due ticks."""
+
+OUTBOX_EVERY = 0.01
+"""Seconds between two passes of the outbox dispatcher (which is also the reconciler)."""
+
 
 class Worker:
-    """Drives the runs of its queues and recovers runs whose driver died.
+    """Drives the runs of its queues, recovers runs whose driver died, and dispatches the outbox.
 
     Use it as ``async with Worker(...) as worker:`` inside an application,
     ``await worker.run()`` as a process of its own (SIGTERM and Ctrl-C stop
@@ -47,7 +58,10 @@ class Worker:
         workflows: The ``@workflow`` functions it knows, by their recorded names.
         queues: The ``Queue`` objects (or names) it claims from.
         concurrency: Runs this worker drives at once, every queue and recovery together.
-        schedules: Reserved for scheduled runs (must be empty for now).
+        schedules: ``Schedule`` objects: the worker stores them in the world
+            (keeping a stored one's pause and last tick) and starts their
+            ticks; it also starts the ticks of schedules created at run time
+            (``world.schedules``) whose workflow it knows.
         name: The worker's name in claims (default ``host:pid:random``).
 
     Raises:
@@ -66,16 +80,20 @@ class Worker:
     ):
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigurationError(f"Worker concurrency must be an int >= 1, not {concurrency!r}.")
-        if list(schedules):
-            raise ConfigurationError("Worker(schedules=...) is not available yet; pass schedules=().")
+        self.schedules = list(schedules)
+        for s in self.schedules:
+            if not isinstance(s, Schedule):
+                raise ConfigurationError(f"Worker(schedules=) takes durable.Schedule objects, not {s!r}.")
         self.world = world
-        self.specs = workflow_map(workflows)
+        self.specs = workflow_map([*workflows, *(s.wf for s in self.schedules)])
         self.queues = [q if isinstance(q, Queue) else Queue(q) for q in queues]
         self.concurrency = concurrency
         self.name = owner_name(name)
         self.driver = Driver(world, self.name, on_done=self._done)
+        self.outbox = OutboxDispatcher(world, self.name)
         self._queue_of: dict[str, str | None] = {}
         self._warned: set[str] = set()
+        self._said: set[str] = set()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -95,6 +113,8 @@ class Worker:
     async def start(self) -> None:
         """Start claiming and recovering in the background of this event loop."""
         if self._task is None:
+            for s in self.schedules:
+                Schedules(self.world).create(s)
             self._wake = asyncio.Event()
             runtime_of(self.world).nudges.append(self._wake)
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"worker:{self.name}")
@@ -130,6 +150,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self.driver.stop()
+        await self.outbox.stop()
 
     @property
     def in_flight(self) -> int:
@@ -159,27 +180,52 @@ class Worker:
     async def _serve(self, ctl: RunControl, loop: asyncio.AbstractEventLoop, poll: float) -> None:
         next_recovery = 0.0
         next_claim = 0.0
+        next_outbox = 0.0
+        next_schedule = 0.0
         version = -1
         assert self._wake is not None
         while not self._stopping:
             now = loop.time()
             woken = self._wake.is_set()
             self._wake.clear()
-            try:
-                if now >= next_recovery:
-                    for h in recovery_pass(self.driver, self.specs, self._warned):
-                        self._queue_of[h.run_id] = None
-                    next_recovery = now + RECOVER_EVERY
-                seen = ctl.version()
-                if self.queues and (seen != version or woken or now >= next_claim):
-                    version = seen
-                    self._claim()
-                    next_claim = now + CLAIM_EVERY
-            except Exception as exc:  # a busy store or a damaged record: say so, try again
-                log.warning("worker %s: %s", self.name, str(exc).splitlines()[0])
+            # Each duty fails on its own: a store that cannot serve one (a world without an
+            # outbox, a busy file) never keeps the worker from the others.
+            if now >= next_schedule:
+                if self._duty("schedules", lambda: schedule_pass(self.world, self.specs, self.world.clock())):
+                    next_recovery = next_claim = 0.0  # drive or claim the new ticks now
+                next_schedule = now + SCHEDULE_EVERY
+            if now >= next_recovery:
+                for h in (
+                    self._duty("recovery", lambda: recovery_pass(self.driver, self.specs, self._warned)) or ()
+                ):
+                    self._queue_of[h.run_id] = None
+                next_recovery = now + RECOVER_EVERY
+            if (
+                now >= next_outbox
+                and self.outbox.tools()
+                and keeps_outbox(self.world.log, self.world.extensions)
+            ):
+                self._duty("outbox", self.outbox.dispatch_pass)  # at start too: entries whose dispatcher died
+                next_outbox = now + OUTBOX_EVERY
+            seen = self._duty("claims", ctl.version)
+            if self.queues and (seen != version or woken or now >= next_claim):
+                version = -1 if seen is None else seen
+                self._duty("claims", self._claim)
+                next_claim = now + CLAIM_EVERY
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(poll, max(next_recovery - loop.time(), 0.0))):
                     await self._wake.wait()
+
+    def _duty(self, what: str, fn: Callable[[], T]) -> T | None:
+        """Do one of the loop's duties; a failure is said (once per message) and tried again later."""
+        try:
+            return fn()
+        except Exception as exc:  # a busy store or a damaged record: say so, try again
+            said = f"{what}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            if said not in self._said:
+                self._said.add(said)
+                log.warning("worker %s: %s", self.name, said)
+            return None
 
     def _claim(self) -> None:
         ctl, world = self.driver.control, self.world

@@ -4,7 +4,11 @@ A log backend is a class with the methods of ``EventLog``; ``MemoryLog``
 (in the process), ``SqliteLog`` (one SQLite file) and ``PostgresLog`` (a
 PostgreSQL schema, through ``durable.postgres_world``) are the ones that ship.
 The runtime's queues, claims and cancellation requests live behind
-``RunControl`` (``MemoryControl``, ``SqliteControl``, ``PostgresControl``).
+``RunControl`` (``MemoryControl``, ``SqliteControl``, ``PostgresControl``). Messages to runs live
+behind ``MessageStore`` (``MemoryMessages``, ``SqliteMessages``), beside the
+log they commit with, and so does the outbox (``OutboxStore``:
+``MemoryOutbox``, ``SqliteOutbox``). Schedules live behind ``ScheduleStore``
+(``MemorySchedules``, ``SqliteSchedules`` in ``runtime.db``).
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
 ``durable.store.conformance``, the suite every shipped log passes.
@@ -27,13 +31,18 @@ from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
 from ._encrypted import EncryptedArtifacts, EncryptedLog
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
+from ._messages import MemoryMessages, Message, MessageStore, messages_for
+from ._outbox import MemoryOutbox, OutboxEntry, OutboxStore, outbox_for
 from ._pg_artifacts import PostgresArtifacts
 from ._pg_control import PostgresControl
 from ._pg_locks import PostgresLocks
 from ._pg_log import PostgresLog
 from ._protocol import Append, EventLog, Row, RunInfo
+from ._schedules import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
 from ._sqlite import SqliteLog
 from ._sqlite_control import SqliteControl
+from ._sqlite_messages import SqliteMessages
+from ._sqlite_outbox import SqliteOutbox
 
 __all__ = [
     "Append",
@@ -49,6 +58,13 @@ __all__ = [
     "MemoryControl",
     "MemoryLocks",
     "MemoryLog",
+    "MemoryMessages",
+    "MemoryOutbox",
+    "MemorySchedules",
+    "Message",
+    "MessageStore",
+    "OutboxEntry",
+    "OutboxStore",
     "PostgresArtifacts",
     "PostgresControl",
     "PostgresLocks",
@@ -57,8 +73,15 @@ __all__ = [
     "Row",
     "RunControl",
     "RunInfo",
+    "ScheduleRecord",
+    "ScheduleStore",
     "SqliteControl",
     "SqliteLog",
+    "SqliteMessages",
+    "SqliteOutbox",
+    "SqliteSchedules",
+    "messages_for",
+    "outbox_for",
 ]
 
 for _name in __all__:

@@ -83,3 +83,11 @@ def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
     assert names == ["floor", "bare step", "durable", "plain await", "bare replay", "durable replay"]
     assert next(r for r in rows if r[0].strip() == "floor")[2].strip() == "1.00×"
     assert next(r for r in rows if r[0].strip() == "plain await")[2].strip() == "0.00"
+
+
+def test_talk_latency_measures_durable_between_two_processes() -> None:
+    """The talk benchmark runs a peer process and prints both latencies for durable."""
+    out = _python("-m", "benchmarks.talk_latency", "--n", "5", "--gap", "0.005", "--systems", "durable")
+    assert "durable   send -> recv" in out
+    assert "durable   write_stream -> read_stream" in out
+    assert "(n=5)" in out

@@ -396,3 +396,17 @@ async def test_a_worker_leaves_a_run_it_does_not_know_alone_and_says_so_once(
     assert "does not know" in said[0]
     async with Worker(world, workflows=[sleeper]):
         assert await h.result() == 30
+
+
+@durable.tool(outbox=True)
+async def notify_someone(text: str) -> str:
+    return text
+
+
+async def test_a_world_without_an_outbox_still_serves_its_queues(worlds: Worlds) -> None:
+    """Outbox tools are known to every worker; a world that keeps no outbox (Postgres) still claims runs."""
+    world = worlds.open()
+    q = Queue("served")
+    h = durable.start_workflow(plus_one, 1, world=world, queue=q)
+    async with Worker(world, workflows=[plus_one], queues=[q]):
+        assert await h.result() == 2

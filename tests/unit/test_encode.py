@@ -29,6 +29,12 @@ PAYLOADS: dict[str, Any] = {
     "interrupt.resumed": ev.interrupt_resumed("interrupt#2", "yes"),
     "stream.cursor": ev.stream_cursor("model:ask#0", 2, True, ["a", "b"]),
     "timer.set": ev.timer_set("sleep#0", 12.5, 0),
+    "message.waiting": ev.message_waiting("recv#0", "chat", 12.5, 0),
+    "message.received": ev.message_received("recv#0", None, "m1", {"text": "hi"}, False, 0),
+    "message.sent": ev.message_sent("send#1", "other", "chat", "r:send#1", 1),
+    "event.set": ev.event_set("set_event#2", "progress", 0.5, 2),
+    "stream.write": ev.stream_write("model:ask#0~3", "tokens", "he", None),
+    "stream.closed": ev.stream_closed("close_stream#4", "tokens", 4),
     "fanout.started": ev.fanout_started("fanout#0", "review", ["c1", "c2"]),
     "drift.accepted": ev.drift_accepted(
         [{"key": "tools.pay.options.idempotent", "old": False, "new": True}],

@@ -1,0 +1,177 @@
+"""Talking to runs from outside: ``send``, and reading a run's events and streams from any process.
+
+Events and streams are events of the run's own log (``event.set``,
+``stream.write``, ``stream.closed``), so a reader needs nothing but the log:
+it tails the run's rows after the last seq it saw (``EventLog.read(run_id,
+after_seq)``), polling with a short pause. A compacted log is read through
+its snapshot, whose state keeps every talk record in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from .._context import CURRENT
+from .._encode import encode
+from .._serde import ANY, to_json
+from .._snapshots import decode_state
+from .._talk import check_topic, record_send
+from .._world import WorldCore
+from ..errors import ConfigurationError
+from ..store._messages import messages_for
+from ._handle import run_status
+
+POLL_MIN = 0.0005
+"""Seconds between a reader's first polls of the log."""
+
+POLL_MAX = 0.002
+"""The longest pause between two polls (the added latency of a value, at worst)."""
+
+_ENDED = frozenset({"run.completed", "run.failed", "run.cancelled"})
+_WANTED = frozenset({"event.set", "stream.write", "stream.closed", "snapshot", *_ENDED})
+
+Json = dict[str, Any]
+
+
+async def send(run_id: str, value: Any, *, topic: str | None = None, world: WorldCore | None = None) -> None:
+    """Send ``value`` to the run ``run_id``; its ``durable.recv(topic)`` returns it.
+
+    From inside a run this is an idempotent durable call: the message is
+    stored under the call's idempotency key before the send is recorded, so
+    a sender that is killed and resumed sends it once. From outside a run
+    each call sends one message.
+
+    Args:
+        run_id: The addressee: a run of ``world`` (enqueued, running or waiting).
+        value: The message (JSON through pydantic); ``None`` is refused.
+        topic: The topic (``None``: the default topic).
+        world: The addressee's world (inside a run, the run's own by default).
+
+    Raises:
+        ConfigurationError: ``value`` is ``None``, a bad topic, or no world.
+        RunNotFoundError: The world has no run ``run_id``.
+    """
+    check_topic(topic, "durable.send()")
+    if value is None:
+        raise ConfigurationError(
+            "durable.send() refuses None as a message: recv() returns None only when its "
+            "timeout passes. Send a value, e.g. {} or a string."
+        )
+    scope = CURRENT.get()
+    if world is None:
+        if scope is None:
+            raise ConfigurationError("durable.send() outside a run needs world=.")
+        world = scope.run.world
+    if not isinstance(run_id, str) or not run_id:
+        raise ConfigurationError(f"durable.send() takes a run id string, not {run_id!r}.")
+    run_status(world, run_id)  # RunNotFoundError for an unknown run
+    data = encode(to_json(ANY, value, what="the message", run_id=run_id, path=None))
+    store = messages_for(world.log, world.extensions)
+    target_world = world
+
+    async def deliver(message_id: str) -> None:
+        store.send(run_id, topic, data, message_id, target_world.clock())
+
+    if scope is None:
+        await deliver(f"msg_{uuid.uuid4().hex}")
+    else:
+        await record_send(scope, run_id, topic, deliver)
+
+
+class LogTail:
+    """A run's log read from the last seq seen on, by a reader in any process.
+
+    Each ``poll()`` returns the new rows of interest as ``(type, data)``;
+    a snapshot is turned into the talk records and terminal event it holds.
+    """
+
+    def __init__(self, world: WorldCore, run_id: str):
+        self.world = world
+        self.run_id = run_id
+        self.after = 0
+
+    def poll(self) -> list[tuple[str, Json]]:
+        """The rows written since the last poll (events, stream values, closes, the run's end)."""
+        rows = self.world.log.read(self.run_id, self.after)
+        out: list[tuple[str, Json]] = []
+        for seq, type_, data in rows:
+            self.after = seq
+            if type_ not in _WANTED:
+                continue
+            d = json.loads(data)
+            if type_ == "snapshot":
+                out.append(("snapshot", decode_state(d["state"], self.run_id)))
+            else:
+                out.append((type_, d))
+        return out
+
+
+async def _pause(delay: float) -> float:
+    await asyncio.sleep(delay)
+    return min(delay * 2, POLL_MAX)
+
+
+async def get_event(world: WorldCore, run_id: str, key: str, timeout: float | None = None) -> Any:
+    """The last value the run set for its event ``key``, waiting for the first one.
+
+    Returns:
+        The value, or ``None`` when ``timeout`` passes first or the run
+        ended without setting it.
+    """
+    tail = LogTail(world, run_id)
+    give_up = None if timeout is None else time.monotonic() + timeout
+    delay = POLL_MIN
+    while True:
+        found, value, ended = False, None, False
+        for type_, d in tail.poll():
+            if type_ == "event.set" and d["name"] == key:
+                found, value = True, d.get("value")
+            elif type_ == "snapshot":
+                for t in (d.get("talk") or {}).values():
+                    if t.get("kind") == "set_event" and t.get("name") == key:
+                        found, value = True, t.get("value")
+                ended = bool(d.get("terminal")) and d["terminal"][0] in _ENDED
+            elif type_ in _ENDED:
+                ended = True
+        if found:
+            return value
+        if ended or (give_up is not None and time.monotonic() >= give_up):
+            return None
+        delay = await _pause(delay if give_up is None else min(delay, max(give_up - time.monotonic(), 0)))
+
+
+async def read_stream(world: WorldCore, run_id: str, key: str, start: int = 0) -> AsyncIterator[Any]:
+    """Every value of the stream ``key`` from offset ``start``, live, until it closes or the run ends."""
+    tail = LogTail(world, run_id)
+    seen = 0  # values of the stream met so far, including the skipped ones
+    delay = POLL_MIN
+    while True:
+        rows = tail.poll()
+        for type_, d in rows:
+            if type_ == "stream.write" and d["stream"] == key:
+                seen += 1
+                if seen > start:
+                    yield d.get("value")
+            elif type_ == "stream.closed" and d["stream"] == key:
+                return
+            elif type_ == "snapshot":
+                talk = [t for t in (d.get("talk") or {}).values() if t.get("stream") == key]
+                values = [t.get("value") for t in talk if t.get("kind") == "write_stream"]
+                for v in values[max(seen, start) :]:
+                    yield v
+                seen = max(seen, len(values))
+                if any(t.get("kind") == "close_stream" for t in talk):
+                    return
+                if d.get("terminal") and d["terminal"][0] in _ENDED:
+                    return
+            elif type_ in _ENDED:
+                return
+        if rows:
+            delay = POLL_MIN
+        else:
+            delay = await _pause(delay)
