@@ -76,6 +76,7 @@ def _show(data: Any) -> str:
     for r in rows:
         r["when"] = r["cron"] if r["cron"] is not None else f"every {r['every']:g} s"
         r["next_tick"] = r["next_tick"] or ("(paused)" if r["paused"] else "")
+        r["handled_until"] = r["handled_until"] or "(not seen by a worker yet)"
     return table(rows, ["name", "workflow", "when", "timezone", "catch_up", "next_tick", "handled_until"])
 
 

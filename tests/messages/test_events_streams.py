@@ -220,3 +220,28 @@ async def _until_async(get: Any, want: Any) -> None:
             return
         await asyncio.sleep(0.002)
     raise AssertionError(f"never got {want!r}")
+
+
+async def test_a_compacted_run_is_read_through_its_snapshot(worlds: Worlds) -> None:
+    """After compaction the snapshot holds every stream value, close and event, in order."""
+    world = worlds.open()
+
+    @durable.workflow(name="compacted_talk")
+    async def talk() -> str:
+        for i in range(4):
+            await durable.write_stream("s", i)
+        durable.close_stream("s")
+        await durable.write_stream("t", "other")
+        durable.set_event("e", "first")
+        durable.set_event("e", "last")
+        return "done"
+
+    await durable.run_workflow(talk, world=world, run_id="c")
+    durable.compact("c", world=world)
+    assert [t for _, t, _ in world.log.read("c")] == ["snapshot"]
+    h = durable.handle("c", world=world)
+    assert [v async for v in h.read_stream("s")] == [0, 1, 2, 3]
+    assert [v async for v in h.read_stream("s", start=2)] == [2, 3]
+    assert [v async for v in h.read_stream("t")] == ["other"]  # ends with the run
+    assert await h.get_event("e") == "last"
+    assert await durable.run_workflow(talk, world=worlds.open(), run_id="c") == "done"
