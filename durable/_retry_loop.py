@@ -138,7 +138,7 @@ async def effect_with_retry(
         while True:
             await tries.wait_backoff()
             try:
-                result = await effect_attempt(call, fn, args, kwargs)
+                result = await effect_attempt(call, fn, args, kwargs, tries.attempt)
                 receipt_ok(call, result)
             except BaseException as exc:
                 if not recordable(exc):

@@ -27,6 +27,7 @@ from ._recovery import recover_log, unsafe_unconfirmed
 from ._serde import ANY, matches, to_json, value_hash
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec, spec_of
+from ._tracing import traceparent, tracing
 from ._world import WorldCore
 from .errors import (
     ConfigurationError,
@@ -193,16 +194,18 @@ async def drive(
     deadline: float | None = None,
     lock_held: bool = False,
     resume_cancelled: bool = False,
+    traceparent: str | None = None,
 ) -> Any:
     """Take the run's lock, check the log against the caller, and execute or replay.
 
     A runtime passes ``guard`` (cancellation, deadlines, stops), ``deadline``
     (seconds, recorded as an absolute time when the run starts), ``lock_held``
-    (it took the run's lock itself) and ``resume_cancelled`` (continue a
-    cancelled run).
+    (it took the run's lock itself), ``resume_cancelled`` (continue a
+    cancelled run) and ``traceparent`` (the trace of the code that started
+    the run, which a new run's span continues).
     """
     value, data, input_hash = validate_input(spec, input, run_id)
-    how = _How(resume, retry_failed, accept_drift, guard, deadline, resume_cancelled)
+    how = _How(resume, retry_failed, accept_drift, guard, deadline, resume_cancelled, traceparent)
     if lock_held:
         return await _drive_held(spec, value, data, input_hash, world, run_id, models, parent, how)
     async with hold(world.locks, f"run:{run_id}"):
@@ -216,6 +219,7 @@ class _How(NamedTuple):
     guard: Guard | None
     deadline: float | None
     resume_cancelled: bool
+    traceparent: str | None
 
 
 async def _drive_held(
@@ -233,6 +237,37 @@ async def _drive_held(
     rec = recover_log(world.log, run_id)
     run = RunContext(world, run_id, token, rec, models)
     run.accept_drift = how.accept_drift
+    tracer = run.tracer = tracing()
+    if tracer is None:
+        return await _drive_run(run, spec, value, data, input_hash, parent, how)
+    started = rec.started
+    traced = tracer.start_run(
+        spec.name,
+        run_id,
+        resumed=started is not None,
+        recorded_calls=len(rec.steps_completed) + len(rec.receipts),
+        link_to=None if started is None else started.get("traceparent"),
+        parent=how.traceparent if started is None else None,
+    )
+    try:
+        out = await _drive_run(run, spec, value, data, input_hash, parent, how)
+    except BaseException as exc:
+        traced.end(exc)
+        raise
+    traced.end()
+    return out
+
+
+async def _drive_run(
+    run: RunContext,
+    spec: Spec,
+    value: Any,
+    data: Any,
+    input_hash: str,
+    parent: tuple[str, str] | None,
+    how: _How,
+) -> Any:
+    rec, run_id, world = run.recorded, run.run_id, run.world
     if rec.started is None:
         if how.resume is not _UNSET:
             raise ConfigurationError(
@@ -290,6 +325,7 @@ def _start(
         LOG_FORMAT_VERSION,
         parent=parent,
         deadline_at=deadline_at,
+        traceparent=None if run.tracer is None else traceparent(),
     )
     run.emit("run.started", started)
     run.flush(created=(spec.name, parent[0] if parent else None))

@@ -47,14 +47,16 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 4
+LOG_FORMAT_VERSION = 5
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
 ``attempt``, ``input_hash`` and ``pos`` has no ``step.started`` before it.
 Format 3 added ``fanout.started``, the branch keys of a ``parallel`` call.
 Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
-``run.started``. This SDK reads formats 1 to 4.
+``run.started``. Format 5 added the ``traceparent`` of ``run.started`` (the W3C
+trace context its first drive ran in, which later drives link to). This SDK
+reads formats 1 to 5.
 """
 
 
@@ -84,6 +86,8 @@ class RunStarted(_Event):
     fork_of: str | None = None
     fork_seq: int | None = None
     deadline_at: float | None = None
+    traceparent: str | None = None
+    """The W3C trace context of the run's first drive, when tracing was on."""
 
 
 class StepStarted(_Event):

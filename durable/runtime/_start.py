@@ -12,6 +12,7 @@ from typing import Any
 
 from .._runner import _workflow_spec, new_run_id, validate_input
 from .._spec import Spec
+from .._tracing import traceparent
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
@@ -124,6 +125,7 @@ def start_workflow(
         host=None if qname is not None else HOST,
         created_at=world.clock(),
         claimed_at=None if qname is not None else world.clock(),
+        traceparent=traceparent(),
     )
     KNOWN[spec.name] = spec
     got = ctl.submit(rec)

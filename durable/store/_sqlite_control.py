@@ -19,7 +19,8 @@ from typing import Any
 from ..errors import LogCorruptedError, LogFormatError, LogUnavailableError
 from ._control import ControlRecord, QueueLimits, _partition_free, _room
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version 2 added ``traceparent``."""
 
 _FIELDS = [f.name for f in dataclasses.fields(ControlRecord)]
 _COLUMNS = ", ".join(_FIELDS)
@@ -43,7 +44,8 @@ CREATE TABLE IF NOT EXISTS control (
     claimed_at REAL,
     cancel_reason TEXT,
     resume TEXT,
-    seq INTEGER NOT NULL DEFAULT 0
+    seq INTEGER NOT NULL DEFAULT 0,
+    traceparent TEXT
 );
 CREATE INDEX IF NOT EXISTS control_waiting ON control (queue, state, priority, seq);
 CREATE INDEX IF NOT EXISTS control_dedup ON control (queue, dedup_id, state);
@@ -113,6 +115,8 @@ class SqliteControl:
                 f"{str(self.path)!r} has control schema version {version}, written by a newer "
                 f"durable; this one reads version {SCHEMA_VERSION}. Upgrade little-workflow."
             )
+        if version == 1:  # a store of an SDK before tracing: its records had no trace context
+            db.execute("ALTER TABLE control ADD COLUMN traceparent TEXT")
         if version < SCHEMA_VERSION:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
