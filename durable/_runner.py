@@ -15,6 +15,7 @@ from . import _encode as ev
 from ._artifacts import check_artifacts
 from ._context import CURRENT, Guard, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
+from ._logging import ERROR, INFO, note
 from ._manifest import (
     drift_error,
     manifest_cache,
@@ -276,10 +277,23 @@ async def _drive_run(
             )
         deadline_at = None if how.deadline is None else world.clock() + how.deadline
         _start(run, spec, data, input_hash, parent, deadline_at)
+        note(INFO, run_id, None, "run %s started (workflow %r)", run_id, spec.name, workflow=spec.name)
     else:
         finished = _check_resume(run, spec, data, input_hash, how)
         if finished is not _UNSET:
             return finished
+        calls = len(rec.steps_completed) + len(rec.receipts)
+        note(
+            INFO,
+            run_id,
+            None,
+            "run %s resumed (workflow %r): %d recorded calls replay",
+            run_id,
+            spec.name,
+            calls,
+            workflow=spec.name,
+            recorded_calls=calls,
+        )
     run.guard = how.guard
     return await _execute(run, spec, value)
 
@@ -421,11 +435,13 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     except RunInterrupted as exc:
         run.emit("run.interrupted", ev.run_interrupted(exc.path, exc.value))
         run.flush(status="interrupted")
+        note(INFO, run.run_id, exc.path, "run %s is waiting at %r for an answer", run.run_id, exc.path)
         raise
     except RunCancelled as exc:
         with contextlib.suppress(BaseException):
             run.emit("run.cancelled", ev.run_cancelled(exc.reason))
             run.flush(status="cancelled")
+        note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
         _close_failed(run, exc)
@@ -434,6 +450,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         CURRENT.reset(token)
     run.emit("run.completed", ev.run_completed(data, value_hash(data)))
     run.flush(status="completed")
+    note(INFO, run.run_id, None, "run %s completed", run.run_id)
     return out
 
 
@@ -441,7 +458,28 @@ def _close_failed(run: RunContext, exc: BaseException) -> None:
     """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
     with contextlib.suppress(BaseException):
         if recordable(exc) and not isinstance(exc, SerializationError):
-            run.emit("run.failed", ev.run_failed(error_data(exc), getattr(exc, "path", None)))
+            path = getattr(exc, "path", None)
+            run.emit("run.failed", ev.run_failed(error_data(exc), path))
             run.flush(status="failed")
+            note(
+                ERROR,
+                run.run_id,
+                path,
+                "run %s failed: %s: %s",
+                run.run_id,
+                type(exc).__name__,
+                str(exc).splitlines()[0] if str(exc) else "",
+                error_type=type(exc).__name__,
+            )
         else:
             run.flush()
+            note(
+                INFO,
+                run.run_id,
+                getattr(exc, "path", None),
+                "run %s stopped: %s: %s",
+                run.run_id,
+                type(exc).__name__,
+                str(exc).splitlines()[0] if str(exc) else "",
+                error_type=type(exc).__name__,
+            )

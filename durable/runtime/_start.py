@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from .._logging import INFO, note
 from .._runner import _workflow_spec, new_run_id, validate_input
 from .._spec import Spec
 from .._tracing import traceparent
@@ -258,6 +259,17 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
             world.locks.release(lock)
             raise
         driver.spawn(spec, rec, lock)
+        note(
+            INFO,
+            rid,
+            None,
+            "%s recovered run %s (workflow %r): its driver is gone",
+            driver.owner,
+            rid,
+            wf_name,
+            logger=log,
+            worker=driver.owner,
+        )
         out.append(RunHandle(rid, world, spec))
     return out
 
