@@ -17,6 +17,10 @@ What is logged (levels in brackets):
 - a wait of more than a second for a run's lock [WARNING], and how long it
   took once taken [INFO];
 - workers (``durable.runtime``): each run claimed, each run recovered [INFO].
+
+The ``durable`` logger has a ``NullHandler``, as a library's should: without
+logging configured by the application nothing is printed (``little worker``
+and ``little ui`` configure it to print INFO and above to stderr).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import logging
 from typing import Any
 
 LOG = logging.getLogger("durable")
+LOG.addHandler(logging.NullHandler())  # a library logs; the application decides where records go
 
 INFO = logging.INFO
 WARNING = logging.WARNING

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 from .. import __version__
 from .._open_world import local_world
 from ..errors import DurableError
-from . import _history, _runs, _runtime  # noqa: F401  (importing them registers their commands)
+from . import _history, _runs, _runtime, _ui  # noqa: F401  (importing them registers their commands)
 from ._registry import COMMANDS, HUMAN, CliError
 
 # -- output -------------------------------------------------------------------
@@ -53,6 +53,7 @@ _ORDER = [
     "worker",
     "cancel",
     "resume",
+    "ui",
 ]
 """The order commands are listed in (reading first, then time travel and maintenance)."""
 
