@@ -8,9 +8,11 @@ exits with status 1; never a traceback.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -123,6 +125,8 @@ def _run(argv: Sequence[str] | None) -> int:
         print(f"little: {exc}", file=sys.stderr)
         return 1
     try:
+        if getattr(a, "watch", False):
+            return _watch(world, a)
         data = COMMANDS[a.command][2](world, a)
     except (DurableError, CliError) as exc:
         print(f"little: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -132,3 +136,30 @@ def _run(argv: Sequence[str] | None) -> int:
     if data is not None:
         print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, data))
     return int(getattr(a, "exit_status", 0))
+
+
+def _watch(world: Any, a: argparse.Namespace, sleep: Any = time.sleep, clock: Any = time.monotonic) -> int:
+    """Print the command's output again whenever it changes (``--watch``).
+
+    Stops at Ctrl-C, after ``--timeout`` seconds, or, for ``replay``, once the
+    run no longer runs. ``--json`` prints one compact object a line.
+    """
+    if a.interval <= 0 or a.timeout < 0:
+        raise CliError("--interval must be above 0 and --timeout at least 0")
+    deadline = clock() + a.timeout
+    last = None
+    try:
+        while True:
+            data = COMMANDS[a.command][2](world, a)
+            text = json.dumps(data, default=str) if a.json else _human(a.command, data)
+            if text != last:
+                if last is not None and not a.json:
+                    print(f"-- {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}")
+                print(text, flush=True)
+                last = text
+            finished = isinstance(data, dict) and data.get("status") not in (None, "running")
+            if finished or clock() >= deadline:
+                return 0
+            sleep(a.interval)
+    except KeyboardInterrupt:  # Ctrl-C is how people stop watching
+        return 0
