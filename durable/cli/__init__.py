@@ -2,7 +2,11 @@
 
 Every command takes ``--data-dir`` (default ``.little-workflow``) and
 ``--json``. A bad argument or an unknown run id prints one line to stderr and
-exits with status 1; never a traceback.
+exits with status 1; never a traceback. The command line is Click (built from
+the registry in ``_registry`` by ``_click``); tables are Rich tables with
+coloured statuses on a terminal that takes colour, plain text when piped.
+A new command is one module that registers with ``@command`` and is imported
+below.
 """
 
 from __future__ import annotations
@@ -15,9 +19,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from .. import __version__
 from .._open_world import local_world
 from ..errors import DurableError
 from . import _history, _runs, _runtime, _ui  # noqa: F401  (importing them registers their commands)
@@ -42,48 +45,11 @@ def _human(name: str, data: Any) -> str:
     return json.dumps(data, indent=2)
 
 
-_ORDER = [
-    "runs",
-    "events",
-    "replay",
-    "checkpoints",
-    "restore",
-    "fork",
-    "compact",
-    "gc",
-    "verify",
-    "worker",
-    "cancel",
-    "resume",
-    "ui",
-]
-"""The order commands are listed in (reading first, then time travel and maintenance)."""
+def build_group(on_command: Any = None) -> Any:
+    """The ``little`` Click group with every registered command (for ``--help`` and the docs)."""
+    from ._click import build_group as build
 
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line (exit status 2, reported as 1)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``little`` argument parser with every registered command."""
-    parser = _Parser(prog="little", description="Inspect and maintain durable runs.")
-    parser.add_argument("--version", action="version", version=f"little {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    order = {name: i for i, name in enumerate(_ORDER)}
-    for name in sorted(COMMANDS, key=lambda n: (order.get(n, len(order)), n)):
-        help_, add_args, _ = COMMANDS[name]
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument(
-            "--data-dir",
-            default=".little-workflow",
-            help="the data directory (default .little-workflow)",
-        )
-        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-        add_args(p)
-    return parser
+    return build(on_command or (lambda name, a: None))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -103,15 +69,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace | None, int]:
+    """The parsed command, or ``None`` and the exit status (help, version, a usage error)."""
+    import click
+
+    parsed: list[argparse.Namespace] = []
+    group = build_group(lambda name, a: parsed.append(a))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        click.echo(group.get_help(click.Context(group, info_name="little")))
+        return None, 1
     try:
-        a = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed its one-line usage error
-        return int(exc.code or 0) and 1
-    if a.command is None:
-        parser.print_help()
-        return 1
+        status = group.main(args, prog_name="little", standalone_mode=False)
+    except click.UsageError as exc:
+        where = (
+            f"little {exc.ctx.info_name}" if exc.ctx is not None and exc.ctx.parent is not None else "little"
+        )
+        print(f"{where}: {exc.format_message()} (see {where} --help)", file=sys.stderr)
+        return None, 1
+    except click.ClickException as exc:
+        print(f"little: {exc.format_message()}", file=sys.stderr)
+        return None, 1
+    except click.Abort:
+        return None, 1
+    if not parsed:
+        return None, int(status or 0)
+    return parsed[0], 0
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    a, status = _parse(argv)
+    if a is None:
+        return status
     data_dir = Path(a.data_dir)
     if a.command != "worker" and not (data_dir / "events.db").exists():
         print(
