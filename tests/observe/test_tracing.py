@@ -160,3 +160,24 @@ async def test_without_a_tracer_provider_nothing_is_traced_or_recorded(worlds: W
     with pytest.raises(durable.RunInterrupted):
         await durable.run_workflow(pipeline, 1, world=world, run_id="dark")
     assert world.events("dark")[0].traceparent is None  # type: ignore[union-attr]
+
+
+def test_the_opcode_benchmark_counts_executed_and_replayed_steps() -> None:
+    """benchmarks/opcodes.py prints a positive per-step count for both modes."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for mode in ("write", "replay"):
+        out = subprocess.run(
+            [sys.executable, "benchmarks/opcodes.py", mode],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env={"PYTHONHASHSEED": "0", "PATH": "/usr/bin:/bin"},
+            timeout=120,
+            check=True,
+        ).stdout
+        assert out.startswith(f"{mode} per_step_opcodes=")
+        assert float(out.split("=")[1]) > 100

@@ -101,3 +101,69 @@ def test_an_enqueued_run_is_waiting_in_the_list_and_counted_on_its_queue(world: 
     assert "<td>slow</td><td>enqueued: 1</td>" in runtime.text
     page = client.get(run_href("queued-1"))
     assert page.status_code == 200 and 'data-status="waiting"' in page.text
+
+
+def test_fork_with_the_token_starts_a_new_run_from_the_checkpoint(world: durable.World) -> None:
+    """A confirmed fork creates a run that records its parent and checkpoint, and the page goes there."""
+    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    seq = world.events("a<b>")[1].seq  # the step's commit
+    got = client.post(
+        "/action/fork", data={"id": "a<b>", "checkpoint": str(seq), "token": "s3cret"}, follow_redirects=False
+    )
+    assert got.status_code == 303
+    new_id = got.headers["location"].split("/runs/", 1)[1].split("?", 1)[0]
+    forked = [i for i in world.runs() if i.run_id not in ("a<b>",)]
+    assert [i.run_id for i in forked] == [new_id]
+    started = world.events(new_id)[0]
+    assert started.fork_of == "a<b>" and started.fork_seq == seq  # type: ignore[union-attr]
+
+
+def test_resume_with_the_token_reopens_a_failed_run(tmp_path: Path) -> None:
+    """A confirmed resume of a failed run asks the runtime to retry it (its control record says so)."""
+    from durable.runtime._driver import control_of
+
+    w = durable.local_world(tmp_path / "data")
+
+    async def seed() -> None:
+        with contextlib.suppress(ValueError):
+            await durable.run_workflow(app.failing, 1, world=w, run_id="broke")
+
+    asyncio.run(seed())
+    client = testclient.TestClient(create_app(Inspector(w, "s3cret", {})))
+    got = client.post("/action/resume", data={"id": "broke", "token": "s3cret"}, follow_redirects=False)
+    assert got.status_code == 303 and "resume+requested" in got.headers["location"]
+    rec = control_of(w).get("broke")
+    assert rec is not None and rec.resume == "failed"
+    w.close()
+
+
+def test_answer_without_a_known_workflow_is_recorded_and_left_to_a_worker(world: durable.World) -> None:
+    """The answer is written after the interrupt and the run becomes running, waiting for a worker."""
+    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    got = client.post(
+        "/action/answer",
+        data={"id": "a<b>", "path": "interrupt#1", "answer": '"yes"', "token": "s3cret"},
+        follow_redirects=False,
+    )
+    assert got.status_code == 303 and "little+worker" in got.headers["location"]
+    last = world.events("a<b>")[-1]
+    assert last.type == "interrupt.resumed" and last.value == "yes"  # type: ignore[union-attr]
+    info = world.log.info("a<b>")
+    assert info is not None and info.status == "running"
+    again = client.post(
+        "/action/answer",
+        data={"id": "a<b>", "path": "interrupt#1", "answer": '"no"', "token": "s3cret"},
+        follow_redirects=False,
+    )
+    assert again.status_code == 409  # it waits no more
+
+
+def test_a_bad_answer_is_refused_with_what_to_write(world: durable.World) -> None:
+    """An answer that is not JSON is refused (409) and nothing is written."""
+    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    before = len(world.events("a<b>"))
+    got = client.post(
+        "/action/answer", data={"id": "a<b>", "path": "interrupt#1", "answer": "yes", "token": "s3cret"}
+    )
+    assert got.status_code == 409 and "not valid JSON" in got.text
+    assert len(world.events("a<b>")) == before
