@@ -6,7 +6,9 @@ address (``?token=...``). Opening that address once sets it as a cookie
 their links. Every action is a POST that must carry the token in its form
 (the confirmation page puts it there only for a browser that holds the
 cookie): a page opened without the token can read on loopback, never act.
-Bound beyond loopback, reading needs the token too.
+Bound beyond loopback, reading needs the token too. On loopback, a request
+whose Host header is not a loopback name is refused, so a web page whose
+domain is rebound to 127.0.0.1 cannot read runs either.
 """
 
 from __future__ import annotations
@@ -58,6 +60,13 @@ class Inspector:
         return hmac.compare_digest(given.encode(), self.token.encode())
 
 
+def _loopback_host(request: Request) -> bool:
+    """Whether the request names this machine in its Host header (not a rebound domain name)."""
+    host = request.headers.get("host", "")
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]", 1)[0] + "]"
+    return name in ("127.0.0.1", "localhost", "[::1]") or name.startswith("127.")
+
+
 def _refused(text: str, status: int = 403) -> HTMLResponse:
     return HTMLResponse(_pages.message_page("refused", text), status_code=status)
 
@@ -70,6 +79,9 @@ def create_app(inspector: Inspector) -> Starlette:
         handler: Callable[[Request], Awaitable[Response]],
     ) -> Callable[[Request], Awaitable[Response]]:
         async def wrapped(request: Request) -> Response:
+            if not inspector.private and not _loopback_host(request):
+                # A page of another site that rebinds its name to 127.0.0.1 must not read runs.
+                return _refused("This inspector answers only to 127.0.0.1, localhost or [::1].", 403)
             given = request.query_params.get("token")
             if given is not None and hmac.compare_digest(given.encode(), inspector.token.encode()):
                 # The printed address: keep the token as a cookie and drop it from the address bar.

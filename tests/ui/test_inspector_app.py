@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,11 @@ from durable.ui._pages import e, run_href
 from tests.ui import app
 
 testclient = pytest.importorskip("starlette.testclient")
+
+
+def client_of(app_: Any) -> Any:
+    """A test client that names the server as a browser on this machine does."""
+    return testclient.TestClient(app_, base_url="http://127.0.0.1:8787")
 
 
 @pytest.fixture
@@ -38,7 +44,7 @@ def test_loopback_addresses_are_told_apart() -> None:
 
 def test_beyond_loopback_reading_needs_the_token(world: durable.World) -> None:
     """A private inspector answers 401 without the token, and serves the page once it is given."""
-    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {}, private=True)))
+    client = client_of(create_app(Inspector(world, "s3cret", {}, private=True)))
     assert client.get("/").status_code == 401
     assert client.get("/runs/x").status_code == 401
     got = client.get("/?token=s3cret", follow_redirects=False)
@@ -54,7 +60,7 @@ def test_beyond_loopback_reading_needs_the_token(world: durable.World) -> None:
 
 def test_on_loopback_reading_is_open_and_actions_still_need_the_token(world: durable.World) -> None:
     """Loopback pages read without the token; a POST without it, or with a wrong one, is refused."""
-    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    client = client_of(create_app(Inspector(world, "s3cret", {})))
     page = client.get(run_href("a<b>"))
     assert page.status_code == 200
     assert "a&lt;b&gt;" in page.text and "<b>" not in page.text.split("<main>", 1)[1].split("</h1>")[0]
@@ -93,7 +99,7 @@ def test_the_timeline_marks_calls_before_a_resume_as_replayed() -> None:
 def test_an_enqueued_run_is_waiting_in_the_list_and_counted_on_its_queue(world: durable.World) -> None:
     """A queued run nobody claimed yet shows as waiting, and the queues page counts it."""
     durable.start_workflow(app.ticking, 1, world=world, run_id="queued-1", queue=durable.Queue("slow"))
-    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    client = client_of(create_app(Inspector(world, "s3cret", {})))
     listing = client.get("/", params={"status": "waiting"})
     assert 'data-run-id="queued-1"' in listing.text and 'data-status="waiting"' in listing.text
     assert 'data-run-id="a&lt;b&gt;"' not in listing.text  # filtered out: it is interrupted
@@ -105,7 +111,7 @@ def test_an_enqueued_run_is_waiting_in_the_list_and_counted_on_its_queue(world: 
 
 def test_fork_with_the_token_starts_a_new_run_from_the_checkpoint(world: durable.World) -> None:
     """A confirmed fork creates a run that records its parent and checkpoint, and the page goes there."""
-    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    client = client_of(create_app(Inspector(world, "s3cret", {})))
     seq = world.events("a<b>")[1].seq  # the step's commit
     got = client.post(
         "/action/fork", data={"id": "a<b>", "checkpoint": str(seq), "token": "s3cret"}, follow_redirects=False
@@ -129,7 +135,7 @@ def test_resume_with_the_token_reopens_a_failed_run(tmp_path: Path) -> None:
             await durable.run_workflow(app.failing, 1, world=w, run_id="broke")
 
     asyncio.run(seed())
-    client = testclient.TestClient(create_app(Inspector(w, "s3cret", {})))
+    client = client_of(create_app(Inspector(w, "s3cret", {})))
     got = client.post("/action/resume", data={"id": "broke", "token": "s3cret"}, follow_redirects=False)
     assert got.status_code == 303 and "resume+requested" in got.headers["location"]
     rec = control_of(w).get("broke")
@@ -139,7 +145,7 @@ def test_resume_with_the_token_reopens_a_failed_run(tmp_path: Path) -> None:
 
 def test_answer_without_a_known_workflow_is_recorded_and_left_to_a_worker(world: durable.World) -> None:
     """The answer is written after the interrupt and the run becomes running, waiting for a worker."""
-    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    client = client_of(create_app(Inspector(world, "s3cret", {})))
     got = client.post(
         "/action/answer",
         data={"id": "a<b>", "path": "interrupt#1", "answer": '"yes"', "token": "s3cret"},
@@ -160,10 +166,23 @@ def test_answer_without_a_known_workflow_is_recorded_and_left_to_a_worker(world:
 
 def test_a_bad_answer_is_refused_with_what_to_write(world: durable.World) -> None:
     """An answer that is not JSON is refused (409) and nothing is written."""
-    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})))
+    client = client_of(create_app(Inspector(world, "s3cret", {})))
     before = len(world.events("a<b>"))
     got = client.post(
         "/action/answer", data={"id": "a<b>", "path": "interrupt#1", "answer": "yes", "token": "s3cret"}
     )
     assert got.status_code == 409 and "not valid JSON" in got.text
     assert len(world.events("a<b>")) == before
+
+
+def test_on_loopback_a_rebound_host_name_is_refused(world: durable.World) -> None:
+    """A request whose Host is not a loopback name (DNS rebinding) is refused; loopback names are served."""
+    client = testclient.TestClient(create_app(Inspector(world, "s3cret", {})), base_url="http://evil.example")
+    assert client.get("/").status_code == 403
+    for base in ("http://localhost:8787", "http://127.0.0.1:8787", "http://[::1]:8787"):
+        assert (
+            testclient.TestClient(create_app(Inspector(world, "s3cret", {})), base_url=base)
+            .get("/")
+            .status_code
+            == 200
+        )
