@@ -181,3 +181,32 @@ def test_the_opcode_benchmark_counts_executed_and_replayed_steps() -> None:
         ).stdout
         assert out.startswith(f"{mode} per_step_opcodes=")
         assert float(out.split("=")[1]) > 100
+
+
+def test_without_opentelemetry_installed_runs_work_and_record_no_trace(tmp_path: Any) -> None:
+    """With the opentelemetry package unimportable, a run completes and its run.started has no traceparent."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None  # as if the otel extra were not installed\n"
+        "import asyncio, durable\n"
+        "from durable import _tracing\n"
+        "assert _tracing._trace is None and _tracing.tracing() is None and _tracing.traceparent() is None\n"
+        "@durable.step\n"
+        "async def one(x: int) -> int:\n"
+        "    return x + 1\n"
+        "@durable.workflow\n"
+        "async def wf(x: int) -> int:\n"
+        "    return await one(x)\n"
+        f"w = durable.local_world({str(tmp_path / 'data')!r})\n"
+        "assert asyncio.run(durable.run_workflow(wf, 1, world=w, run_id='r')) == 2\n"
+        "print(w.events('r')[0].traceparent)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120, check=True
+    ).stdout
+    assert out.strip() == "None"
