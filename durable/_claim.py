@@ -20,8 +20,20 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from ._decide import EXECUTE, REPLAY, RERUN, Action, Call, check_position, decide_effect, decide_step
-from .errors import NondeterminismError
+from ._decide import (
+    EXECUTE,
+    RECONCILE,
+    REDRIVE,
+    REPLAY,
+    RERUN,
+    Action,
+    Call,
+    check_position,
+    decide_effect,
+    decide_step,
+)
+from ._logging import ERROR, WARNING, note
+from .errors import NondeterminismError, UnknownCommitError
 
 if TYPE_CHECKING:
     from ._context import RunContext, Scope
@@ -103,15 +115,30 @@ class Claim:
         key = attempted.key
         intent = rec.intents.get(key)
         receipt = rec.receipts.get(key)
-        action = decide_effect(
-            run.run_id,
-            attempted,
-            input_data,
-            intent,
-            receipt,
-            redrivable=redrivable,
-            reconcilable=reconcilable,
-        )
+        try:
+            action = decide_effect(
+                run.run_id,
+                attempted,
+                input_data,
+                intent,
+                receipt,
+                redrivable=redrivable,
+                reconcilable=reconcilable,
+            )
+        except UnknownCommitError as exc:
+            note(ERROR, run.run_id, key, "run %s: unknown commit at %s: %s", run.run_id, key, exc.args[0])
+            raise
+        if action is REDRIVE or action is RECONCILE:
+            note(
+                WARNING,
+                run.run_id,
+                key,
+                "run %s: %s has an intent but no receipt (its driver stopped mid-call); %s",
+                run.run_id,
+                key,
+                "calling it again" if action is REDRIVE else "asking its reconcile= function",
+                action=str(action.value),
+            )
         if action is RERUN:
             rec.forget(key)
             action = EXECUTE

@@ -26,6 +26,7 @@ from .errors import ConfigurationError, DriftChange
 from .store._protocol import Append, EventLog, Row
 
 if TYPE_CHECKING:
+    from ._tracing import Tracing
     from ._world import WorldCore
 
 CURRENT: ContextVar[Scope | None] = ContextVar("durable_scope", default=None)
@@ -77,6 +78,7 @@ class RunContext:
         "sleep",
         "state_version",
         "token",
+        "tracer",
         "world",
     )
 
@@ -106,6 +108,7 @@ class RunContext:
         self.broken: BaseException | None = None
         self.accept_drift: frozenset[str] = frozenset()
         self.guard: Guard | None = None
+        self.tracer: Tracing | None = None  # set by the runner when tracing is on
 
     async def pause(self, seconds: float) -> None:
         """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising."""

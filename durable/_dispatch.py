@@ -15,7 +15,7 @@ from ._child_runs import child_of_effect
 from ._claim import REPLAYED
 from ._context import CURRENT
 from ._decide import EXECUTE
-from ._effects import EffectCall, confirm, effect_async, effect_begin, effect_sync, in_effect_body
+from ._effects import EffectCall, confirm, effect_async, effect_begin, effect_sync, in_effect_body, start_span
 from ._keys import child_run_id
 from ._outbox_call import outbox_effect
 from ._retry_loop import effect_with_retry, step_with_retry
@@ -48,15 +48,25 @@ async def _drive_child(call: EffectCall, spec: Spec, args: tuple[Any, ...], kwar
     if call.action is EXECUTE:
         await run.flush_async()  # the intent (with the child's run id) is durable first
     value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
-    return await drive(
-        spec,
-        value,
-        run.world,
-        run_id=child_run_id(run.run_id, call.key),
-        models=run.models,
-        parent=(run.run_id, call.key),
-        guard=None if run.guard is None else run.guard.child(run),
-    )
+    traced = None if run.tracer is None else start_span(call, 1)
+    try:
+        out = await drive(
+            spec,
+            value,
+            run.world,
+            run_id=child_run_id(run.run_id, call.key),
+            models=run.models,
+            parent=(run.run_id, call.key),
+            guard=None if run.guard is None else run.guard.child(run),
+        )
+    except BaseException as exc:
+        if traced is not None:
+            traced.end(exc)
+        raise
+    if traced is not None:
+        traced.span.set_attribute("durable.child_run_id", child_run_id(run.run_id, call.key))
+        traced.end()
+    return out
 
 
 def _sync_child(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

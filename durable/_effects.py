@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _encode as ev
 from ._claim import REPLAYED, Claim
@@ -23,6 +23,9 @@ from ._keys import effect_key, idempotency_key
 from ._serde import stored_bytes, to_json
 from ._spec import Spec
 from .errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ._tracing import Traced
 
 
 class _NeverHappened:
@@ -121,26 +124,53 @@ def receipt_error(call: EffectCall, exc: BaseException) -> bool:
 
 
 async def effect_attempt(
-    call: EffectCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    call: EffectCall,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    attempt: int = 1,
 ) -> Any:
     """One attempt of an effect: ask ``reconcile=`` or make the intent durable, then call.
 
     Returns the effect's result (or the reconciled one); the caller writes the receipt.
     """
     run = call.run
-    if call.action is RECONCILE:
-        answer = call.spec.reconcile(call.idempotency_key, call.input)  # type: ignore[misc]
-        if inspect.isawaitable(answer):
-            answer = await answer
-        if answer is not NEVER_HAPPENED:
-            return answer
-    elif call.action is EXECUTE:
-        await run.flush_async()  # the intent is durable before anything leaves
-    token = EFFECT_KEY.set(call.idempotency_key)
+    traced = None if run.tracer is None else start_span(call, attempt)
     try:
-        return await fn(*args, **kwargs)
-    finally:
-        EFFECT_KEY.reset(token)
+        if call.action is RECONCILE:
+            answer = call.spec.reconcile(call.idempotency_key, call.input)  # type: ignore[misc]
+            if inspect.isawaitable(answer):
+                answer = await answer
+            if answer is not NEVER_HAPPENED:
+                if traced is not None:
+                    traced.span.set_attribute("durable.reconciled", True)
+                    traced.end()
+                return answer
+        elif call.action is EXECUTE:
+            await run.flush_async()  # the intent is durable before anything leaves
+        token = EFFECT_KEY.set(call.idempotency_key)
+        try:
+            out = await fn(*args, **kwargs)
+        finally:
+            EFFECT_KEY.reset(token)
+    except BaseException as exc:
+        if traced is not None:
+            traced.end(exc)
+        raise
+    if traced is not None:
+        traced.end()
+    return out
+
+
+def start_span(call: EffectCall, attempt: int, *, current: bool = True) -> Traced:
+    """Start the span of one attempt of an effect (tracing is on)."""
+    run = call.run
+    spec = call.spec
+    assert run.tracer is not None
+    traced = run.tracer.start(spec.name, run.run_id, call.key, attempt, spec.kind, current=current)
+    if call.action is not EXECUTE:  # the log held an intent without a receipt
+        traced.span.set_attribute("durable.redriven", True)
+    return traced
 
 
 async def effect_async(
@@ -198,12 +228,15 @@ def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwarg
         if call is REPLAYED:
             return replayed
         run = call.run
+        traced = None if run.tracer is None else start_span(call, 1)
         try:
             if call.action is RECONCILE:
                 answer = spec.reconcile(call.idempotency_key, call.input)  # type: ignore[misc]
                 if answer is not NEVER_HAPPENED:
                     receipt_ok(call, answer)
                     run.flush()
+                    if traced is not None:
+                        traced.end()
                     return answer
             elif call.action is EXECUTE:
                 run.flush()
@@ -214,9 +247,13 @@ def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwarg
                 EFFECT_KEY.reset(token)
             receipt_ok(call, result)
         except BaseException as exc:
+            if traced is not None:
+                traced.end(exc)
             if receipt_error(call, exc):
                 run.flush()
             raise
+        if traced is not None:
+            traced.end()
         run.flush()
         return result
 

@@ -48,8 +48,9 @@ def run_started(
     parent: tuple[str, str] | None = None,
     fork: tuple[str, int] | None = None,
     deadline_at: float | None = None,
+    traceparent: str | None = None,
 ) -> Json:
-    """``run.started``: everything a resume must match (and the run's deadline, when it has one)."""
+    """``run.started``: everything a resume must match (and its deadline and trace, when it has them)."""
     data: Json = {
         "workflow": workflow,
         "input": input,
@@ -66,6 +67,8 @@ def run_started(
         data["fork_of"], data["fork_seq"] = fork
     if deadline_at is not None:
         data["deadline_at"] = deadline_at
+    if traceparent is not None:
+        data["traceparent"] = traceparent
     return data
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from . import _encode as ev
+from ._context import RunContext
 from ._recorded import Recorded
 from ._rows import WholeLogNeeded
 from ._snapshots import encode_state
@@ -245,3 +246,21 @@ def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False
             world.locks.release(handle)
         deleted.append(info.run_id)
     return deleted
+
+
+def record_cancelled(world: WorldCore, run_id: str, reason: str) -> bool:
+    """Append ``run.cancelled`` to a run nobody drives; the caller holds the run's lock.
+
+    Used for a run that waits at an interrupt or whose driver died: no driver
+    will see the request, so the canceller closes the run itself, under the
+    run's lock and a fresh fencing token like any driver. Returns whether it
+    wrote (``False`` when the run has finished or does not exist).
+    """
+    token = world.log.fence(run_id)
+    rec = recover_log(world.log, run_id)
+    if rec.started is None or (rec.terminal is not None and rec.terminal[0] != "run.interrupted"):
+        return False
+    run = RunContext(world, run_id, token, rec, {})
+    run.emit("run.cancelled", ev.run_cancelled(reason))
+    run.flush(status="cancelled")
+    return True

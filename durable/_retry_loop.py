@@ -23,6 +23,7 @@ from ._context import CURRENT, RunContext
 from ._decide import EXECUTE
 from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok, settle
 from ._failures import error_data, error_type, recordable
+from ._logging import ERROR, WARNING, note
 from ._recorded import Recorded
 from ._retry_policy import Decision, RetryPolicy, decide
 from ._spec import Spec
@@ -78,9 +79,39 @@ class _Attempts:
             ),
         )
         if decision.retry:
+            note(
+                WARNING,
+                self.run.run_id,
+                self.key,
+                "run %s: %s attempt %d failed (%s); retrying in %.3g s",
+                self.run.run_id,
+                self.key,
+                self.attempt,
+                error_type(exc),
+                decision.backoff,
+                attempt=self.attempt,
+                retry=True,
+                backoff=decision.backoff,
+                error_type=error_type(exc),
+            )
             self.attempt += 1
             self.idle += decision.backoff
             self.wake = wake
+        else:
+            note(
+                ERROR,
+                self.run.run_id,
+                self.key,
+                "run %s: %s attempt %d failed (%s); giving up",
+                self.run.run_id,
+                self.key,
+                self.attempt,
+                error_type(exc),
+                attempt=self.attempt,
+                retry=False,
+                backoff=0.0,
+                error_type=error_type(exc),
+            )
 
 
 def _refresh(run: RunContext) -> None:
@@ -138,7 +169,7 @@ async def effect_with_retry(
         while True:
             await tries.wait_backoff()
             try:
-                result = await effect_attempt(call, fn, args, kwargs)
+                result = await effect_attempt(call, fn, args, kwargs, tries.attempt)
                 receipt_ok(call, result)
             except BaseException as exc:
                 if not recordable(exc):

@@ -15,6 +15,7 @@ from . import _encode as ev
 from ._artifacts import check_artifacts
 from ._context import CURRENT, Guard, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
+from ._logging import ERROR, INFO, note
 from ._manifest import (
     drift_error,
     manifest_cache,
@@ -27,6 +28,7 @@ from ._recovery import recover_log, unsafe_unconfirmed
 from ._serde import ANY, matches, to_json, value_hash
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec, spec_of
+from ._tracing import traceparent, tracing
 from ._world import WorldCore
 from .errors import (
     ConfigurationError,
@@ -193,16 +195,18 @@ async def drive(
     deadline: float | None = None,
     lock_held: bool = False,
     resume_cancelled: bool = False,
+    traceparent: str | None = None,
 ) -> Any:
     """Take the run's lock, check the log against the caller, and execute or replay.
 
     A runtime passes ``guard`` (cancellation, deadlines, stops), ``deadline``
     (seconds, recorded as an absolute time when the run starts), ``lock_held``
-    (it took the run's lock itself) and ``resume_cancelled`` (continue a
-    cancelled run).
+    (it took the run's lock itself), ``resume_cancelled`` (continue a
+    cancelled run) and ``traceparent`` (the trace of the code that started
+    the run, which a new run's span continues).
     """
     value, data, input_hash = validate_input(spec, input, run_id)
-    how = _How(resume, retry_failed, accept_drift, guard, deadline, resume_cancelled)
+    how = _How(resume, retry_failed, accept_drift, guard, deadline, resume_cancelled, traceparent)
     if lock_held:
         return await _drive_held(spec, value, data, input_hash, world, run_id, models, parent, how)
     async with hold(world.locks, f"run:{run_id}"):
@@ -216,6 +220,7 @@ class _How(NamedTuple):
     guard: Guard | None
     deadline: float | None
     resume_cancelled: bool
+    traceparent: str | None
 
 
 async def _drive_held(
@@ -233,6 +238,37 @@ async def _drive_held(
     rec = recover_log(world.log, run_id)
     run = RunContext(world, run_id, token, rec, models)
     run.accept_drift = how.accept_drift
+    tracer = run.tracer = tracing()
+    if tracer is None:
+        return await _drive_run(run, spec, value, data, input_hash, parent, how)
+    started = rec.started
+    traced = tracer.start_run(
+        spec.name,
+        run_id,
+        resumed=started is not None,
+        recorded_calls=len(rec.steps_completed) + len(rec.receipts),
+        link_to=None if started is None else started.get("traceparent"),
+        parent=how.traceparent if started is None else None,
+    )
+    try:
+        out = await _drive_run(run, spec, value, data, input_hash, parent, how)
+    except BaseException as exc:
+        traced.end(exc)
+        raise
+    traced.end()
+    return out
+
+
+async def _drive_run(
+    run: RunContext,
+    spec: Spec,
+    value: Any,
+    data: Any,
+    input_hash: str,
+    parent: tuple[str, str] | None,
+    how: _How,
+) -> Any:
+    rec, run_id, world = run.recorded, run.run_id, run.world
     if rec.started is None:
         if how.resume is not _UNSET:
             raise ConfigurationError(
@@ -241,10 +277,23 @@ async def _drive_held(
             )
         deadline_at = None if how.deadline is None else world.clock() + how.deadline
         _start(run, spec, data, input_hash, parent, deadline_at)
+        note(INFO, run_id, None, "run %s started (workflow %r)", run_id, spec.name, workflow=spec.name)
     else:
         finished = _check_resume(run, spec, data, input_hash, how)
         if finished is not _UNSET:
             return finished
+        calls = len(rec.steps_completed) + len(rec.receipts)
+        note(
+            INFO,
+            run_id,
+            None,
+            "run %s resumed (workflow %r): %d recorded calls replay",
+            run_id,
+            spec.name,
+            calls,
+            workflow=spec.name,
+            recorded_calls=calls,
+        )
     run.guard = how.guard
     return await _execute(run, spec, value)
 
@@ -290,6 +339,7 @@ def _start(
         LOG_FORMAT_VERSION,
         parent=parent,
         deadline_at=deadline_at,
+        traceparent=None if run.tracer is None else traceparent(),
     )
     run.emit("run.started", started)
     run.flush(created=(spec.name, parent[0] if parent else None))
@@ -385,11 +435,13 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     except RunInterrupted as exc:
         run.emit("run.interrupted", ev.run_interrupted(exc.path, exc.value))
         run.flush(status="interrupted")
+        note(INFO, run.run_id, exc.path, "run %s is waiting at %r for an answer", run.run_id, exc.path)
         raise
     except RunCancelled as exc:
         with contextlib.suppress(BaseException):
             run.emit("run.cancelled", ev.run_cancelled(exc.reason))
             run.flush(status="cancelled")
+        note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
         _close_failed(run, exc)
@@ -398,6 +450,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         CURRENT.reset(token)
     run.emit("run.completed", ev.run_completed(data, value_hash(data)))
     run.flush(status="completed")
+    note(INFO, run.run_id, None, "run %s completed", run.run_id)
     return out
 
 
@@ -405,25 +458,28 @@ def _close_failed(run: RunContext, exc: BaseException) -> None:
     """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
     with contextlib.suppress(BaseException):
         if recordable(exc) and not isinstance(exc, SerializationError):
-            run.emit("run.failed", ev.run_failed(error_data(exc), getattr(exc, "path", None)))
+            path = getattr(exc, "path", None)
+            run.emit("run.failed", ev.run_failed(error_data(exc), path))
             run.flush(status="failed")
+            note(
+                ERROR,
+                run.run_id,
+                path,
+                "run %s failed: %s: %s",
+                run.run_id,
+                type(exc).__name__,
+                str(exc).splitlines()[0] if str(exc) else "",
+                error_type=type(exc).__name__,
+            )
         else:
             run.flush()
-
-
-def record_cancelled(world: WorldCore, run_id: str, reason: str) -> bool:
-    """Append ``run.cancelled`` to a run nobody drives; the caller holds the run's lock.
-
-    Used for a run that waits at an interrupt or whose driver died: no driver
-    will see the request, so the canceller closes the run itself, under the
-    run's lock and a fresh fencing token like any driver. Returns whether it
-    wrote (``False`` when the run has finished or does not exist).
-    """
-    token = world.log.fence(run_id)
-    rec = recover_log(world.log, run_id)
-    if rec.started is None or (rec.terminal is not None and rec.terminal[0] != "run.interrupted"):
-        return False
-    run = RunContext(world, run_id, token, rec, {})
-    run.emit("run.cancelled", ev.run_cancelled(reason))
-    run.flush(status="cancelled")
-    return True
+            note(
+                INFO,
+                run.run_id,
+                getattr(exc, "path", None),
+                "run %s stopped: %s: %s",
+                run.run_id,
+                type(exc).__name__,
+                str(exc).splitlines()[0] if str(exc) else "",
+                error_type=type(exc).__name__,
+            )

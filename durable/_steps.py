@@ -114,15 +114,27 @@ async def step_attempt(
     call: StepCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """Run the step's body once in its own scope and buffer its commit; return the output."""
-    token = CURRENT.set(Scope(call.run, call.path))
+    run = call.run
+    traced = (
+        None
+        if run.tracer is None
+        else run.tracer.start(call.spec.name, run.run_id, call.path, call.attempt, "step")
+    )
+    token = CURRENT.set(Scope(run, call.path))
     try:
         timeout = call.spec.timeout
         if timeout is None:
             out = await fn(*args, **kwargs)
         else:
             out = await _bounded(call, fn(*args, **kwargs), timeout)
+    except BaseException as exc:
+        if traced is not None:
+            traced.end(exc)
+        raise
     finally:
         CURRENT.reset(token)
+    if traced is not None:
+        traced.end()
     step_commit(call, out)
     return out
 
@@ -168,12 +180,20 @@ def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs:
         call, replayed = step_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
-        token = CURRENT.set(Scope(call.run, call.path))
+        run = call.run
+        traced = None if run.tracer is None else run.tracer.start(spec.name, run.run_id, call.path, 1, "step")
+        token = CURRENT.set(Scope(run, call.path))
         try:
             try:
                 out = fn(*args, **kwargs)
+            except BaseException as exc:
+                if traced is not None:
+                    traced.end(exc)
+                raise
             finally:
                 CURRENT.reset(token)
+            if traced is not None:
+                traced.end()
             step_commit(call, out)
         except BaseException as exc:
             if step_fail(call, exc):

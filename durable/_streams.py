@@ -21,7 +21,7 @@ from . import _encode as ev
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, EFFECT_KEY, RunContext
 from ._decide import EXECUTE
-from ._effects import EffectCall, effect_begin, receipt_error
+from ._effects import EffectCall, effect_begin, receipt_error, start_span
 from ._failures import recordable
 from ._keys import effect_key, mirrored_chunk_key
 from ._serde import to_json
@@ -54,6 +54,7 @@ async def stream_effect(
             run.emit("stream.cursor", ev.stream_cursor(key, count, terminal, batch))
             batch = []
 
+        traced = None if run.tracer is None else start_span(call, 1, current=False)
         try:
             if call.action is EXECUTE:
                 await run.flush_async()  # the intent is durable before the model is asked
@@ -84,12 +85,18 @@ async def stream_effect(
             finished = True
             raise
         except BaseException as exc:
+            if traced is not None:
+                traced.end(exc)
+                traced = None
             if recordable(exc):
                 cursor(True)
                 receipt_error(call, exc)
                 run.flush_soon()
             raise
         finally:
+            if traced is not None:
+                traced.span.set_attribute("durable.chunks", count)
+                traced.end()
             if finished:
                 cursor(True)
                 run.emit("effect.receipt", ev.receipt_ok(key, {"chunks": count}))

@@ -62,7 +62,9 @@ Format 3 added ``fanout.started``, the branch keys of a ``parallel`` call.
 Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
 ``run.started``. Format 5 added the events of talking to runs:
 ``message.waiting``, ``message.received``, ``message.sent``, ``event.set``,
-``stream.write`` and ``stream.closed``. This SDK reads formats 1 to 5.
+``stream.write`` and ``stream.closed``, and the ``traceparent`` of
+``run.started`` (the W3C trace context its first drive ran in, which later
+drives link to). This SDK reads formats 1 to 5.
 """
 
 
@@ -92,6 +94,8 @@ class RunStarted(_Event):
     fork_of: str | None = None
     fork_seq: int | None = None
     deadline_at: float | None = None
+    traceparent: str | None = None
+    """The W3C trace context of the run's first drive, when tracing was on."""
 
 
 class StepStarted(_Event):

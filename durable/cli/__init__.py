@@ -5,25 +5,30 @@ Every command takes ``--data-dir`` (default ``.little-workflow``) and
 exits with status 1; never a traceback. An encrypted data directory is opened
 with the key in ``LITTLE_KEY`` or the file named by ``LITTLE_KEY_FILE`` (never
 an argument: other users can read a command line). Everything printed has its
-control characters escaped (``_safe``).
+control characters escaped (``_safe``). The command line is Click (built from
+the registry in ``_registry`` by ``_click``); tables are Rich tables with
+coloured statuses on a terminal that takes colour, plain text when piped.
+A new command is one module that registers with ``@command`` and is imported
+below.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from .. import __version__
 from .._codec import codec_from_env
 from .._open_world import local_world
 from .._postgres_world import postgres_world
 from ..errors import DurableError
-from . import _crypto, _history, _runs, _runtime, _talk  # noqa: F401  (importing them registers their commands)
+from . import _crypto, _history, _runs, _runtime, _talk, _ui  # noqa: F401  (importing registers commands)
 from ._registry import COMMANDS, HUMAN, RAW, CliError
 from ._safe import escape, safe
 
@@ -46,57 +51,11 @@ def _human(name: str, data: Any) -> str:
     return json.dumps(data, indent=2)
 
 
-_ORDER = [
-    "runs",
-    "events",
-    "replay",
-    "checkpoints",
-    "restore",
-    "fork",
-    "compact",
-    "gc",
-    "verify",
-    "worker",
-    "cancel",
-    "resume",
-    "outbox",
-    "schedules",
-    "rekey",
-]
-"""The order commands are listed in (reading first, then time travel and maintenance)."""
+def build_group(on_command: Any = None) -> Any:
+    """The ``little`` Click group with every registered command (for ``--help`` and the docs)."""
+    from ._click import build_group as build
 
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line (exit status 2, reported as 1)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``little`` argument parser with every registered command."""
-    parser = _Parser(prog="little", description="Inspect and maintain durable runs.")
-    parser.add_argument("--version", action="version", version=f"little {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    order = {name: i for i, name in enumerate(_ORDER)}
-    for name in sorted(COMMANDS, key=lambda n: (order.get(n, len(order)), n)):
-        help_, add_args, _ = COMMANDS[name]
-        p = sub.add_parser(name, help=help_, description=help_)
-        p.add_argument(
-            "--data-dir",
-            default=".little-workflow",
-            help="the data directory (default .little-workflow)",
-        )
-        p.add_argument(
-            "--dsn",
-            default=os.environ.get("DURABLE_DSN") or None,
-            help="a PostgreSQL DSN: use the Postgres world there instead of a data directory "
-            "(default $DURABLE_DSN)",
-        )
-        p.add_argument("--schema", default="durable", help="the Postgres world's schema (default durable)")
-        p.add_argument("--json", action="store_true", help="print machine-readable JSON")
-        add_args(p)
-    return parser
+    return build(on_command or (lambda name, a: None))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,15 +75,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+def _parse(argv: Sequence[str] | None) -> tuple[argparse.Namespace | None, int]:
+    """The parsed command, or ``None`` and the exit status (help, version, a usage error)."""
+    import click
+
+    parsed: list[argparse.Namespace] = []
+    group = build_group(lambda name, a: parsed.append(a))
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        click.echo(group.get_help(click.Context(group, info_name="little")))
+        return None, 1
     try:
-        a = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed its one-line usage error
-        return int(exc.code or 0) and 1
-    if a.command is None:
-        parser.print_help()
-        return 1
+        status = group.main(args, prog_name="little", standalone_mode=False)
+    except click.UsageError as exc:
+        where = (
+            f"little {exc.ctx.info_name}" if exc.ctx is not None and exc.ctx.parent is not None else "little"
+        )
+        print(f"{where}: {escape(exc.format_message())} (see {where} --help)", file=sys.stderr)
+        return None, 1
+    except click.ClickException as exc:
+        print(f"little: {escape(exc.format_message())}", file=sys.stderr)
+        return None, 1
+    except click.Abort:
+        return None, 1
+    if not parsed:
+        return None, int(status or 0)
+    return parsed[0], 0
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    a, status = _parse(argv)
+    if a is None:
+        return status
     data_dir = Path(a.data_dir)
     if a.dsn is None and a.command != "worker" and not (data_dir / "events.db").exists():
         _error(
@@ -143,12 +125,16 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         codec = codec_from_env()
         world = (
-            local_world(data_dir, codec=codec) if a.dsn is None else postgres_world(a.dsn, schema=a.schema)
+            local_world(data_dir, codec=codec)
+            if a.dsn is None
+            else postgres_world(a.dsn, schema=a.schema, codec=codec)
         )
     except DurableError as exc:
         _error(str(exc))
         return 1
     try:
+        if getattr(a, "watch", False):
+            return _watch(world, a)
         data = COMMANDS[a.command][2](world, a)
     except (DurableError, CliError) as exc:
         _error(str(exc))
@@ -168,3 +154,30 @@ def _print(a: argparse.Namespace, data: Any) -> None:
     """A command's data: JSON (which escapes control characters itself) or text for people."""
     if data is not None:
         print(json.dumps(data, indent=2, default=str) if a.json else _human(a.command, safe(data)))
+
+
+def _watch(world: Any, a: argparse.Namespace, sleep: Any = time.sleep, clock: Any = time.monotonic) -> int:
+    """Print the command's output again whenever it changes (``--watch``).
+
+    Stops at Ctrl-C, after ``--timeout`` seconds, or, for ``replay``, once the
+    run no longer runs. ``--json`` prints one compact object a line.
+    """
+    if a.interval <= 0 or a.timeout < 0:
+        raise CliError("--interval must be above 0 and --timeout at least 0")
+    deadline = clock() + a.timeout
+    last = None
+    try:
+        while True:
+            data = COMMANDS[a.command][2](world, a)
+            text = json.dumps(data, default=str) if a.json else _human(a.command, safe(data))
+            if text != last:
+                if last is not None and not a.json:
+                    print(f"-- {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}")
+                print(text, flush=True)
+                last = text
+            finished = isinstance(data, dict) and data.get("status") not in (None, "running")
+            if finished or clock() >= deadline:
+                return 0
+            sleep(a.interval)
+    except KeyboardInterrupt:  # Ctrl-C is how people stop watching
+        return 0

@@ -1,4 +1,4 @@
-"""The CLI reference page, rendered from the ``little`` parser's own help.
+"""The CLI reference page, rendered from the ``little`` commands' own help.
 
 ``scripts/gen_cli_docs.py`` writes it to ``docs/reference/cli.md``; a test
 fails when the page on disk differs from what the commands say now.
@@ -6,10 +6,8 @@ fails when the page on disk differs from what the commands say now.
 
 from __future__ import annotations
 
-import argparse
-import functools
-
-from . import build_parser
+from . import build_group
+from ._click import help_text
 
 WIDTH = 88
 """The help text's line width, fixed so the page does not depend on the terminal."""
@@ -27,16 +25,11 @@ This page is generated from the commands' own help by
 """
 
 
-def _help(parser: argparse.ArgumentParser) -> str:
-    parser.formatter_class = functools.partial(argparse.HelpFormatter, width=WIDTH)
-    return parser.format_help().rstrip()
-
-
 def render_markdown() -> str:
     """The whole CLI reference page as Markdown."""
-    parser = build_parser()
-    parts = [_INTRO, "```text", _help(parser), "```"]
-    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    for name, sub in sorted(subparsers.choices.items()):
-        parts += ["", f"## little {name}", "", sub.description or "", "", "```text", _help(sub), "```"]
+    group = build_group()
+    parts = [_INTRO, "```text", help_text(group, None, WIDTH), "```"]
+    for name in sorted(group.commands):
+        help_ = group.commands[name].help or ""
+        parts += ["", f"## little {name}", "", help_, "", "```text", help_text(group, name, WIDTH), "```"]
     return "\n".join(parts) + "\n"

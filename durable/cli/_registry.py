@@ -7,6 +7,10 @@ from the registry and prints what handlers return.
 from __future__ import annotations
 
 import argparse
+import io
+import os
+import shutil
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -54,10 +58,59 @@ def run_id_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", help="the run's id (see `little runs`)")
 
 
+_STATUS_STYLES = {
+    "running": "blue",
+    "enqueued": "magenta",
+    "interrupted": "yellow",
+    "completed": "green",
+    "failed": "bold red",
+    "cancelled": "dim",
+}
+
+
+def colour() -> bool:
+    """Whether stdout is a terminal that takes colour (not piped, no ``NO_COLOR``, not ``TERM=dumb``)."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stdout.isatty()
+
+
+def _rich_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for c in columns:
+        t.add_column(c.upper(), overflow="fold")
+    for r in rows:
+        cells = []
+        for c in columns:
+            v = str(r.get(c, ""))
+            style = _STATUS_STYLES.get(v) if c == "status" else None
+            cells.append(f"[{style}]{escape(v)}[/]" if style else escape(v))
+        t.add_row(*cells)
+    out = io.StringIO()
+    Console(file=out, force_terminal=True, width=shutil.get_terminal_size().columns).print(t)
+    return out.getvalue().rstrip()
+
+
+def escape(text: str) -> str:
+    """``text`` with Rich's markup brackets escaped (run ids may hold ``[``)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
 def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    """Rows as an aligned text table with upper-case headers (``(none)`` when empty)."""
+    """Rows as an aligned table with upper-case headers (``(none)`` when empty).
+
+    On a terminal that takes colour it is a Rich table with coloured statuses;
+    piped, it is plain text without escape codes.
+    """
     if not rows:
         return "(none)"
+    if colour():
+        return _rich_table(rows, columns)
     cells = [[str(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]

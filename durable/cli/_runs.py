@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -28,13 +30,41 @@ def _runs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workflow", help="only runs of this workflow")
     p.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
     p.add_argument("--offset", type=int, default=0, help="skip this many runs first")
+    watch_args(p)
+
+
+def watch_args(p: argparse.ArgumentParser) -> None:
+    """``--watch``, ``--interval`` and ``--timeout``: print again whenever the output changes."""
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="print again whenever the output changes, until Ctrl-C or --timeout (--json: one object a line)",
+    )
+    p.add_argument(
+        "--interval", type=float, default=1.0, help="seconds between looks with --watch (default 1)"
+    )
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="stop watching after this many seconds (default 300)"
+    )
+
+
+def iso(t: Any) -> str:
+    """A Unix time as ISO 8601 in UTC, or ``""`` for none."""
+    if not isinstance(t, int | float) or isinstance(t, bool) or not t:
+        return ""
+    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).isoformat(timespec="seconds")
+
+
+def _runs_human(rows: list[dict[str, Any]]) -> str:
+    shown = [r | {"created": iso(r.get("created_at"))} for r in rows]
+    return table(shown, ["run_id", "workflow", "status", "driver", "created"])
 
 
 @command(
     "runs",
     "list runs, newest first",
     _runs_args,
-    human=lambda rows: table(rows, ["run_id", "workflow", "status", "driver"]),
+    human=_runs_human,
 )
 def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
     if a.limit < 1 or a.offset < 0:
@@ -123,12 +153,22 @@ def _events(world: WorldCore, a: argparse.Namespace) -> Any:
     return [e.model_dump(mode="json") for e in events if not a.types or e.type in a.types]
 
 
+_TIMES = ("wake_at", "deadline_at", "first_attempt_at")
+"""Fields of events that hold a Unix time, shown in ISO 8601 by the human output."""
+
+
 def _event_line(e: dict[str, Any]) -> str:
     where = e.get("path") or e.get("key") or ""
-    return f"{e['seq']:>6}  {e['type']:<28} {where}".rstrip()
+    times = " ".join(f"{f}={iso(e[f])}" for f in _TIMES if e.get(f))
+    return f"{e['seq']:>6}  {e['type']:<28} {where} {times}".rstrip()
 
 
-@command("replay", "rebuild a run's state from its log without calling anything", run_id_arg)
+def _replay_args(p: argparse.ArgumentParser) -> None:
+    run_id_arg(p)
+    watch_args(p)
+
+
+@command("replay", "rebuild a run's state from its log without calling anything", _replay_args)
 def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
     rec = Recorded.from_rows(read_rows(world, a.run_id), a.run_id)
     visits: dict[str, int] = {}
@@ -137,6 +177,12 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
         visits[base] = max(visits.get(base, 0), d.get("visit", 0) + 1)
     waiting = [p for p in rec.interrupts if p not in rec.answers]
     started = rec.started or {}
+    error = None
+    retry = None
+    if rec.terminal is not None and rec.terminal[0] == "run.failed":
+        d = rec.terminal[1]
+        error = {"type": d.get("error_type"), "message": d.get("error_message"), "path": d.get("path")}
+        retry = f"little resume {shlex.quote(a.run_id)} --workflow MODULE:FUNCTION"
     return {
         "run_id": a.run_id,
         "workflow": started.get("workflow"),
@@ -151,6 +197,12 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
             p for p in rec.steps_started if p not in rec.steps_completed and p not in rec.steps_failed
         ),
         "waiting_for_answer": waiting,
+        "timers": [
+            {"path": p, "wake_at": t.get("wake_at"), "wake_at_iso": iso(t.get("wake_at"))}
+            for p, t in rec.timers.items()
+        ],
+        "error": error,
+        "retry_command": retry,
         "accepted_drift": [
             {"key": c["key"], "old": c["old"], "new": c["new"], "session": d.get("session")}
             for d in rec.accepted

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import os
 import sys
 from typing import Any
@@ -34,6 +35,16 @@ def _import(target: str) -> tuple[Any, Any]:
         if obj is None:
             raise CliError(f"{module_name!r} has no {attr!r}")
     return module, obj
+
+
+def show_logs() -> None:
+    """Print the ``durable`` logger's records (INFO and above) to stderr, for long-running commands."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("durable")
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
 
 
 def _worker_args(p: argparse.ArgumentParser) -> None:
@@ -98,6 +109,7 @@ def _worker(world: WorldCore, a: argparse.Namespace) -> Any:
         worker = build_worker(world, a.target, a.queue, a.concurrency, a.name)
     except ConfigurationError as exc:
         raise CliError(str(exc)) from exc
+    show_logs()
     queues = ", ".join(q.name for q in worker.queues) or "(none: recovery only)"
     print(
         f"little worker {worker.name}: workflows {', '.join(sorted(worker.specs))}; queues {queues}",

@@ -198,6 +198,7 @@ class Driver:
                 lock_held=True,
                 resume_cancelled=rec.resume == "cancelled",
                 retry_failed=rec.resume == "failed",
+                traceparent=rec.traceparent,
             )
         except (RunCancelled, RunCancelledError):
             state = "cancelled"

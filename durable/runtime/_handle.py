@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._failures import rebuild_from
-from .._recovery import recover_log
-from .._runner import record_cancelled
+from .._recovery import record_cancelled, recover_log
 from .._spec import Spec
 from .._world import WorldCore
 from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError

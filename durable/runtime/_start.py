@@ -10,8 +10,10 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from .._logging import INFO, note
 from .._runner import _workflow_spec, new_run_id, validate_input
 from .._spec import Spec
+from .._tracing import traceparent
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
@@ -124,6 +126,7 @@ def start_workflow(
         host=None if qname is not None else HOST,
         created_at=world.clock(),
         claimed_at=None if qname is not None else world.clock(),
+        traceparent=traceparent(),
     )
     runtime_of(world).known[spec.name] = spec
     got = ctl.submit(rec)
@@ -251,6 +254,17 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
             world.locks.release(lock)
             raise
         driver.spawn(spec, rec, lock)
+        note(
+            INFO,
+            rid,
+            None,
+            "%s recovered run %s (workflow %r): its driver is gone",
+            driver.owner,
+            rid,
+            wf_name,
+            logger=log,
+            worker=driver.owner,
+        )
         out.append(RunHandle(rid, world, spec))
     return out
 

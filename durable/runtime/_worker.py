@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .._logging import INFO, note
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import RunControl
@@ -253,3 +254,15 @@ class Worker:
                     continue  # another driver took it over already
                 self._queue_of[rec.run_id] = q.name
                 self.driver.spawn(self.specs[rec.workflow], rec, lock)
+                note(
+                    INFO,
+                    rec.run_id,
+                    None,
+                    "worker %s claimed run %s from queue %r",
+                    self.name,
+                    rec.run_id,
+                    q.name,
+                    logger=log,
+                    worker=self.name,
+                    queue=q.name,
+                )

@@ -78,6 +78,8 @@ class ControlRecord:
         cancel_reason: A pending cancellation (``requested`` or ``deadline``).
         resume: ``cancelled`` or ``failed`` when ``resume_run`` asked to continue it.
         seq: Submission order (FIFO within a priority).
+        traceparent: The W3C trace context of the code that started the run (tracing on),
+            which the run's first drive continues wherever it is driven.
     """
 
     run_id: str
@@ -98,6 +100,7 @@ class ControlRecord:
     cancel_reason: str | None = None
     resume: str | None = None
     seq: int = 0
+    traceparent: str | None = None
 
 
 class RunControl(Protocol):

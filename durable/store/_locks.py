@@ -14,9 +14,12 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
+
+from .._logging import INFO, WARNING, note
 
 _POLL_MIN = 0.001
 _POLL_MAX = 0.05
@@ -112,12 +115,38 @@ class MemoryLocks:
 async def hold(locks: Locks, name: str) -> AsyncIterator[None]:
     """Hold ``name`` for the block, waiting (cancellably) while another caller holds it."""
     handle = locks.try_acquire(name)
-    delay = _POLL_MIN
-    while handle is None:
-        await asyncio.sleep(delay)  # a real wait on another driver; timeouts cancel it
-        delay = min(delay * 2, _POLL_MAX)
-        handle = locks.try_acquire(name)
+    if handle is None:
+        handle = await _wait(locks, name)
     try:
         yield
     finally:
         locks.release(handle)
+
+
+LONG_WAIT = 1.0
+"""Seconds of waiting for a lock after which the wait is logged."""
+
+
+async def _wait(locks: Locks, name: str) -> object:
+    """Poll until ``name`` comes free; a wait past ``LONG_WAIT`` is logged when it starts and ends."""
+    delay = _POLL_MIN
+    start = time.monotonic()
+    told = False
+    handle = None
+    while handle is None:
+        await asyncio.sleep(delay)  # a real wait on another driver; timeouts cancel it
+        delay = min(delay * 2, _POLL_MAX)
+        handle = locks.try_acquire(name)
+        if not told and handle is None and time.monotonic() - start > LONG_WAIT:
+            told = True
+            note(
+                WARNING, _run_of(name), None, "waiting for lock %s: another driver holds it", name, lock=name
+            )
+    if told:
+        waited = time.monotonic() - start
+        note(INFO, _run_of(name), None, "took lock %s after %.1f s", name, waited, lock=name, waited=waited)
+    return handle
+
+
+def _run_of(name: str) -> str | None:
+    return name[4:] if name.startswith("run:") else None

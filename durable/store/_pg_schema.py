@@ -33,7 +33,7 @@ T = TypeVar("T")
 APP = "little-workflow"
 """What ``durable_meta.app`` says in a schema of this library."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -101,6 +101,12 @@ CREATE INDEX control_waiting ON {s}.control (queue, state, priority, seq);
 CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enqueued', 'claimed');
 CREATE INDEX control_claims ON {s}.control (queue, claimed_at);
 CREATE INDEX control_claimed ON {s}.control (state) WHERE state = 'claimed';
+""",
+    ),
+    (
+        "0002_control_traceparent",
+        """
+ALTER TABLE {s}.control ADD COLUMN traceparent TEXT;
 """,
     ),
 ]

@@ -21,7 +21,7 @@ from ._control import ControlRecord, QueueLimits, _partition_free, _room, announ
 from ._doorbell import Doorbell
 
 SCHEMA_VERSION = 2
-"""1: the control table; 2: an index on ``seq`` (a new record takes ``MAX(seq) + 1``)."""
+"""1: the control table; 2: ``traceparent`` and an index on ``seq`` (a new record takes ``MAX(seq) + 1``)."""
 
 _PAUSE_MIN = 0.00005
 _PAUSE_MAX = 0.001
@@ -49,7 +49,8 @@ CREATE TABLE IF NOT EXISTS control (
     claimed_at REAL,
     cancel_reason TEXT,
     resume TEXT,
-    seq INTEGER NOT NULL DEFAULT 0
+    seq INTEGER NOT NULL DEFAULT 0,
+    traceparent TEXT
 );
 CREATE INDEX IF NOT EXISTS control_waiting ON control (queue, state, priority, seq);
 CREATE INDEX IF NOT EXISTS control_dedup ON control (queue, dedup_id, state);
@@ -122,6 +123,9 @@ class SqliteControl:
                 f"{str(self.path)!r} has control schema version {version}, written by a newer "
                 f"durable; this one reads version {SCHEMA_VERSION}. Upgrade little-workflow."
             )
+        columns = {r[1] for r in db.execute("PRAGMA table_info(control)")}
+        if version == 1 and "traceparent" not in columns:  # a store of an SDK before tracing
+            db.execute("ALTER TABLE control ADD COLUMN traceparent TEXT")
         if version < SCHEMA_VERSION:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():

@@ -139,10 +139,10 @@ def test_fork_with_a_new_input(data_dir: Path, capsys: pytest.CaptureFixture[str
         (["events", "r1", "--follow", "--interval", "0"], "--interval"),
         (["gc", "--older-than", "soon"], "duration"),
         (["gc"], "--older-than"),
-        (["restore", "r1"], "required"),
-        (["fork"], "required"),
-        (["compact"], "required"),
-        (["runs", "--limit", "many"], "invalid int"),
+        (["restore", "r1"], "Missing argument 'CHECKPOINT'"),
+        (["fork"], "Missing argument 'RUN_ID'"),
+        (["compact"], "Missing argument 'RUN_ID'"),
+        (["runs", "--limit", "many"], "not a valid integer"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_1(

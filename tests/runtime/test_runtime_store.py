@@ -143,6 +143,7 @@ def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
     ctl = SqliteControl(path)
     ctl.submit(ControlRecord("old", "wf"))
     ctl._db.execute("DROP INDEX control_seq")
+    ctl._db.execute("ALTER TABLE control DROP COLUMN traceparent")  # as version 1 had it
     ctl._db.execute("PRAGMA user_version=1")
     ctl.close()
     ctl = SqliteControl(path)
@@ -151,4 +152,5 @@ def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
     assert "control_seq" in str(plan)  # a new record no longer scans the table for its seq
     assert ctl.submit(ControlRecord("new", "wf")).seq == 2
     assert ctl.get("old") is not None
+    assert "traceparent" in {r[1] for r in ctl._db.execute("PRAGMA table_info(control)")}
     ctl.close()

@@ -1,0 +1,50 @@
+"""What the engine tells the standard ``logging`` module, under the ``durable`` logger.
+
+Each record carries ``run_id`` and ``path`` as ``extra`` fields (so a
+formatter can print ``%(run_id)s``, and a JSON handler finds them on the
+record), plus a few fields of its own (``workflow``, ``attempt``,
+``recorded_calls``...). Records are built only when the logger is enabled
+for their level: ``note`` asks ``isEnabledFor`` first, so a disabled logger
+costs one call on paths that are not hot, and hot paths do not log at all.
+
+What is logged (levels in brackets):
+
+- runs: started, resumed with how many recorded calls replay, completed
+  [INFO], interrupted and cancelled [INFO], failed [ERROR];
+- every retry decision: a retry [WARNING], giving up [ERROR];
+- effects found without a receipt: a re-drive or a reconcile [WARNING], an
+  unknown commit refused [ERROR];
+- a wait of more than a second for a run's lock [WARNING], and how long it
+  took once taken [INFO];
+- workers (``durable.runtime``): each run claimed, each run recovered [INFO].
+
+The ``durable`` logger has a ``NullHandler``, as a library's should: without
+logging configured by the application nothing is printed (``little worker``
+and ``little ui`` configure it to print INFO and above to stderr).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+LOG = logging.getLogger("durable")
+LOG.addHandler(logging.NullHandler())  # a library logs; the application decides where records go
+
+INFO = logging.INFO
+WARNING = logging.WARNING
+ERROR = logging.ERROR
+
+
+def note(
+    level: int,
+    run_id: str | None,
+    path: str | None,
+    msg: str,
+    *args: object,
+    logger: logging.Logger = LOG,
+    **fields: Any,
+) -> None:
+    """Log ``msg % args`` with ``run_id``, ``path`` and ``fields`` as extras, if enabled for ``level``."""
+    if logger.isEnabledFor(level):
+        logger.log(level, msg, *args, extra={"run_id": run_id, "path": path, **fields})

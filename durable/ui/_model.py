@@ -1,0 +1,304 @@
+"""What the inspector shows, read from a world: the run list, one run's timeline, queues and drivers.
+
+Everything here takes a world and returns plain data; the pages
+(``_pages``) turn it into HTML and the app (``_app``) serves it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._recorded import Recorded
+from .._timetravel import checkpoints
+from .._world import WorldCore
+from ..cli._runtime_rows import runtime_detail
+from ..errors import DurableError, RunNotFoundError
+from ..runtime._driver import control_of
+from ..runtime._handle import driver_of, run_status
+
+STATUSES = ("running", "orphaned", "waiting", "interrupted", "completed", "failed", "cancelled")
+"""The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
+
+RESUME_MARKS = ("interrupt.resumed", "run.resumed", "run.retried", "drift.accepted")
+"""Events a later drive writes when it takes a finished or waiting run up again."""
+
+
+def iso(t: float | None) -> str:
+    """A Unix time as ISO 8601 in UTC (seconds), or ``""``."""
+    if not t:
+        return ""
+    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).isoformat(timespec="seconds")
+
+
+def _ui_status(row: dict[str, Any]) -> str:
+    status = str(row.get("status", ""))
+    if status == "enqueued":
+        return "waiting"
+    if status == "running" and row.get("orphaned"):
+        return "orphaned"
+    return status
+
+
+def list_runs(
+    world: WorldCore,
+    *,
+    status: str | None = None,
+    workflow: str | None = None,
+    search: str | None = None,
+    limit: int = 200,
+) -> list[dict[str, Any]]:
+    """Runs newest first with the inspector's status, filtered by status, workflow and a search text."""
+    infos = world.runs(limit=limit)
+    rows: list[dict[str, Any]] = [
+        {
+            "run_id": i.run_id,
+            "workflow": i.workflow,
+            "status": i.status,
+            "parent_run_id": i.parent_run_id,
+            "created_at": i.created_at,
+            "updated_at": i.updated_at,
+        }
+        for i in infos
+    ]
+    rows = runtime_detail(world, rows, None, None)
+    for r in rows:
+        if r["status"] == "running" and r.get("parent_run_id") is not None:
+            r["orphaned"] = driver_of(world, str(r["run_id"]))["driver"] == "orphaned"
+        r["ui_status"] = _ui_status(r)
+    needle = (search or "").strip().lower()
+    out = []
+    for r in rows:
+        if status and r["ui_status"] != status:
+            continue
+        if workflow and r["workflow"] != workflow:
+            continue
+        if needle and needle not in str(r["run_id"]).lower() and needle not in str(r["workflow"]).lower():
+            continue
+        out.append(r)
+    out.sort(key=lambda r: r.get("created_at") or 0, reverse=True)
+    return out
+
+
+def list_fingerprint(world: WorldCore) -> str:
+    """Changes whenever a run of the list changes status or a run appears (what live updates watch)."""
+    rows = list_runs(world)
+    return json.dumps([(r["run_id"], r["ui_status"], r.get("updated_at")) for r in rows])
+
+
+@dataclass
+class Item:
+    """One call on a run's timeline: a step, an effect, a timer, an interrupt or a recorded value."""
+
+    kind: str
+    key: str
+    name: str
+    first_seq: int
+    last_seq: int
+    state: str = "pending"
+    attempts: int = 1
+    errors: list[str] = field(default_factory=list)
+    child_run_id: str | None = None
+    detail: str = ""
+    replayed: bool = False
+
+
+def _error_text(e: dict[str, Any]) -> str:
+    return f"{e.get('error_type') or 'Error'}: {e.get('error_message') or ''}".strip()
+
+
+def _name_of(key: str) -> str:
+    last = key.rsplit(".", 1)[-1]
+    return last.split("#", 1)[0].split(":", 1)[-1]
+
+
+def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
+    """The calls of a run in log order, and the seq of the last resume mark (0 when none)."""
+    items: dict[tuple[str, str], Item] = {}
+    order: list[Item] = []
+    resumed_at = 0
+
+    def item(kind: str, key: str, seq: int, name: str | None = None) -> Item:
+        got = items.get((kind, key))
+        if got is None:
+            got = Item(kind, key, name or _name_of(key), seq, seq)
+            items[(kind, key)] = got
+            order.append(got)
+        got.last_seq = max(got.last_seq, seq)
+        return got
+
+    for e in events:
+        t, seq = e["type"], e["seq"]
+        if t in RESUME_MARKS:
+            resumed_at = seq
+        if t == "step.started":
+            it = item("step", e["path"], seq)
+            it.attempts = max(it.attempts, e.get("attempt", 1))
+            it.state = "running"
+        elif t == "step.completed":
+            it = item("step", e["path"], seq)
+            it.attempts = max(it.attempts, e.get("attempt") or 1)
+            it.state = "completed"
+        elif t == "step.failed":
+            it = item("step", e["path"], seq)
+            it.errors.append(f"attempt {e.get('attempt', 1)}: {_error_text(e)}")
+            it.state = "failed" if e.get("final", True) else "retrying"
+        elif t == "effect.intent":
+            it = item("effect", e["key"], seq, e.get("name"))
+            it.detail = e.get("kind", "")
+            it.child_run_id = e.get("child_run_id") or it.child_run_id
+            if it.state in ("error", "retrying"):
+                it.attempts += 1
+            it.state = "unconfirmed"
+        elif t == "effect.receipt":
+            it = item("effect", e["key"], seq)
+            if e.get("outcome") == "error":
+                it.errors.append(f"attempt {it.attempts}: {_error_text(e)}")
+                it.state = "error"
+            else:
+                it.state = "confirmed"
+        elif t == "retry.decision":
+            key = e["key"]
+            kind = "step" if ("step", key) in items else "effect"
+            it = item(kind, key, seq)
+            if e.get("decision") == "retry":
+                it.state = "retrying"
+                it.detail = f"retry in {e.get('backoff', 0)} s (wakes {iso(e.get('wake_at'))})"
+        elif t == "timer.set":
+            it = item("timer", e["path"], seq, "sleep")
+            it.state = "set"
+            it.detail = f"wakes {iso(e.get('wake_at'))}"
+        elif t == "interrupt":
+            it = item("interrupt", e["path"], seq, "interrupt")
+            it.state = "waiting"
+            it.detail = json.dumps(e.get("value"), default=str)
+        elif t == "interrupt.resumed":
+            it = item("interrupt", e["path"], seq, "interrupt")
+            it.state = "answered"
+            it.detail = f"answer: {json.dumps(e.get('value'), default=str)}"
+        elif t == "value.recorded":
+            it = item("value", e["key"], seq, e.get("kind", "value"))
+            it.state = "recorded"
+    for it in order:
+        it.replayed = bool(resumed_at) and it.last_seq < resumed_at and it.state not in ("waiting",)
+    return order, resumed_at
+
+
+def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
+    """Everything the run page shows about one run.
+
+    Raises:
+        RunNotFoundError: The world has no such run.
+    """
+    info = world.log.info(run_id)
+    if info is None:
+        st = run_status(world, run_id)  # an enqueued run has no log yet
+        ctl = control_of(world).get(run_id)
+        return {
+            "run_id": run_id,
+            "workflow": ctl.workflow if ctl else "",
+            "status": "waiting" if st.status == "enqueued" else st.status,
+            "raw_status": st.status,
+            "reason": st.reason,
+            "queue": st.queue,
+            "items": [],
+            "events": [],
+            "last_seq": 0,
+            "unconfirmed": [],
+            "waiting": [],
+            "timers": [],
+            "children": [],
+            "checkpoints": [],
+            "resumed_at": 0,
+            "error": None,
+            "parent_run_id": None,
+            "created_at": ctl.created_at if ctl else None,
+            "updated_at": ctl.created_at if ctl else None,
+            "driver": None,
+        }
+    events = [e.model_dump(mode="json") for e in world.events(run_id)]
+    rec = Recorded.from_rows(world.log.read(run_id), run_id)
+    items, resumed_at = timeline(events)
+    st = run_status(world, run_id)
+    driver = driver_of(world, run_id) if st.status == "running" else None
+    status = st.status
+    if driver is not None and driver["driver"] == "orphaned":
+        status = "orphaned"
+    error = None
+    for e in events:
+        if e["type"] == "run.failed":
+            error = {"text": _error_text(e), "path": e.get("path")}
+    waiting = [
+        {"path": p, "value": json.dumps(rec.interrupts[p].get("value"), default=str)}
+        for p in rec.interrupts
+        if p not in rec.answers
+    ]
+    now = world.clock()
+    timers = [
+        {"path": p, "wake_at": iso(t.get("wake_at")), "passed": float(t.get("wake_at") or 0) <= now}
+        for p, t in rec.timers.items()
+    ]
+    try:
+        cps = [{"seq": c.seq, "path": c.path} for c in checkpoints(run_id, world=world)]
+    except DurableError:
+        cps = []
+    return {
+        "run_id": run_id,
+        "workflow": info.workflow,
+        "status": status,
+        "raw_status": st.status,
+        "reason": st.reason,
+        "queue": st.queue,
+        "items": items,
+        "events": events,
+        "last_seq": events[-1]["seq"] if events else 0,
+        "unconfirmed": rec.unconfirmed(),
+        "waiting": waiting,
+        "timers": timers,
+        "children": [it.child_run_id for it in items if it.child_run_id],
+        "checkpoints": cps,
+        "resumed_at": resumed_at,
+        "error": error,
+        "parent_run_id": info.parent_run_id,
+        "created_at": info.created_at,
+        "updated_at": info.updated_at,
+        "driver": driver,
+    }
+
+
+def run_fingerprint(world: WorldCore, run_id: str) -> str:
+    """Changes whenever the run writes an event or changes status."""
+    info = world.log.info(run_id)
+    try:
+        status = run_status(world, run_id).status
+    except RunNotFoundError:
+        return "gone"
+    rows = world.log.read(run_id)
+    last = rows[-1][0] if rows else 0
+    driver = driver_of(world, run_id)["driver"] if status == "running" else ""
+    return f"{status}:{last}:{driver}:{info.updated_at if info else 0}"
+
+
+def runtime_view(world: WorldCore) -> dict[str, Any]:
+    """Queues (runs per state) and drivers (who holds claims) from the runtime's control store."""
+    data_dir = world.data_dir
+    if data_dir is not None and not (data_dir / "runtime.db").exists():
+        return {"queues": [], "drivers": []}
+    ctl = control_of(world)
+    recs = list(ctl.claimed()) + list(ctl.unstarted())
+    queues: dict[str, dict[str, int]] = {}
+    drivers: dict[str, dict[str, Any]] = {}
+    for r in recs:
+        q = queues.setdefault(r.queue or "(no queue)", {})
+        q[r.state] = q.get(r.state, 0) + 1
+        if r.state == "claimed" and r.owner:
+            d = drivers.setdefault(r.owner, {"owner": r.owner, "pid": r.pid, "host": r.host, "runs": []})
+            live = driver_of(world, r.run_id)["driver"] if world.log.info(r.run_id) else "not started"
+            d["runs"].append({"run_id": r.run_id, "driver": live, "queue": r.queue})
+    return {
+        "queues": [{"name": k, "states": v} for k, v in sorted(queues.items())],
+        "drivers": sorted(drivers.values(), key=lambda d: str(d["owner"])),
+    }
