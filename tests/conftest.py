@@ -22,8 +22,8 @@ from durable import World  # noqa: E402
 from durable.store import MemoryArtifacts, MemoryLocks, MemoryLog  # noqa: E402
 from tests.helpers import pg  # noqa: E402
 
-POSTGRES_DIRS = frozenset({"engine", "runtime", "outer"})
-"""Test folders whose ``worlds`` fixture runs on Postgres too (the others stay on memory and SQLite)."""
+POSTGRES_DIRS = frozenset({"engine", "runtime", "outer", "integrations", "recorded", "crash"})
+"""Test folders whose ``worlds`` fixture runs on Postgres too (the others test files and SQLite damage)."""
 
 
 class Worlds:
@@ -106,7 +106,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kinds = ["memory", "sqlite"]
     if os.environ.get("DURABLE_TEST_ENCRYPTED"):
         kinds.append("encrypted")
-    if metafunc.definition.path.parent.name in POSTGRES_DIRS:
+    everywhere = os.environ.get("DURABLE_TEST_PG_EVERYWHERE") == "1"  # every worlds test on Postgres too
+    if everywhere or metafunc.definition.path.parent.name in POSTGRES_DIRS:
         kinds.append("postgres")
     metafunc.parametrize("worlds", kinds, indirect=True)
 

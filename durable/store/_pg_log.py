@@ -138,10 +138,16 @@ class PostgresLog:
                 conn.execute(self._notify, (self.db.channel, f"run:{run_id}"))
 
     def _already_written(self, conn: Connection[Any], batch: Sequence[Append]) -> bool:
-        """Whether every row of ``batch`` is stored exactly as given (a retried commit that landed)."""
+        """Whether every row of ``batch`` is stored exactly as given (a retried commit that landed).
+
+        The rows of a batch commit together with its summaries, so stored rows
+        mean the whole batch landed; a batch without rows cannot tell and is redone.
+        """
+        if not any(a.rows for a in batch):
+            return False
         for a in batch:
             if not a.rows:
-                return False
+                continue
             stored = conn.execute(
                 self.db.sql(
                     "SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq BETWEEN %s AND %s "

@@ -10,6 +10,7 @@ fails them.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -63,7 +64,9 @@ class Server:
         out = subprocess.run(
             [str(SCRIPT), "start", str(folder)], check=True, capture_output=True, text=True, timeout=120
         )
-        return cls(out.stdout.strip().splitlines()[-1], folder)
+        server = cls(out.stdout.strip().splitlines()[-1], folder)
+        atexit.register(server.stop)  # also when the session ends without its fixtures' teardown
+        return server
 
     def restart(self) -> None:
         """``pg_ctl restart`` (fast mode: connections are cut, committed data stays)."""
@@ -73,10 +76,14 @@ class Server:
         )
 
     def stop(self) -> None:
-        if self.folder is not None:
-            subprocess.run(
-                [str(SCRIPT), "stop", str(self.folder)], check=False, capture_output=True, timeout=120
-            )
+        """Stop the server this session started and remove its folder (a second call does nothing)."""
+        if self.folder is None or not self.folder.exists():
+            return
+        out = subprocess.run(
+            [str(SCRIPT), "stop", str(self.folder)], check=False, capture_output=True, text=True, timeout=120
+        )
+        if self.folder.exists():
+            raise RuntimeError(f"the test server in {self.folder} did not stop: {out.stderr.strip()}")
 
 
 def unavailable_reason() -> str | None:

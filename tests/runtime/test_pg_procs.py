@@ -207,3 +207,14 @@ def test_little_worker_serves_a_postgres_world(cluster: Cluster) -> None:
     assert asyncio.run(h.result(timeout=60)) == 53
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=60) == 0
+
+
+def test_a_cancel_from_the_client_stops_a_run_in_a_worker_process(cluster: Cluster) -> None:
+    """handle.cancel() in the client is recorded in Postgres; the worker stops the run with run.cancelled."""
+    cluster.worker()
+    h = durable.start_workflow(app.forever, 1, world=cluster.world, queue=app.queue)
+    wait_for(lambda: len(cluster.world.log.read(h.run_id)) > 3)
+    asyncio.run(h.cancel())
+    with pytest.raises(durable.RunCancelledError):
+        asyncio.run(h.result(timeout=30))
+    assert cluster.world.events(h.run_id)[-1].type == "run.cancelled"

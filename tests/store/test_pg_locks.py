@@ -81,3 +81,21 @@ def test_renewal_keeps_a_lease_live(db: Database) -> None:
     assert a.holder("run:r1") is not None
     a.close()
     b.close()
+
+
+@pytest.mark.slow
+def test_the_heartbeat_keeps_a_lease_past_its_length(db: Database) -> None:
+    """A lease of 0.6 s renewed every 0.2 s is still held after 2 s; once the heartbeat stops it expires."""
+    import time
+
+    a = PostgresLocks(db, lease=0.6, heartbeat=0.2)
+    b = locks(db)
+    got = a.try_acquire("run:r1")
+    assert got is not None
+    time.sleep(2.0)  # a real wait: the heartbeat thread is what is under test
+    assert b.try_acquire("run:r1") is None
+    assert a.lost == set()
+    a.close()  # the heartbeat stops, as in a process that died
+    time.sleep(1.0)
+    assert b.try_acquire("run:r1") is not None
+    b.close()

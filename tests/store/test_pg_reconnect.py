@@ -63,6 +63,20 @@ def test_a_retry_of_a_commit_that_landed_reports_success(db: Database) -> None:
     assert log.read("r1") == rows(1, 2)
 
 
+def test_a_retried_batch_with_a_rowless_append_that_landed_reports_success(db: Database) -> None:
+    """A parent's rows with a child's summary only: once the rows are stored, the retry is a success."""
+    log = PostgresLog(db)
+    p, c = log.fence("p"), log.fence("c")
+    batch = [Append("p", rows(1, 1), p, created=("outer", None)), Append("c", [], c, created=("inner", "p"))]
+    log.append(batch)
+    with db.pool.connection() as conn:
+        log._append_batch(conn, 1, batch)
+    assert log.read("p") == rows(1, 1)
+    info = log.info("c")
+    assert info is not None
+    assert info.parent_run_id == "p"
+
+
 def test_a_retry_that_finds_other_rows_at_its_seqs_is_fenced(db: Database) -> None:
     """Rows of another writer at the retried seqs are not ours: the retry raises FencedError."""
     log = PostgresLog(db)

@@ -126,3 +126,14 @@ def test_durable_imports_without_psycopg() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "little-workflow[postgres]" in out.stdout
+
+
+def test_memory_on_a_postgres_world_is_a_typed_error_naming_the_extension(
+    pg_server: Server, schema: str
+) -> None:
+    """world.memory raises MemoryStoreError naming pgvector's `vector` extension, not a store in memory."""
+    with (
+        durable.postgres_world(pg_server.dsn, schema=schema) as world,
+        pytest.raises(durable.MemoryStoreError, match="`vector` extension"),
+    ):
+        _ = world.memory

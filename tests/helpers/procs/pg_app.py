@@ -73,7 +73,14 @@ async def many_steps(n: int) -> int:
     return total
 
 
-WORKFLOWS = [three_steps, many_steps]
+@durable.workflow
+async def forever(n: int) -> int:
+    for _ in range(1_000_000):
+        await durable.sleep(0.02)
+    return n
+
+
+WORKFLOWS = [three_steps, many_steps, forever]
 
 
 def open_world() -> durable.World:
