@@ -435,30 +435,56 @@ def report(h: Harness, mode: str, data_dir: str, started: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the harness and print the markdown report."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    return harness_main(
+        argv,
+        prog="python -m benchmarks",
+        description=__doc__.splitlines()[0],
+        names=("full", "smoke"),
+        sizes=(FULL, SMOKE),
+        make=Harness,
+        render=report,
+        peers_help="durable and the raw-SQLite floor only",
+        only_example="a,c",
+    )
+
+
+def harness_main(
+    argv: list[str] | None,
+    *,
+    prog: str,
+    description: str,
+    names: tuple[str, str],
+    sizes: tuple[Any, Any],
+    make: Any,
+    render: Any,
+    peers_help: str,
+    only_example: str,
+) -> int:
+    """The command line of a harness: parse, run every scenario, write the report and its JSON."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat (the default)")
     mode.add_argument("--full", action="store_true", help="the sizes of the performance page")
     parser.add_argument("--repeats", type=int, help="repeats per figure (median taken)")
-    parser.add_argument("--no-peers", action="store_true", help="durable and the raw-SQLite floor only")
+    parser.add_argument("--no-peers", action="store_true", help=peers_help)
     parser.add_argument("--dir", help="where the data directories go (its file system matters)")
     parser.add_argument(
         "--out", default=str(RESULTS), help="folder for the report (default benchmarks/results)"
     )
-    parser.add_argument("--only", help="comma-separated scenario ids to run, e.g. a,c")
+    parser.add_argument("--only", help=f"comma-separated scenario ids to run, e.g. {only_example}")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = parser.parse_args(argv)
-    name = "full" if args.full else "smoke"
-    sizes = FULL if args.full else SMOKE
+    name = names[0] if args.full else names[1]
+    chosen = sizes[0] if args.full else sizes[1]
     if args.repeats:
-        sizes.repeats = args.repeats
+        chosen.repeats = args.repeats
     started = time.time()
     base = Path(tempfile.mkdtemp(prefix="durable-bench-", dir=args.dir))
     try:
-        h = Harness(base, sizes, peers=not args.no_peers, verbose=not args.quiet)
+        h = make(base, chosen, peers=not args.no_peers, verbose=not args.quiet)
         h.only = set(args.only.split(",")) if args.only else set()
         h.all()
-        text = report(h, name, str(base), started)
+        text = render(h, name, str(base), started)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     out = Path(args.out)

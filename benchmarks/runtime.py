@@ -20,19 +20,15 @@ over the repeats with their range.
 
 from __future__ import annotations
 
-import argparse
 import datetime
-import json
 import os
-import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.machine import describe
-from benchmarks.run import RESULTS, Harness, Sizes, System, fmt, ratio, row
+from benchmarks.run import Harness, Sizes, System, fmt, harness_main, ratio, row
 
 DURABLE = System("durable", "durable_rt")
 DURABLE_POWER = System("durable (power)", "durable_rt", {"durability": "power"})
@@ -186,42 +182,17 @@ def report(h: RuntimeHarness, mode: str, data_dir: str, started: float) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the runtime scenarios and print the markdown report."""
-    doc = __doc__ or ""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.runtime", description=doc.splitlines()[0])
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat (the default)")
-    mode.add_argument("--full", action="store_true", help="the sizes of the performance page")
-    parser.add_argument("--repeats", type=int, help="repeats per figure (median taken)")
-    parser.add_argument("--no-peers", action="store_true", help="durable only")
-    parser.add_argument("--dir", help="where the data directories go (its file system matters)")
-    parser.add_argument(
-        "--out", default=str(RESULTS), help="folder for the report (default benchmarks/results)"
+    return harness_main(
+        argv,
+        prog="python -m benchmarks.runtime",
+        description=(__doc__ or "").splitlines()[0],
+        names=("runtime-full", "runtime-smoke"),
+        sizes=(FULL, SMOKE),
+        make=RuntimeHarness,
+        render=report,
+        peers_help="durable only",
+        only_example="h,j",
     )
-    parser.add_argument("--only", help="comma-separated scenario ids to run, e.g. h,j")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
-    name = "runtime-full" if args.full else "runtime-smoke"
-    sizes = FULL if args.full else SMOKE
-    if args.repeats:
-        sizes.repeats = args.repeats
-    started = time.time()
-    base = Path(tempfile.mkdtemp(prefix="durable-bench-", dir=args.dir))
-    try:
-        h = RuntimeHarness(base, sizes, peers=not args.no_peers, verbose=not args.quiet)
-        h.only = set(args.only.split(",")) if args.only else set()
-        h.all()
-        text = report(h, name, str(base), started)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
-    (out / f"{stamp}-{name}.md").write_text(text)
-    (out / f"{stamp}-{name}.json").write_text(
-        json.dumps({f"{k[0]} | {k[1]}": v for k, v in h.figures.items()}, indent=1)
-    )
-    print(text)
-    return 0
 
 
 if __name__ == "__main__":
