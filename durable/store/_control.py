@@ -34,6 +34,20 @@ def announcing(method: F) -> F:
     return cast(F, wrapper)
 
 
+def adopted(old: ControlRecord, workflow: str, owner: str, pid: int, host: str, now: float) -> ControlRecord:
+    """``old`` claimed by a driver (``RunControl.adopt``): a claim that stands keeps its time."""
+    claimed_at = old.claimed_at if old.state == "claimed" and old.claimed_at else now
+    return dataclasses.replace(
+        old,
+        workflow=old.workflow or workflow,
+        state="claimed",
+        owner=owner,
+        pid=pid,
+        host=host,
+        claimed_at=claimed_at,
+    )
+
+
 ACTIVE = ("enqueued", "claimed")
 """States of a control record whose run has not finished (its dedup id is taken)."""
 
@@ -269,18 +283,7 @@ class MemoryControl:
             if old is None:
                 self._seq += 1
                 old = ControlRecord(run_id, workflow, created_at=now, seq=self._seq)
-            claimed_at = old.claimed_at if old.state == "claimed" and old.claimed_at else now
-            return self._put(
-                dataclasses.replace(
-                    old,
-                    workflow=old.workflow or workflow,
-                    state="claimed",
-                    owner=owner,
-                    pid=pid,
-                    host=host,
-                    claimed_at=claimed_at,
-                )
-            )
+            return self._put(adopted(old, workflow, owner, pid, host, now))
 
     def finish(self, run_id: str, state: str) -> None:
         self.finish_many([(run_id, state)])

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._control import ControlRecord, QueueLimits, _partition_free, _room
+from ._control import ControlRecord, QueueLimits, _partition_free, _room, adopted
 from ._pg_notify import Notifier, notify
 from ._pg_schema import Database
 
@@ -202,13 +202,7 @@ class PostgresControl:
                 old = self._get(conn, run_id, lock=True)
                 if old is None:
                     old = ControlRecord(run_id, workflow, created_at=now, seq=self._next_seq(conn))
-                claimed_at = old.claimed_at if old.state == "claimed" and old.claimed_at else now
-                return self._put(
-                    conn,
-                    dataclasses.replace(
-                        old, state="claimed", owner=owner, pid=pid, host=host, claimed_at=claimed_at
-                    ),
-                )
+                return self._put(conn, adopted(old, workflow, owner, pid, host, now))
 
         return self.db.run(op, run_id=run_id)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LogCorruptedError, LogFormatError, LogUnavailableError
-from ._control import ControlRecord, QueueLimits, _partition_free, _room, announcing
+from ._control import ControlRecord, QueueLimits, _partition_free, _room, adopted, announcing
 from ._doorbell import Doorbell
 
 SCHEMA_VERSION = 2
@@ -267,18 +267,7 @@ class SqliteControl:
             old = self._get(run_id)
             if old is None:
                 old = ControlRecord(run_id, workflow, created_at=now, seq=self._next_seq())
-            claimed_at = old.claimed_at if old.state == "claimed" and old.claimed_at else now
-            return self._put(
-                dataclasses.replace(
-                    old,
-                    workflow=old.workflow or workflow,
-                    state="claimed",
-                    owner=owner,
-                    pid=pid,
-                    host=host,
-                    claimed_at=claimed_at,
-                )
-            )
+            return self._put(adopted(old, workflow, owner, pid, host, now))
 
     def finish(self, run_id: str, state: str) -> None:
         self.finish_many([(run_id, state)])
