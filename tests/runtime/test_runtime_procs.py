@@ -205,7 +205,6 @@ def test_cancel_from_another_process_stops_a_running_run_within_a_second(tmp_pat
     w = worker(tmp_path, "plain")
     try:
         wait_for(lambda: len(world.log.read(h.run_id)) > 3)
-        t0 = time.monotonic()
         out = subprocess.run(
             [sys.executable, "-m", "durable.cli", "cancel", h.run_id, "--data-dir", str(tmp_path / "data")],
             cwd=ROOT,
@@ -214,9 +213,10 @@ def test_cancel_from_another_process_stops_a_running_run_within_a_second(tmp_pat
             text=True,
             check=True,
         )
+        recorded = time.monotonic()  # the request is durable once the command has returned
         assert "requested" in out.stdout
         wait_for(lambda: statuses(world, [h.run_id]) == ["cancelled"], timeout=5)
-        assert time.monotonic() - t0 < 1.0 + 0.5  # the cancel command's own start-up is in this figure
+        assert time.monotonic() - recorded < 1.0
     finally:
         stop(w)
     assert world.events(h.run_id)[-1].type == "run.cancelled"
