@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from psycopg import Connection
 
     from ._pg_messages import PostgresMessages
+    from ._pg_outbox import PostgresOutbox
 
 _INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
 
@@ -276,6 +277,12 @@ class PostgresLog:
         from ._pg_messages import PostgresMessages
 
         return PostgresMessages(self)
+
+    def outbox_store(self) -> PostgresOutbox:
+        """The world's outbox (``outbox`` table), whose entries commit with this log's rows."""
+        from ._pg_outbox import PostgresOutbox
+
+        return PostgresOutbox(self)
 
     # -- reading -------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from durable.store import Append
+from durable.store import Append, OutboxEntry
 from tests.helpers.pg import Server, drop_schema, new_schema
 
 
@@ -53,3 +53,15 @@ def test_a_retried_consume_returns_the_message_its_lost_attempt_consumed(log: An
     assert (got.data, got.consumed_seq) == ('"a"', 2)
     assert [m.data for m in store.messages("r", pending=True)] == ['"b"']
     assert log.read("r", 1) == [(2, "message.received", '{"value":"a"}')]
+
+
+def test_a_retried_enqueue_stores_its_rows_and_entry_once(log: Any) -> None:
+    """The retry of a committed enqueue finds its rows and writes nothing more (no taken-seq error)."""
+    store = log.outbox_store()
+    token = log.fence("r")
+    log.append([Append("r", [(1, "run.started", "{}")], token, created=("wf", None))])
+    _replay_after_commit(log.db)
+    entry = OutboxEntry("k", "r", "email", "{}", created_at=1.0, next_at=1.0, updated_at=1.0)
+    store.enqueue(Append("r", [(2, "effect.intent", "{}")], token), entry)
+    assert [s for s, _, _ in log.read("r")] == [1, 2]
+    assert [e.key for e in store.entries()] == ["k"]

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from durable.store import EventLog, MessageStore
-from durable.store.conformance_talk import MessageStoreConformance
+from durable.store import EventLog, MessageStore, OutboxStore
+from durable.store.conformance_talk import MessageStoreConformance, OutboxStoreConformance
 from tests.helpers.pg import Server, drop_schema, new_schema
 
 
@@ -41,3 +41,9 @@ class TestPostgresMessages(_OnPostgres, MessageStoreConformance):
     def open_pair(self, where: Path) -> tuple[EventLog, MessageStore]:
         log = self.open_log()
         return log, log.message_store()
+
+
+class TestPostgresOutbox(_OnPostgres, OutboxStoreConformance):
+    def open_pair(self, where: Path) -> tuple[EventLog, OutboxStore]:
+        log = self.open_log()
+        return log, log.outbox_store()
