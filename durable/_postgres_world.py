@@ -142,6 +142,7 @@ def postgres_world(
     from .store._pg_control import PostgresControl
     from .store._pg_locks import PostgresLocks
     from .store._pg_log import PostgresLog
+    from .store._pg_schedules import PostgresSchedules
     from .store._pg_schema import connect
 
     db = connect(
@@ -178,4 +179,5 @@ def postgres_world(
     world.lease = float(lease)
     world.extensions["outer_loops"] = PostgresDocuments(db, "outer_loops")
     world.extensions["control"] = PostgresControl(db, dsn)
+    world.extensions["schedules"] = PostgresSchedules(db)
     return world

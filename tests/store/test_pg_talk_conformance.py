@@ -8,8 +8,12 @@ from typing import Any
 
 import pytest
 
-from durable.store import EventLog, MessageStore, OutboxStore
-from durable.store.conformance_talk import MessageStoreConformance, OutboxStoreConformance
+from durable.store import EventLog, MessageStore, OutboxStore, ScheduleStore
+from durable.store.conformance_talk import (
+    MessageStoreConformance,
+    OutboxStoreConformance,
+    ScheduleStoreConformance,
+)
 from tests.helpers.pg import Server, drop_schema, new_schema
 
 
@@ -47,3 +51,10 @@ class TestPostgresOutbox(_OnPostgres, OutboxStoreConformance):
     def open_pair(self, where: Path) -> tuple[EventLog, OutboxStore]:
         log = self.open_log()
         return log, log.outbox_store()
+
+
+class TestPostgresSchedules(_OnPostgres, ScheduleStoreConformance):
+    def open_store(self, where: Path) -> ScheduleStore:
+        from durable.store._pg_schedules import PostgresSchedules
+
+        return PostgresSchedules(self.open_log().db)
