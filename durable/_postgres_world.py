@@ -1,4 +1,4 @@
-"""``postgres_world(dsn)``: a world whose log, leases, queues and artifacts live in PostgreSQL.
+"""``postgres_world(dsn)``: a world whose log, leases, queues, mailboxes and artifacts live in PostgreSQL.
 
 Many workers on many machines open the same DSN and schema and share one
 world. psycopg is imported only when a Postgres world is opened, so
@@ -84,7 +84,8 @@ def postgres_world(
     """A world in a PostgreSQL schema, shared by every process that opens the same DSN and schema.
 
     The log, the run leases, the runtime's queues and cancellation requests,
-    artifacts and outer-loop manifests live in ``schema`` (created and
+    messages to runs, the outbox, schedules, artifacts and outer-loop
+    manifests live in ``schema`` (created and
     migrated on first use; a schema holding another application's tables is
     refused, never altered). Needs the ``postgres`` extra
     (``pip install 'little-workflow[postgres]'``).
@@ -142,6 +143,7 @@ def postgres_world(
     from .store._pg_control import PostgresControl
     from .store._pg_locks import PostgresLocks
     from .store._pg_log import PostgresLog
+    from .store._pg_schedules import PostgresSchedules
     from .store._pg_schema import connect
 
     db = connect(
@@ -178,4 +180,5 @@ def postgres_world(
     world.lease = float(lease)
     world.extensions["outer_loops"] = PostgresDocuments(db, "outer_loops")
     world.extensions["control"] = PostgresControl(db, dsn)
+    world.extensions["schedules"] = PostgresSchedules(db)
     return world

@@ -22,7 +22,7 @@ from durable import World  # noqa: E402
 from durable.store import MemoryArtifacts, MemoryLocks, MemoryLog  # noqa: E402
 from tests.helpers import pg  # noqa: E402
 
-POSTGRES_DIRS = frozenset({"engine", "runtime", "outer", "integrations", "recorded", "crash"})
+POSTGRES_DIRS = frozenset({"engine", "runtime", "outer", "integrations", "recorded", "crash", "messages"})
 """Test folders whose ``worlds`` fixture runs on Postgres too (the others test files and SQLite damage)."""
 
 

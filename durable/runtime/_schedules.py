@@ -179,7 +179,10 @@ class Schedule:
 
 
 def schedules_of(world: WorldCore) -> ScheduleStore:
-    """The world's schedule store, opened on first use (``runtime.db`` beside ``events.db``)."""
+    """The world's schedule store: the world's own (a Postgres table), else opened on first use.
+
+    A local world keeps it in ``runtime.db`` beside ``events.db``; a memory world in memory.
+    """
     store: ScheduleStore | None = world.extensions.get("schedules")
     if store is None:
         if world.data_dir is not None:
@@ -188,8 +191,9 @@ def schedules_of(world: WorldCore) -> ScheduleStore:
             store = MemorySchedules()
         else:  # a world of many processes without a schedule store of its own
             raise ConfigurationError(
-                f"{world._where()} keeps no schedules yet (schedules live in a data directory "
-                "or in memory). Run the Worker that serves schedules on a local_world()."
+                f"{world._where()} keeps no schedules (schedules live in a data directory, in "
+                "memory or in a Postgres schema). Run the Worker that serves schedules on a "
+                "local_world() or a postgres_world()."
             )
         world.extensions["schedules"] = store
     return store
@@ -221,7 +225,7 @@ def start_tick(world: WorldCore, record: ScheduleRecord, tick: float) -> str:
 
 
 def keeps_schedules(world: WorldCore) -> bool:
-    """Whether the world has a place for schedules (a data directory, or memory)."""
+    """Whether the world has a place for schedules (a store of its own, a data directory, or memory)."""
     return (
         "schedules" in world.extensions
         or world.data_dir is not None

@@ -26,6 +26,9 @@ from ._protocol import Append, Row, RunInfo, _stale, _taken
 if TYPE_CHECKING:
     from psycopg import Connection
 
+    from ._pg_messages import PostgresMessages
+    from ._pg_outbox import PostgresOutbox
+
 _INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
 
 _ROWS_ONLY = (
@@ -99,8 +102,6 @@ class PostgresLog:
             raise _stale(a.run_id, a.token, int(got[0]) if got else 0)
 
     def _append_batch(self, conn: Connection[Any], attempt: int, batch: Sequence[Append]) -> None:
-        import psycopg
-
         if attempt and self._already_written(conn, batch):
             return
         now = time.time()
@@ -118,16 +119,7 @@ class PostgresLog:
                         ),
                         (a.run_id, a.created[0], a.created[1], now, now),
                     )
-                row = conn.execute(self._token, (a.run_id,)).fetchone()
-                current = int(row[0]) if row else 0
-                if current != a.token:
-                    raise _stale(a.run_id, a.token, current)
-                if a.rows:
-                    try:
-                        with conn.transaction():  # a savepoint: the error is ours to name
-                            conn.execute(self._insert, (a.run_id, *_columns(a.rows)))
-                    except psycopg.errors.UniqueViolation:
-                        raise _taken(a.run_id, a.rows[0][0]) from None
+                self.write_guarded(conn, a)
                 if a.status is not None:
                     conn.execute(
                         self.db.sql("UPDATE {s}.runs SET status = %s, updated_at = %s WHERE run_id = %s"),
@@ -136,6 +128,33 @@ class PostgresLog:
                     finished.append(a.run_id)
             for run_id in finished:  # delivered at commit, to result() and waiting workers
                 conn.execute(self._notify, (self.db.channel, f"run:{run_id}"))
+
+    def write_guarded(self, conn: Connection[Any], a: Append) -> None:
+        """Inside the caller's transaction: check ``a.token`` (locking the run's token) and insert ``a.rows``.
+
+        The message store and the outbox call this in their own transactions,
+        so what they write beside the log commits with the rows or not at all.
+
+        Raises:
+            FencedError: The token is stale or a seq is taken (the caller's
+                transaction rolls back then).
+        """
+        import psycopg
+
+        row = conn.execute(self._token, (a.run_id,)).fetchone()
+        current = int(row[0]) if row else 0
+        if current != a.token:
+            raise _stale(a.run_id, a.token, current)
+        if a.rows:
+            try:
+                with conn.transaction():  # a savepoint: the error is ours to name
+                    conn.execute(self._insert, (a.run_id, *_columns(a.rows)))
+            except psycopg.errors.UniqueViolation:
+                raise _taken(a.run_id, a.rows[0][0]) from None
+
+    def stored(self, conn: Connection[Any], run_id: str, rows: Sequence[Row]) -> bool:
+        """Whether ``rows`` are stored exactly as given (a retried commit that landed)."""
+        return self._already_written(conn, [Append(run_id, rows, 0)])
 
     def _already_written(self, conn: Connection[Any], batch: Sequence[Append]) -> bool:
         """Whether every row of ``batch`` is stored exactly as given (a retried commit that landed).
@@ -250,6 +269,20 @@ class PostgresLog:
             )
 
         self.db.run(op)
+
+    # -- stores beside the log -----------------------------------------------
+
+    def message_store(self) -> PostgresMessages:
+        """The world's messages (``messages`` table), written in this log's transactions."""
+        from ._pg_messages import PostgresMessages
+
+        return PostgresMessages(self)
+
+    def outbox_store(self) -> PostgresOutbox:
+        """The world's outbox (``outbox`` table), whose entries commit with this log's rows."""
+        from ._pg_outbox import PostgresOutbox
+
+        return PostgresOutbox(self)
 
     # -- reading -------------------------------------------------------------
 

@@ -33,7 +33,7 @@ T = TypeVar("T")
 APP = "little-workflow"
 """What ``durable_meta.app`` says in a schema of this library."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -107,6 +107,52 @@ CREATE INDEX control_claimed ON {s}.control (state) WHERE state = 'claimed';
         "0002_control_traceparent",
         """
 ALTER TABLE {s}.control ADD COLUMN traceparent TEXT;
+""",
+    ),
+    (
+        "0003_talk",
+        """
+CREATE TABLE {s}.messages (
+    id BIGSERIAL PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    topic TEXT,
+    message_id TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL,
+    sent_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    consumed_seq BIGINT
+);
+CREATE INDEX messages_waiting ON {s}.messages (run_id, topic, id) WHERE consumed_seq IS NULL;
+CREATE INDEX messages_of_run ON {s}.messages (run_id, id);
+CREATE TABLE {s}.outbox (
+    key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    next_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    owner TEXT,
+    result TEXT,
+    error TEXT,
+    updated_at DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+CREATE INDEX outbox_due ON {s}.outbox (state, next_at);
+CREATE INDEX outbox_of_run ON {s}.outbox (run_id);
+CREATE TABLE {s}.schedules (
+    name TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    cron TEXT,
+    every DOUBLE PRECISION,
+    input TEXT NOT NULL DEFAULT 'null',
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    queue TEXT,
+    catch_up TEXT NOT NULL DEFAULT 'latest',
+    paused BOOLEAN NOT NULL DEFAULT false,
+    last_tick DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    updated_at DOUBLE PRECISION NOT NULL DEFAULT 0
+);
 """,
     ),
 ]

@@ -13,6 +13,7 @@ from durable.cli import main
 from durable.runtime import OutboxDispatcher, dispatch_outbox
 from durable.store import outbox_for
 from tests.conftest import Worlds
+from tests.helpers import pg
 
 SENT: list[tuple[str, str]] = []
 FAILS: dict[str, int] = {}
@@ -180,3 +181,28 @@ def test_little_outbox_lists_and_retries_dead_entries(
     assert main(["outbox", "retry", "o7:tool:email#0", "--data-dir", str(data)]) == 1
     assert "not in the dead letter" in capsys.readouterr().err
     world.close()
+
+
+def test_little_outbox_with_dsn_lists_and_retries_a_postgres_worlds_entries(
+    pg_server: pg.Server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`little outbox --dsn` reads the world's outbox table and re-drives a dead entry."""
+    schema = pg.new_schema()
+    where = ["--dsn", pg_server.dsn, "--schema", schema]
+    try:
+        with durable.postgres_world(pg_server.dsn, schema=schema) as world:
+            FAILS["p@example.com"] = 99
+            asyncio.run(durable.run_workflow(order, "p@example.com", world=world, run_id="o9"))
+            assert main(["outbox", *where]) == 0
+            assert "o9:tool:email#0" in capsys.readouterr().out
+            asyncio.run(dispatch_outbox(world, timeout=30))
+            assert main(["outbox", "--dead", *where]) == 0
+            assert "dead" in capsys.readouterr().out
+            assert main(["outbox", "retry", "o9:tool:email#0", *where]) == 0
+            FAILS.clear()
+            asyncio.run(dispatch_outbox(world, timeout=30))
+            entry = outbox_for(world.log, world.extensions).get("o9:tool:email#0")
+            assert entry is not None and entry.state == "delivered"
+            assert SENT == [("o9:tool:email#0", "p@example.com")]
+    finally:
+        pg.drop_schema(pg_server.dsn, schema)

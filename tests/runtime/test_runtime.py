@@ -404,7 +404,7 @@ async def notify_someone(text: str) -> str:
 
 
 async def test_a_world_without_an_outbox_still_serves_its_queues(worlds: Worlds) -> None:
-    """Outbox tools are known to every worker; a world that keeps no outbox (Postgres) still claims runs."""
+    """Outbox tools are known to every worker; dispatching them never keeps a worker from claiming runs."""
     world = worlds.open()
     q = Queue("served")
     h = durable.start_workflow(plus_one, 1, world=world, queue=q)

@@ -137,3 +137,25 @@ def test_memory_on_a_postgres_world_is_a_typed_error_naming_the_extension(
         pytest.raises(durable.MemoryStoreError, match="`vector` extension"),
     ):
         _ = world.memory
+
+
+def test_a_schema_of_an_older_version_is_migrated_forward_keeping_its_rows(
+    pg_server: Server, schema: str
+) -> None:
+    """A version-2 schema (before the talk tables) gains them; its runs and events stay."""
+    from durable.store import _pg_schema
+
+    durable.postgres_world(pg_server.dsn, schema=schema).close()
+    _sql(
+        pg_server.dsn,
+        f'DROP TABLE "{schema}".messages, "{schema}".outbox, "{schema}".schedules',
+        f"DELETE FROM \"{schema}\".migrations WHERE name = '0003_talk'",
+        f'UPDATE "{schema}".durable_meta SET version = 2',
+        f"INSERT INTO \"{schema}\".events (run_id, seq, type, data) VALUES ('r', 1, 'run.started', '{{}}')",
+    )
+    durable.postgres_world(pg_server.dsn, schema=schema).close()
+    assert _sql(pg_server.dsn, f'SELECT version FROM "{schema}".durable_meta') == [
+        (_pg_schema.SCHEMA_VERSION,)
+    ]
+    assert _sql(pg_server.dsn, f'SELECT count(*) FROM "{schema}".messages') == [(0,)]
+    assert _sql(pg_server.dsn, f'SELECT run_id, seq FROM "{schema}".events') == [("r", 1)]
