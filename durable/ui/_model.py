@@ -210,6 +210,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
             "unconfirmed": [],
             "waiting": [],
             "timers": [],
+            "messages": pending_messages(world, run_id),
             "children": [],
             "checkpoints": [],
             "resumed_at": 0,
@@ -246,6 +247,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
     except DurableError:
         cps = []
     return {
+        "messages": pending_messages(world, run_id),
         "run_id": run_id,
         "workflow": info.workflow,
         "status": status,
@@ -302,3 +304,17 @@ def runtime_view(world: WorldCore) -> dict[str, Any]:
         "queues": [{"name": k, "states": v} for k, v in sorted(queues.items())],
         "drivers": sorted(drivers.values(), key=lambda d: str(d["owner"])),
     }
+
+
+def pending_messages(world: Any, run_id: str) -> list[dict[str, Any]]:
+    """The messages sent to a run that it has not received yet (none where the world keeps none)."""
+    from ..store._messages import messages_for
+
+    try:
+        store = messages_for(world.log, world.extensions)
+    except DurableError:  # a world without a mailbox
+        return []
+    return [
+        {"topic": m.topic, "sent_at": iso(m.sent_at), "value": m.data}
+        for m in store.messages(run_id, pending=True)
+    ]

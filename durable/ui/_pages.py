@@ -209,6 +209,17 @@ def run_body(d: dict[str, Any]) -> str:
                 f'<button type="submit" data-action="answer">answer…</button></form>'
             )
         out.append("<section><h2>Waiting for an answer</h2>" + "".join(forms) + "</section>")
+    if d.get("messages"):
+        rows = "".join(
+            f"<tr><td><code>{e(m['topic'] or '(default)')}</code></td><td>{e(m['sent_at'])}</td>"
+            f"<td><code>{e(_clip(m['value']))}</code></td></tr>"
+            for m in d["messages"]
+        )
+        out.append(
+            '<section id="messages"><h2>Messages waiting</h2><p>Sent to this run and not received yet: '
+            "its next <code>recv()</code> of the topic takes the oldest.</p>"
+            f"<table><tr><th>topic</th><th>sent</th><th>value</th></tr>{rows}</table></section>"
+        )
     if d["unconfirmed"]:
         keys = "".join(f"<li><code>{e(k)}</code></li>" for k in d["unconfirmed"])
         out.append(
@@ -316,3 +327,7 @@ def message_page(title: str, text: str, status_back: str = "/") -> str:
         title,
         f'<h1>{e(title)}</h1><p class="message">{e(text)}</p><p><a href="{e(status_back)}">back</a></p>',
     )
+
+
+def _clip(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[:most] + "…"

@@ -186,3 +186,15 @@ def test_on_loopback_a_rebound_host_name_is_refused(world: durable.World) -> Non
             .status_code
             == 200
         )
+
+
+def test_a_run_s_page_lists_the_messages_it_has_not_received(world: durable.World) -> None:
+    """Messages sent to a run and not consumed yet are shown, escaped, with their topic."""
+    client = client_of(create_app(Inspector(world, "s3cret", {}, private=False)))
+    assert "Messages waiting" not in client.get(run_href("a<b>")).text
+    asyncio.run(durable.send("a<b>", {"note": "<i>hi</i>"}, topic="chat", world=world))
+    page = client.get(run_href("a<b>")).text
+    assert "Messages waiting" in page
+    assert "chat" in page
+    assert "&lt;i&gt;hi&lt;/i&gt;" in page
+    assert "<i>hi</i>" not in page
