@@ -11,6 +11,7 @@ carries the child's run id.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,13 +49,14 @@ NEVER_HAPPENED = _NeverHappened()
 class EffectCall(Claim):
     """One effect call: its claim on the scope, then its key, input and what the decision said."""
 
-    __slots__ = ("action", "ih", "input", "key", "spec")
+    __slots__ = ("action", "ih", "input", "key", "spec", "t0")
 
     spec: Spec
     key: str
     input: Any
     ih: str
     action: Action  # EXECUTE (intent buffered), REDRIVE or RECONCILE
+    t0: float  # when this attempt began (``time.perf_counter()``), for the receipt's ``ms``
 
     @property
     def idempotency_key(self) -> str:
@@ -63,6 +65,7 @@ class EffectCall(Claim):
 
     def emit_intent(self, child_run_id: str | None = None) -> None:
         """Buffer this attempt's ``effect.intent``."""
+        self.t0 = time.perf_counter()
         spec = self.spec
         self.run.emit(
             "effect.intent",
@@ -102,6 +105,7 @@ def effect_begin(
             assert receipt is not None
             raise rebuild_from(receipt, run_id=run.run_id, path=key)
     call.spec, call.key, call.input, call.ih, call.action = spec, key, inp, ih, action
+    call.t0 = time.perf_counter()
     if action is EXECUTE:
         call.emit_intent(None if child_run_id is None else child_run_id(key))
     return call, None
@@ -112,14 +116,14 @@ def receipt_ok(call: EffectCall, result: Any) -> None:
     run = call.run
     data = to_json(call.spec.out, result, what="the result", run_id=run.run_id, path=call.key)
     stored_bytes(data, what="the result", run_id=run.run_id, path=call.key)
-    run.emit("effect.receipt", ev.receipt_ok(call.key, data))
+    run.emit("effect.receipt", ev.receipt_ok(call.key, data, ev.elapsed_ms(call.t0)))
 
 
 def receipt_error(call: EffectCall, exc: BaseException) -> bool:
     """Buffer the receipt of an effect that raised the code's own failure; say whether one was."""
     if not recordable(exc):
         return False
-    call.run.emit("effect.receipt", ev.receipt_error(call.key, error_data(exc)))
+    call.run.emit("effect.receipt", ev.receipt_error(call.key, error_data(exc), ev.elapsed_ms(call.t0)))
     return True
 
 

@@ -13,6 +13,7 @@ bytes into the event instead of encoding the output a second time.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pydantic_core
@@ -121,7 +122,13 @@ def step_started(path: str, visit: int, attempt: int, input_hash: str, pos: int)
 
 
 def step_completed(
-    path: str, visit: int, raw: bytes, output_hash: str, state_version: int, artifact: Json | None
+    path: str,
+    visit: int,
+    raw: bytes,
+    output_hash: str,
+    state_version: int,
+    artifact: Json | None,
+    ms: float | None = None,
 ) -> str:
     """``step.completed`` as text, the output's encoded bytes ``raw`` spliced in.
 
@@ -129,6 +136,8 @@ def step_completed(
     output is null.
     """
     head: Json = {"path": path, "visit": visit, "output_hash": output_hash, "state_version": state_version}
+    if ms is not None:
+        head["ms"] = ms
     if artifact is not None:
         head["artifact"] = artifact
         raw = b"null"
@@ -136,19 +145,31 @@ def step_completed(
 
 
 def step_completed_folded(
-    started: Json, raw: bytes, output_hash: str, state_version: int, artifact: Json | None
+    started: Json,
+    raw: bytes,
+    output_hash: str,
+    state_version: int,
+    artifact: Json | None,
+    ms: float | None = None,
 ) -> str:
     """``step.completed`` that carries its start (``step_started``'s payload) as well."""
     head: Json = {**started, "output_hash": output_hash, "state_version": state_version}
+    if ms is not None:
+        head["ms"] = ms
     if artifact is not None:
         head["artifact"] = artifact
         raw = b"null"
     return (_to_json(head)[:-1] + b',"output":' + raw + b"}").decode()
 
 
-def step_failed(path: str, visit: int, attempt: int, error: Json, final: bool) -> Json:
+def step_failed(
+    path: str, visit: int, attempt: int, error: Json, final: bool, ms: float | None = None
+) -> Json:
     """``step.failed``: ``error`` is ``error_data(exc)``."""
-    return {"path": path, "visit": visit, "attempt": attempt, **error, "final": final}
+    data: Json = {"path": path, "visit": visit, "attempt": attempt, **error, "final": final}
+    if ms is not None:
+        data["ms"] = ms
+    return data
 
 
 # -- effects --------------------------------------------------------------------
@@ -164,14 +185,25 @@ def effect_intent(
     return data
 
 
-def receipt_ok(key: str, result: Any) -> Json:
+def receipt_ok(key: str, result: Any, ms: float | None = None) -> Json:
     """``effect.receipt`` of an effect that returned ``result`` (JSON-safe)."""
-    return {"key": key, "outcome": "ok", "result": result}
+    data: Json = {"key": key, "outcome": "ok", "result": result}
+    if ms is not None:
+        data["ms"] = ms
+    return data
 
 
-def receipt_error(key: str, error: Json) -> Json:
+def receipt_error(key: str, error: Json, ms: float | None = None) -> Json:
     """``effect.receipt`` of an effect that raised: ``error`` is ``error_data(exc)``."""
-    return {"key": key, "outcome": "error", **error}
+    data: Json = {"key": key, "outcome": "error", **error}
+    if ms is not None:
+        data["ms"] = ms
+    return data
+
+
+def elapsed_ms(since: float) -> float:
+    """Milliseconds from ``since`` (a ``time.perf_counter()`` reading) to now, to a microsecond."""
+    return round((time.perf_counter() - since) * 1000.0, 3)
 
 
 def stream_cursor(key: str, chunks: int, terminal: bool, data: list[Any]) -> Json:

@@ -175,7 +175,9 @@ async def effect_with_retry(
                 if not recordable(exc):
                     raise
                 decision = tries.decide(exc)
-                run.emit("effect.receipt", ev.receipt_error(call.key, error_data(exc)))
+                run.emit(
+                    "effect.receipt", ev.receipt_error(call.key, error_data(exc), ev.elapsed_ms(call.t0))
+                )
                 tries.record(exc, decision)
                 await run.flush_async()
                 if not decision.retry:

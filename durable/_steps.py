@@ -10,6 +10,7 @@ nothing was written between the two, one ``step.completed`` carries both.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ from .errors import MaxVisitsExceededError, StepTimeoutError
 class StepCall(Claim):
     """One step call: its claim on the scope, then its identity and attempt once it executes."""
 
-    __slots__ = ("attempt", "input_hash", "path", "spec", "started", "visit")
+    __slots__ = ("attempt", "input_hash", "path", "spec", "started", "t0", "visit")
 
     spec: Spec
     path: str
@@ -36,9 +37,11 @@ class StepCall(Claim):
     input_hash: str
     attempt: int
     started: dict[str, Any] | None
+    t0: float
 
     def emit_started(self) -> None:
         """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
+        self.t0 = time.perf_counter()
         self.started = ev.step_started(self.path, self.visit, self.attempt, self.input_hash, self.n)
         self.run.emit("step.started", self.started)
 
@@ -87,6 +90,7 @@ def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededE
 def step_commit(call: StepCall, out: Any) -> None:
     """Buffer the step's ``step.completed``: its output encoded once, for the hash and the log."""
     run = call.run
+    ms = ev.elapsed_ms(call.t0)
     data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
     raw = stored_bytes(data, what="the output", run_id=run.run_id, path=call.path)
     run.state_version += 1
@@ -96,9 +100,11 @@ def step_commit(call: StepCall, out: Any) -> None:
     started = call.started
     if started is not None and run.unemit(started):
         # Nothing was buffered since the start and nothing flushed: one event says both.
-        event = ev.step_completed_folded(started, raw, bytes_hash(raw), run.state_version, artifact)
+        event = ev.step_completed_folded(started, raw, bytes_hash(raw), run.state_version, artifact, ms)
     else:
-        event = ev.step_completed(call.path, call.visit, raw, bytes_hash(raw), run.state_version, artifact)
+        event = ev.step_completed(
+            call.path, call.visit, raw, bytes_hash(raw), run.state_version, artifact, ms
+        )
     run.emit_encoded("step.completed", event)
 
 
@@ -106,7 +112,10 @@ def step_fail(call: StepCall, exc: BaseException, *, final: bool = True) -> bool
     """Buffer ``step.failed`` for the code's own failure; say whether one was written."""
     if not recordable(exc):
         return False
-    call.run.emit("step.failed", ev.step_failed(call.path, call.visit, call.attempt, error_data(exc), final))
+    failed = ev.step_failed(
+        call.path, call.visit, call.attempt, error_data(exc), final, ev.elapsed_ms(call.t0)
+    )
+    call.run.emit("step.failed", failed)
     return True
 
 

@@ -64,7 +64,8 @@ Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
 ``message.waiting``, ``message.received``, ``message.sent``, ``event.set``,
 ``stream.write`` and ``stream.closed``, and the ``traceparent`` of
 ``run.started`` (the W3C trace context its first drive ran in, which later
-drives link to). This SDK reads formats 1 to 5.
+drives link to), and the ``ms`` of step and effect outcomes (how long the
+attempt took). This SDK reads formats 1 to 5.
 """
 
 
@@ -128,6 +129,8 @@ class StepCompleted(_Event):
     state_version: int
     artifact: dict[str, Any] | None = None
     """The artifact holding the output when it was too large for the log (``output`` is then null)."""
+    ms: float | None = None
+    """How long the attempt took, in milliseconds, from its start to its commit (format 5 on)."""
 
 
 class StepFailed(_Event):
@@ -141,6 +144,8 @@ class StepFailed(_Event):
     error_message: str
     error_args: list[Any] | None = None
     final: bool = True
+    ms: float | None = None
+    """How long the attempt took, in milliseconds (format 5 on)."""
 
 
 class EffectIntent(_Event):
@@ -165,6 +170,8 @@ class EffectReceipt(_Event):
     error_type: str | None = None
     error_message: str | None = None
     error_args: list[Any] | None = None
+    ms: float | None = None
+    """How long the call took, in milliseconds, from its intent to its receipt (format 5 on)."""
 
 
 class ValueRecorded(_Event):

@@ -104,6 +104,14 @@ class Item:
     child_run_id: str | None = None
     detail: str = ""
     replayed: bool = False
+    ms: float | None = None
+    """The time its attempts took, in milliseconds (``None`` when the log does not say)."""
+
+    def took(self, e: dict[str, Any]) -> None:
+        """Add the ``ms`` of an outcome event to the call's time."""
+        ms = e.get("ms")
+        if isinstance(ms, int | float):
+            self.ms = (self.ms or 0.0) + float(ms)
 
 
 def _error_text(e: dict[str, Any]) -> str:
@@ -142,8 +150,10 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
             it = item("step", e["path"], seq)
             it.attempts = max(it.attempts, e.get("attempt") or 1)
             it.state = "completed"
+            it.took(e)
         elif t == "step.failed":
             it = item("step", e["path"], seq)
+            it.took(e)
             it.errors.append(f"attempt {e.get('attempt', 1)}: {_error_text(e)}")
             it.state = "failed" if e.get("final", True) else "retrying"
         elif t == "effect.intent":
@@ -155,6 +165,7 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
             it.state = "unconfirmed"
         elif t == "effect.receipt":
             it = item("effect", e["key"], seq)
+            it.took(e)
             if e.get("outcome") == "error":
                 it.errors.append(f"attempt {it.attempts}: {_error_text(e)}")
                 it.state = "error"

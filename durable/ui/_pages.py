@@ -117,11 +117,26 @@ def _bar(it: Item, last: int) -> str:
     )
 
 
+def _duration(it: Item, longest: float) -> str:
+    if it.ms is None:
+        return ""
+    width = max(100.0 * it.ms / longest, 0.8) if longest > 0 else 0.8
+    return (
+        f'<div class="bar" title="{it.ms:.3f} ms"><span class="fill k-{e(it.kind)} st-{e(it.state)}" '
+        f'style="width:{width:.2f}%"></span></div><span class="ms">{_ms_text(it.ms)}</span>'
+    )
+
+
+def _ms_text(ms: float) -> str:
+    return f"{ms:.2f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
 def timeline_table(items: list[Item], last_seq: int) -> str:
     """A run's calls in log order: kind, key, state, executed or replayed, attempts, errors, span."""
     if not items:
         return '<p class="empty">No calls recorded yet.</p>'
     rows = []
+    longest = max((it.ms for it in items if it.ms is not None), default=0.0)
     for it in items:
         child = (
             f' <a class="child" href="{e(run_href(it.child_run_id))}">child run {e(it.child_run_id)}</a>'
@@ -136,11 +151,12 @@ def timeline_table(items: list[Item], last_seq: int) -> str:
         rows.append(
             f'<tr class="item" data-key="{e(it.key)}" data-state="{e(it.state)}"><td>{e(it.kind)}</td>'
             f"<td><code>{e(it.key)}</code>{child}{errors}</td><td>{e(it.state)}</td><td>{e(how)}</td>"
-            f"<td>{it.attempts}</td><td>{e(it.detail)}</td><td>{_bar(it, last_seq)}</td></tr>"
+            f"<td>{it.attempts}</td><td>{e(it.detail)}</td><td>{_duration(it, longest)}</td>"
+            f"<td>{_bar(it, last_seq)}</td></tr>"
         )
     return (
         '<table class="timeline"><thead><tr><th>kind</th><th>call</th><th>state</th><th>executed / replayed</th>'
-        "<th>attempts</th><th>detail</th><th>span in the log</th></tr></thead><tbody>"
+        "<th>attempts</th><th>detail</th><th>duration</th><th>span in the log</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
     )

@@ -198,3 +198,25 @@ def test_a_run_s_page_lists_the_messages_it_has_not_received(world: durable.Worl
     assert "chat" in page
     assert "&lt;i&gt;hi&lt;/i&gt;" in page
     assert "<i>hi</i>" not in page
+
+
+def test_the_timeline_sums_each_call_s_recorded_durations() -> None:
+    """``ms`` of every attempt's outcome adds up; a call whose log says nothing has no duration."""
+    events = [
+        {"type": "step.completed", "seq": 1, "path": "a", "ms": 2.5},
+        {"type": "effect.intent", "seq": 2, "key": "tool:t#0", "name": "t", "kind": "tool"},
+        {"type": "effect.receipt", "seq": 3, "key": "tool:t#0", "outcome": "error", "ms": 1.0},
+        {"type": "effect.intent", "seq": 4, "key": "tool:t#0", "name": "t", "kind": "tool"},
+        {"type": "effect.receipt", "seq": 5, "key": "tool:t#0", "outcome": "ok", "ms": 4.0},
+        {"type": "step.completed", "seq": 6, "path": "old"},
+    ]
+    items, _ = timeline(events)
+    assert [(it.key, it.ms) for it in items] == [("a", 2.5), ("tool:t#0", 5.0), ("old", None)]
+
+
+def test_a_run_records_how_long_each_attempt_took(world: durable.World) -> None:
+    """Steps and tools of a new run carry ``ms``; the run page shows them."""
+    events = [e for e in world.events("a<b>") if e.type in ("step.completed", "effect.receipt")]
+    assert events and all(isinstance(getattr(e, "ms", None), float) and e.ms >= 0 for e in events)
+    page = client_of(create_app(Inspector(world, "s3cret", {}, private=False))).get(run_href("a<b>")).text
+    assert " ms</span>" in page
