@@ -30,6 +30,7 @@ from .store._encrypted import (
     recorded_key_id,
     verify_key_check,
 )
+from .store._encrypted_talk import rekey_talk
 from .store._sqlite import SqliteLog
 
 
@@ -44,7 +45,7 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
 
     Returns:
         What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts", "outer_loops",
-        "memory_items"}``.
+        "memory_items", "messages"}`` (``messages``: messages and outbox entries).
 
     Raises:
         KeyMismatchError: ``old`` does not hold the directory's key.
@@ -61,7 +62,7 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
                 "(in LITTLE_OLD_KEYS or as the key itself)."
             )
         reader = EncryptedLog(log, old) if was is not None and old is not None else None
-        events = _rewrite_rows(log, reader, new)
+        events, talk = _rewrite_rows(log, reader, new)
     finally:
         log.close()
     reading = old if was is not None else None
@@ -72,6 +73,7 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
         "artifacts": _rewrite_artifacts(root, reading, new),
         "outer_loops": _rewrite_outer(root, reading, new),
         "memory_items": _rewrite_memory(root, old, new),
+        "messages": talk,
     }
 
 
@@ -117,7 +119,12 @@ def _rewrite_memory(root: Path, old: Codec | None, new: Codec | None) -> int:
     return n
 
 
-def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> int:
+def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> tuple[int, int]:
+    """Rewrite every row, message and outbox entry of the log in one transaction, then vacuum.
+
+    Returns:
+        How many rows, and how many messages and outbox entries, were rewritten.
+    """
     db = log._db
     sealer = _Sealer(new) if new is not None else None
     n = 0
@@ -133,6 +140,7 @@ def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None
                     row = sealer.seal(run_id, row)
                 db.execute("UPDATE events SET data = ? WHERE run_id = ? AND seq = ?", (row[2], run_id, seq))
                 n += 1
+            talk = rekey_talk(db, reader.codec if reader is not None else None, new)
             db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
             if new is None:
                 db.execute("DELETE FROM meta WHERE name = ?", (META_KEY,))
@@ -148,7 +156,7 @@ def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None
         log.vacuum()  # no free page keeps an old payload, and the WAL is truncated
     except sqlite3.Error as exc:  # pragma: no cover - a vacuum needs free disk space
         raise ConfigurationError(f"the rows were rewritten but VACUUM failed ({exc}); run it again") from exc
-    return n
+    return n, talk
 
 
 class _Sealer(EncryptedLog):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -190,3 +191,47 @@ class EncryptedOutbox:
 
     def entries(self, state: str | None = None, run_id: str | None = None) -> list[OutboxEntry]:
         return self._open_all(self.inner.entries(state, run_id))
+
+
+def _reseal(old: Codec | None, new: Codec | None, text: str, ad: bytes, what: str, run_id: str) -> str:
+    plain = open_text(old, text, ad, what, run_id) if old is not None else text
+    return seal_text(new, plain, ad) if new is not None else plain
+
+
+def rekey_talk(db: sqlite3.Connection, old: Codec | None, new: Codec | None) -> int:
+    """Rewrite every message value and outbox payload of ``events.db`` from ``old`` to ``new``.
+
+    ``None`` stands for the clear on either side. Runs inside the caller's
+    transaction (``little rekey`` rewrites the log's rows in the same one).
+
+    Returns:
+        How many messages and outbox entries were rewritten.
+
+    Raises:
+        CodecError: A payload does not decrypt under ``old``.
+    """
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    n = 0
+    if "messages" in tables:
+        for mid, run_id, topic, message_id, data in db.execute(
+            "SELECT id, run_id, topic, message_id, data FROM messages"
+        ).fetchall():
+            what = f"message {message_id!r} to run {run_id!r}"
+            ad = message_ad(run_id, topic, message_id)
+            db.execute(
+                "UPDATE messages SET data = ? WHERE id = ?", (_reseal(old, new, data, ad, what, run_id), mid)
+            )
+            n += 1
+    if "outbox" in tables:
+        for key, run_id, *fields in db.execute(
+            "SELECT key, run_id, input, result, error FROM outbox"
+        ).fetchall():
+            values = [
+                None
+                if text is None
+                else _reseal(old, new, text, outbox_ad(key, f), f"the {f} of outbox entry {key!r}", run_id)
+                for f, text in zip(("input", "result", "error"), fields, strict=True)
+            ]
+            db.execute("UPDATE outbox SET input = ?, result = ?, error = ? WHERE key = ?", (*values, key))
+            n += 1
+    return n

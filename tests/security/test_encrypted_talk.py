@@ -192,3 +192,23 @@ def test_a_memory_world_s_messages_and_outbox_are_encrypted() -> None:
     assert all(m.data.startswith("enc1:") and "ZEBRA" not in m.data for m in plain_store.messages("m1"))
     (entry,) = outbox_for(inner, {}).entries(run_id="m1")
     assert entry.input.startswith("enc1:") and "ZEBRA" not in entry.input
+
+
+def test_rekey_rewrites_messages_and_outbox_entries(tmp_path: Path) -> None:
+    """After a rekey to another key, and then to the clear, messages and entries read under the new one."""
+    from durable._rekey import rekey
+
+    other = EncryptionCodec(bytes(range(1, 33)))
+    _talk(tmp_path, EncryptionCodec(KEY))
+    done = rekey(tmp_path, other, EncryptionCodec(KEY))
+    assert done["messages"] == 4  # three messages and one outbox entry
+    assert _leaks(tmp_path) == []
+    with durable.local_world(tmp_path, codec=other) as world:  # the old key is not needed any more
+        texts = [m.data for m in messages_for(world.log, world.extensions).messages("t1")]
+        (entry,) = outbox_for(world.log, world.extensions).entries(run_id="t1")
+    assert "ZEBRA-MSG-BEFORE" in texts[0] and "ZEBRA-OUTBOX-RESULT" in (entry.result or "")
+    rekey(tmp_path, None, other)
+    with durable.local_world(tmp_path) as world:
+        texts = [m.data for m in messages_for(world.log, world.extensions).messages("t1")]
+        (entry,) = outbox_for(world.log, world.extensions).entries(run_id="t1")
+    assert texts[1] == '"ZEBRA-MSG-DURING"' and "ZEBRA-OUTBOX-ARG" in entry.input
