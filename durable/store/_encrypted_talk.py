@@ -13,8 +13,12 @@ under the log's codec before it is stored and decrypted when it is read.
   ``message.received`` row of ``consume``, the rows of ``enqueue``) are
   sealed exactly as ``EncryptedLog.append`` seals them.
 
+``EncryptedSchedules`` does the same for a schedule's stored input (bound
+to the schedule's name) in ``runtime.db``.
+
 What stays in the clear: run ids, topics, message ids, outbox keys, tool
-names, states, attempt counts, owners and times.
+names, states, attempt counts, owners and times, and a schedule's every
+field but its input.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from ..errors import CodecError, KeyMismatchError
 from ._messages import Message, MessageStore
 from ._outbox import OutboxEntry, OutboxStore
 from ._protocol import Append, Row
+from ._schedules import ScheduleRecord, ScheduleStore
 
 if TYPE_CHECKING:
     from ._encrypted import EncryptedLog
@@ -235,3 +240,56 @@ def rekey_talk(db: sqlite3.Connection, old: Codec | None, new: Codec | None) -> 
             db.execute("UPDATE outbox SET input = ?, result = ?, error = ? WHERE key = ?", (*values, key))
             n += 1
     return n
+
+
+def schedule_ad(name: str) -> bytes:
+    """The associated data of a schedule's stored input: the schedule's name."""
+    return f"schedule|{_framed(name)}".encode("utf-8", "surrogatepass")
+
+
+class EncryptedSchedules:
+    """A schedule store whose records' inputs are encrypted under ``codec``, bound to the schedule's name.
+
+    Every other field (name, workflow, cron or interval, zone, queue, catch-up
+    mode, pause, ticks and times) stays in the clear: workers read them to
+    find due ticks.
+
+    Args:
+        inner: The world's schedule store (``SqliteSchedules`` in ``runtime.db``, ``MemorySchedules``).
+        codec: The world's codec.
+    """
+
+    def __init__(self, inner: ScheduleStore, codec: Codec):
+        self.inner = inner
+        self.codec = codec
+
+    def _open(self, r: ScheduleRecord | None) -> ScheduleRecord | None:
+        if r is None:
+            return None
+        what = f"the input of schedule {r.name!r}"
+        return replace(r, input=open_text(self.codec, r.input, schedule_ad(r.name), what, None))
+
+    def upsert(self, record: ScheduleRecord) -> ScheduleRecord:
+        sealed = replace(record, input=seal_text(self.codec, record.input, schedule_ad(record.name)))
+        return replace(self.inner.upsert(sealed), input=record.input)
+
+    def get(self, name: str) -> ScheduleRecord | None:
+        return self._open(self.inner.get(name))
+
+    def all(self) -> list[ScheduleRecord]:
+        return [r for r in map(self._open, self.inner.all()) if r is not None]
+
+    def set_paused(self, name: str, paused: bool, now: float) -> ScheduleRecord | None:
+        return self._open(self.inner.set_paused(name, paused, now))
+
+    def delete(self, name: str) -> bool:
+        return self.inner.delete(name)
+
+    def advance(self, name: str, expected: float | None, tick: float, now: float) -> bool:
+        return self.inner.advance(name, expected, tick, now)
+
+    def close(self) -> None:
+        """Close the inner store."""
+        close = getattr(self.inner, "close", None)
+        if close is not None:
+            close()
