@@ -87,3 +87,32 @@ def test_a_schedule_input_moved_to_another_schedule_is_refused(tmp_path: Path) -
         pytest.raises(CodecError, match="schedule 'other'"),
     ):
         world.schedules.list()
+
+
+def test_rekey_rewrites_schedule_and_queued_inputs(tmp_path: Path) -> None:
+    """After a rekey to another key, and then to the clear, runtime.db's inputs read under the new one."""
+    from durable._rekey import rekey
+
+    other = EncryptionCodec(bytes(range(1, 33)))
+    _tick(tmp_path, EncryptionCodec(KEY))
+    with durable.local_world(tmp_path, codec=EncryptionCodec(KEY)) as world:
+        durable.start_workflow(beat, MARK.decode() + " queued", world=world, run_id="waiting", queue="q")
+    assert _leaks(tmp_path) == []
+    done = rekey(tmp_path, other, EncryptionCodec(KEY))
+    assert done["runtime_inputs"] == 3  # the tick's run, the queued run, the schedule
+    assert _leaks(tmp_path) == []
+
+    async def drive(codec: Any) -> str:
+        with durable.local_world(tmp_path, codec=codec) as world:
+            (listed,) = world.schedules.list()
+            assert listed.name == "beat"
+            assert world.schedules.store.get("beat").input == f'"{MARK.decode()}"'  # type: ignore[union-attr]
+            async with durable.Worker(world, workflows=[beat], queues=["q"]):
+                out: str = await durable.handle("waiting", world=world).result(timeout=60)
+            return out
+
+    assert asyncio.run(drive(other)) == "ran ZEBRA-"  # the old key is not needed any more
+    rekey(tmp_path, None, other)
+    assert _leaks(tmp_path)  # in the clear again
+    with durable.local_world(tmp_path) as world:
+        assert world.schedules.store.get("beat").input == f'"{MARK.decode()}"'  # type: ignore[union-attr]
