@@ -11,8 +11,9 @@ import pytest
 
 import durable
 from durable import CodecError, EncryptionCodec, KeyMismatchError
-from durable.store import EncryptedLog, SqliteLog, messages_for, outbox_for
+from durable.store import EncryptedLog, MemoryLog, SqliteLog, messages_for, outbox_for
 from durable.store._encrypted import row_ad
+from durable.store._outbox import keeps_outbox
 
 pytest.importorskip("cryptography")
 
@@ -212,3 +213,24 @@ def test_rekey_rewrites_messages_and_outbox_entries(tmp_path: Path) -> None:
         texts = [m.data for m in messages_for(world.log, world.extensions).messages("t1")]
         (entry,) = outbox_for(world.log, world.extensions).entries(run_id="t1")
     assert texts[1] == '"ZEBRA-MSG-DURING"' and "ZEBRA-OUTBOX-ARG" in entry.input
+
+
+class _MetaOnly:
+    """A log that keeps meta facts but no outbox and no messages (as a backend without them would)."""
+
+    def __init__(self) -> None:
+        self._inner = MemoryLog()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_an_encrypted_log_over_a_backend_without_an_outbox_keeps_none() -> None:
+    """The wrapper offers the stores of its inner log only: a worker does not dispatch what is not there."""
+    log = EncryptedLog(_MetaOnly(), EncryptionCodec(KEY))  # type: ignore[arg-type]
+    assert not keeps_outbox(log, {})
+    assert keeps_outbox(EncryptedLog(MemoryLog(), EncryptionCodec(KEY)), {})
+    with pytest.raises(durable.ConfigurationError, match="keeps no messages"):
+        messages_for(log, {})
+    with pytest.raises(durable.ConfigurationError, match="has no outbox"):
+        outbox_for(log, {})
