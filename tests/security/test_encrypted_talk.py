@@ -234,3 +234,25 @@ def test_an_encrypted_log_over_a_backend_without_an_outbox_keeps_none() -> None:
         messages_for(log, {})
     with pytest.raises(durable.ConfigurationError, match="has no outbox"):
         outbox_for(log, {})
+
+
+def test_little_outbox_reads_an_encrypted_world_with_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`little outbox` lists a dead entry of an encrypted world under LITTLE_KEY, and re-drives it."""
+    from durable.cli import main
+
+    _talk(tmp_path, EncryptionCodec(KEY))
+    db = sqlite3.connect(tmp_path / "events.db")
+    (key,) = db.execute("SELECT key FROM outbox").fetchone()
+    db.execute("UPDATE outbox SET state = 'dead'")  # as if every attempt had failed
+    db.commit()
+    db.close()
+    monkeypatch.setenv("LITTLE_KEY", KEY.hex())
+    assert main(["outbox", "--dead", "--data-dir", str(tmp_path)]) == 0
+    assert key in capsys.readouterr().out
+    assert main(["outbox", "retry", key, "--data-dir", str(tmp_path)]) == 0
+    assert "pending" in capsys.readouterr().out
+    with durable.local_world(tmp_path, codec=EncryptionCodec(KEY)) as world:
+        entry = outbox_for(world.log, world.extensions).get(key)
+    assert entry is not None and entry.state == "pending" and "ZEBRA-OUTBOX-ARG" in entry.input
