@@ -1,11 +1,13 @@
 """``little rekey``: re-encrypt a data directory under a new key (or encrypt or decrypt it).
 
-Every row of ``events.db`` is rewritten in one transaction, then the file is
-vacuumed and its WAL truncated so that no page keeps an old payload. Every
-artifact and outer-loop manifest is rewritten under the new key (a new file
+Every row of ``events.db``, with its messages and outbox entries,
+is rewritten in one transaction, then the file is vacuumed and its WAL
+truncated so that no page keeps an old payload. Every artifact and
+outer-loop manifest is rewritten under the new key (a new file
 first, the old one removed after), and every memory item's text and metadata
-in ``memory/memory.db`` (one transaction, then a vacuum). Run it while no
-process uses the data directory.
+in ``memory/memory.db`` (one transaction, then a vacuum), and the queued
+and schedule inputs of ``runtime.db`` (the same). Run it while no process
+uses the data directory.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .store._encrypted import (
     recorded_key_id,
     verify_key_check,
 )
+from .store._encrypted_talk import rekey_talk
 from .store._sqlite import SqliteLog
 
 
@@ -44,7 +47,8 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
 
     Returns:
         What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts", "outer_loops",
-        "memory_items"}``.
+        "memory_items", "messages", "runtime_inputs"}`` (``messages``: messages and
+        outbox entries; ``runtime_inputs``: queued inputs and schedule inputs of ``runtime.db``).
 
     Raises:
         KeyMismatchError: ``old`` does not hold the directory's key.
@@ -61,7 +65,7 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
                 "(in LITTLE_OLD_KEYS or as the key itself)."
             )
         reader = EncryptedLog(log, old) if was is not None and old is not None else None
-        events = _rewrite_rows(log, reader, new)
+        events, talk = _rewrite_rows(log, reader, new)
     finally:
         log.close()
     reading = old if was is not None else None
@@ -72,6 +76,8 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
         "artifacts": _rewrite_artifacts(root, reading, new),
         "outer_loops": _rewrite_outer(root, reading, new),
         "memory_items": _rewrite_memory(root, old, new),
+        "messages": talk,
+        "runtime_inputs": _rewrite_runtime(root, reading, new),
     }
 
 
@@ -117,7 +123,12 @@ def _rewrite_memory(root: Path, old: Codec | None, new: Codec | None) -> int:
     return n
 
 
-def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> int:
+def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> tuple[int, int]:
+    """Rewrite every row, message and outbox entry of the log in one transaction, then vacuum.
+
+    Returns:
+        How many rows, and how many messages and outbox entries, were rewritten.
+    """
     db = log._db
     sealer = _Sealer(new) if new is not None else None
     n = 0
@@ -133,6 +144,7 @@ def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None
                     row = sealer.seal(run_id, row)
                 db.execute("UPDATE events SET data = ? WHERE run_id = ? AND seq = ?", (row[2], run_id, seq))
                 n += 1
+            talk = rekey_talk(db, reader.codec if reader is not None else None, new)
             db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
             if new is None:
                 db.execute("DELETE FROM meta WHERE name = ?", (META_KEY,))
@@ -148,7 +160,7 @@ def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None
         log.vacuum()  # no free page keeps an old payload, and the WAL is truncated
     except sqlite3.Error as exc:  # pragma: no cover - a vacuum needs free disk space
         raise ConfigurationError(f"the rows were rewritten but VACUUM failed ({exc}); run it again") from exc
-    return n
+    return n, talk
 
 
 class _Sealer(EncryptedLog):
@@ -158,6 +170,48 @@ class _Sealer(EncryptedLog):
         self.codec = codec
         self.binary = True
         self._blob = bytearray  # rekey binds the rows to sqlite3 itself, as a SqliteLog does
+
+
+def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
+    """Rewrite the queued inputs and schedule inputs of ``runtime.db`` in one transaction, then vacuum it."""
+    path = root / "runtime.db"
+    if not path.is_file():
+        return 0
+    from .runtime._driver import open_control_input, seal_control_input
+    from .store._encrypted_talk import open_text, schedule_ad, seal_text
+
+    db = sqlite3.connect(path, isolation_level=None)
+    n = 0
+    try:
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "control" in tables:
+                for run_id, text in db.execute("SELECT run_id, input FROM control").fetchall():
+                    plain = open_control_input(old, run_id, text)
+                    db.execute(
+                        "UPDATE control SET input = ? WHERE run_id = ?",
+                        (seal_control_input(new, run_id, plain), run_id),
+                    )
+                    n += 1
+            if "schedules" in tables:
+                for name, text in db.execute("SELECT name, input FROM schedules").fetchall():
+                    ad, what = schedule_ad(name), f"the input of schedule {name!r}"
+                    plain = open_text(old, text, ad, what, None) if old is not None else text
+                    sealed = seal_text(new, plain, ad) if new is not None else plain
+                    db.execute("UPDATE schedules SET input = ? WHERE name = ?", (sealed, name))
+                    n += 1
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return n
 
 
 def _artifact_files(root: Path) -> list[Path]:

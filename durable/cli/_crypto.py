@@ -30,7 +30,8 @@ def _human(d: dict[str, Any]) -> str:
     return (
         f"rekeyed from key id {d['from_key_id'] or '(none: in the clear)'} to {to}: "
         f"{d['events']} events, {d['artifacts']} artifacts, {d['outer_loops']} outer-loop manifests, "
-        f"{d['memory_items']} memory items"
+        f"{d['memory_items']} memory items, {d['messages']} messages and outbox entries, "
+        f"{d['runtime_inputs']} queued and schedule inputs"
     )
 
 

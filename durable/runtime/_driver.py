@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .._codec import Codec
 from .._runner import drive
 from .._spec import Spec
 from .._world import WorldCore
@@ -99,9 +100,14 @@ def seal_input(world: WorldCore, run_id: str, text: str) -> str:
     The run id is bound as associated data, so a sealed input moved to
     another run's record does not decrypt.
     """
-    if world.codec is None:
+    return seal_control_input(world.codec, run_id, text)
+
+
+def seal_control_input(codec: Codec | None, run_id: str, text: str) -> str:
+    """``seal_input`` under ``codec`` (``None``: the text as it is)."""
+    if codec is None:
         return text
-    sealed = world.codec.encrypt(text.encode(), f"control.input:{run_id}".encode())
+    sealed = codec.encrypt(text.encode(), f"control.input:{run_id}".encode())
     return _SEALED + base64.b64encode(sealed).decode()
 
 
@@ -111,13 +117,20 @@ def open_input(world: WorldCore, run_id: str, text: str) -> str:
     Raises:
         CodecError: The input is sealed and this world has no codec.
     """
+    return open_control_input(world.codec, run_id, text)
+
+
+def open_control_input(codec: Codec | None, run_id: str, text: str) -> str:
+    """``open_input`` under ``codec``.
+
+    Raises:
+        CodecError: The input is sealed and ``codec`` is ``None``, or it does not decrypt.
+    """
     if not text.startswith(_SEALED):
         return text
-    if world.codec is None:
+    if codec is None:
         raise CodecError(f"the queued input of run {run_id!r} is encrypted; open the world with its codec.")
-    return world.codec.decrypt(
-        base64.b64decode(text[len(_SEALED) :]), f"control.input:{run_id}".encode()
-    ).decode()
+    return codec.decrypt(base64.b64decode(text[len(_SEALED) :]), f"control.input:{run_id}".encode()).decode()
 
 
 def control_of(world: WorldCore) -> RunControl:

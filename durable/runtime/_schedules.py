@@ -31,9 +31,10 @@ from .._spec import Spec
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
+from ..store._encrypted_talk import EncryptedSchedules
 from ..store._memory_log import MemoryLog
 from ..store._schedules import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
-from ._driver import control_of, runtime_of
+from ._driver import control_of, runtime_of, seal_input
 from ._handle import RunHandle
 
 CATCH_UP = ("latest", "all", "none")
@@ -195,6 +196,9 @@ def schedules_of(world: WorldCore) -> ScheduleStore:
                 "memory or in a Postgres schema). Run the Worker that serves schedules on a "
                 "local_world() or a postgres_world()."
             )
+        codec = getattr(world, "codec", None)
+        if codec is not None:  # an encrypted world's schedule inputs are encrypted too
+            store = EncryptedSchedules(store, codec)
         world.extensions["schedules"] = store
     return store
 
@@ -214,7 +218,7 @@ def start_tick(world: WorldCore, record: ScheduleRecord, tick: float) -> str:
         ControlRecord(
             rid,
             record.workflow,
-            input=record.input,
+            input=seal_input(world, rid, record.input),  # as start_workflow seals it
             queue=record.queue,
             state="enqueued" if queued else "claimed",
             created_at=now,

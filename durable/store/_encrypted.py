@@ -27,6 +27,9 @@ from typing import Any, Protocol
 from .._codec import Codec
 from ..errors import ArtifactIntegrityError, CodecError, ConfigurationError, KeyMismatchError
 from ._artifact_store import ArtifactStore
+from ._encrypted_talk import EncryptedMessages, EncryptedOutbox
+from ._messages import MessageStore
+from ._outbox import OutboxStore
 from ._protocol import Append, EventLog, Row, RunInfo
 from ._sqlite import SqliteLog
 
@@ -193,7 +196,8 @@ class EncryptedLog:
                 run_id=run_id,
             ) from None
 
-    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
+    def seal_batch(self, batch: Sequence[Append]) -> list[Append]:
+        """The appends with every row sealed (what ``append`` hands the backend)."""
         # ``seal`` inlined: this runs for every row the engine writes.
         encrypt, binary, blob = self.codec.encrypt, self.binary, self._blob
         sealed = []
@@ -209,6 +213,14 @@ class EncryptedLog:
                 sealed_data = blob(ct) if binary else PREFIX + base64.b64encode(ct).decode("ascii")
                 rows.append((seq, type_, sealed_data))  # type: ignore[arg-type]  # a BLOB or text
             sealed.append(_new_tuple(Append, (rid, rows, a.token, a.status, a.created)))
+        return sealed
+
+    def seal_append(self, append: Append) -> Append:
+        """One append with every row sealed, as ``append`` seals it (for a store's own transaction)."""
+        return self.seal_batch([append])[0]
+
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
+        sealed = self.seal_batch(batch)
         if sync:
             self.inner.append(sealed)
         else:
@@ -225,6 +237,20 @@ class EncryptedLog:
 
     def compact(self, run_id: str, snapshot: Row, token: int) -> None:
         self.inner.compact(run_id, self.seal(run_id, snapshot), token)
+
+    # -- the stores beside the log ----------------------------------------------------
+
+    def message_store(self) -> MessageStore:
+        """The inner log's message store, with every message value encrypted under the codec."""
+        from ._messages import messages_for
+
+        return EncryptedMessages(messages_for(self.inner, {}), self)
+
+    def outbox_store(self) -> OutboxStore:
+        """The inner log's outbox, with every entry's arguments, result and error encrypted."""
+        from ._outbox import outbox_for
+
+        return EncryptedOutbox(outbox_for(self.inner, {}), self)
 
     # -- passed through ---------------------------------------------------------------
 

@@ -162,8 +162,11 @@ _MEMORY: weakref.WeakKeyDictionary[MemoryLog, MemoryOutbox] = weakref.WeakKeyDic
 
 def keeps_outbox(log: EventLog, extensions: dict[str, Any]) -> bool:
     """Whether ``outbox_for`` finds an outbox for this log (without opening it)."""
+    from ._encrypted import EncryptedLog
     from ._sqlite import SqliteLog
 
+    if isinstance(log, EncryptedLog):  # its outbox is its inner log's, encrypted
+        return "outbox" in extensions or keeps_outbox(log.inner, {})
     return (
         "outbox" in extensions
         or isinstance(log, SqliteLog | MemoryLog)

@@ -92,3 +92,29 @@ def test_an_encrypted_postgres_world_keeps_no_plaintext_and_refuses_without_the_
     with durable.postgres_world(pg_server.dsn, schema=schema, codec=EncryptionCodec(KEY)) as world:
         again = asyncio.run(durable.run_workflow(agent, "ZEBRA-INPUT", world=world, run_id="r1"))
     assert again == out
+
+
+@durable.workflow
+async def chat(x: str) -> str:
+    message = await durable.recv(timeout=60)
+    return f"{x} got {message}"
+
+
+@pytest.mark.parametrize("encrypted", [False, True])
+def test_messages_to_a_run_of_an_encrypted_postgres_world_are_ciphertext(
+    pg_server: Server, schema: str, encrypted: bool
+) -> None:
+    """The mailbox rows and the run's message.received hold no plaintext (the plain world shows it)."""
+
+    async def main() -> str:
+        codec = EncryptionCodec(KEY) if encrypted else None
+        with durable.postgres_world(pg_server.dsn, schema=schema, codec=codec) as world:
+            run = durable.start_workflow(chat, "ZEBRA-INPUT", world=world, run_id="c1")
+            await durable.send("c1", "ZEBRA-MESSAGE", world=world)
+            out: str = await run.result(timeout=60)
+            return out
+
+    assert asyncio.run(main()) == "ZEBRA-INPUT got ZEBRA-MESSAGE"
+    text = _rows_as_text(pg_server.dsn, schema)
+    assert ("ZEBRA-MESSAGE" in text) is not encrypted
+    assert ("ZEBRA-INPUT" in text) is not encrypted
