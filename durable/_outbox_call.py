@@ -21,7 +21,8 @@ from ._effects import EffectCall
 from ._failures import rebuild_from
 from ._keys import effect_key, idempotency_key
 from ._spec import Spec
-from .store._outbox import OutboxEntry, outbox_for
+from .store._outbox import OutboxEntry
+from .store._talk_stores import outbox_for
 
 OUTBOX_TOOLS: dict[str, Spec] = {}
 """The ``@tool(outbox=True)`` functions this process defined, by recorded name (the dispatcher's map)."""

@@ -22,8 +22,8 @@ from ._rows import WholeLogNeeded
 from ._snapshots import encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, RunFailedError, RunNotFoundError
-from .store._messages import messages_for
 from .store._protocol import TERMINAL, EventLog, RunInfo
+from .store._talk_stores import messages_for
 
 
 def recover(run_id: str, *, world: WorldCore) -> Recorded:

@@ -28,7 +28,8 @@ from ._decide import Call, mismatch
 from ._keys import message_id, value_key
 from ._serde import ANY, to_json
 from .errors import ConfigurationError
-from .store._messages import Message, messages_for
+from .store._messages import Message
+from .store._talk_stores import messages_for
 
 POLL_MIN = 0.0005
 """Seconds between the first checks for a message while ``recv`` waits."""

@@ -48,7 +48,8 @@ from typing import Any
 from . import World, run_workflow
 from .errors import ConfigurationError
 from .store import Append, EventLog, Row, RunInfo
-from .store._messages import MessageStore, messages_for
+from .store._messages import MessageStore
+from .store._talk_stores import messages_for
 
 __all__ = [
     "CrashResult",

@@ -6,7 +6,8 @@ from typing import Any
 
 from .._world import WorldCore
 from ..runtime._driver import control_of
-from ..runtime._handle import driver_of, run_status
+from ..runtime._handle import driver_of
+from ..runtime._status import run_status
 
 
 def _driver_text(d: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .._world import WorldCore
 from ..runtime._schedules import Schedules
-from ..store._outbox import outbox_for
+from ..store._talk_stores import outbox_for
 from ._registry import CliError, command, table
 
 

@@ -7,7 +7,7 @@ world's control store (``durable.store.RunControl``).
 
 from __future__ import annotations
 
-from ._handle import STATUSES, RunHandle, RunStatus, cancel_run, handle, run_status
+from ._handle import RunHandle, cancel_run, handle
 from ._outbox import DEFAULT_POLICY, OutboxDispatcher, dispatch_outbox
 from ._queue import Queue
 from ._schedules import (
@@ -22,6 +22,7 @@ from ._schedules import (
     ticks,
 )
 from ._start import recover_runs, resume_run, start_workflow
+from ._status import STATUSES, RunStatus, run_status
 from ._talk import send
 from ._worker import Worker
 

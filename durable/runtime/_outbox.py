@@ -27,7 +27,8 @@ from .._retry_policy import RetryPolicy, decide
 from .._serde import to_json
 from .._spec import Spec
 from .._world import WorldCore
-from ..store._outbox import OutboxEntry, OutboxStore, outbox_for
+from ..store._outbox import OutboxEntry, OutboxStore
+from ..store._talk_stores import outbox_for
 
 log = logging.getLogger("durable.runtime")
 

@@ -18,8 +18,9 @@ from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
 from ._driver import HOST, Driver, control_of, default_driver, runtime_of, seal_input
-from ._handle import RunHandle, run_status
+from ._handle import RunHandle
 from ._queue import queue_name
+from ._status import run_status
 
 log = logging.getLogger("durable.runtime")
 

@@ -23,8 +23,8 @@ from .._snapshots import decode_state
 from .._talk import check_topic, record_send
 from .._world import WorldCore
 from ..errors import ConfigurationError
-from ..store._messages import messages_for
-from ._handle import run_status
+from ..store._talk_stores import messages_for
+from ._status import run_status
 
 POLL_MIN = 0.0005
 """Seconds between a reader's first polls of the log."""

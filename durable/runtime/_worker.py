@@ -15,7 +15,7 @@ from .._logging import INFO, note
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import RunControl
-from ..store._outbox import keeps_outbox
+from ..store._talk_stores import keeps_outbox
 from ._driver import HOST, Driver, owner_name, runtime_of, waker
 from ._outbox import OutboxDispatcher
 from ._queue import Queue

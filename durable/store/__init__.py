@@ -31,8 +31,8 @@ from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
 from ._encrypted import EncryptedArtifacts, EncryptedLog
 from ._locks import FileLocks, Locks, MemoryLocks
 from ._memory_log import MemoryLog
-from ._messages import MemoryMessages, Message, MessageStore, messages_for
-from ._outbox import MemoryOutbox, OutboxEntry, OutboxStore, outbox_for
+from ._messages import MemoryMessages, Message, MessageStore
+from ._outbox import MemoryOutbox, OutboxEntry, OutboxStore
 from ._pg_artifacts import PostgresArtifacts
 from ._pg_control import PostgresControl
 from ._pg_locks import PostgresLocks
@@ -43,6 +43,7 @@ from ._sqlite import SqliteLog
 from ._sqlite_control import SqliteControl
 from ._sqlite_messages import SqliteMessages
 from ._sqlite_outbox import SqliteOutbox
+from ._talk_stores import messages_for, outbox_for
 
 __all__ = [
     "Append",

@@ -242,13 +242,13 @@ class EncryptedLog:
 
     def message_store(self) -> MessageStore:
         """The inner log's message store, with every message value encrypted under the codec."""
-        from ._messages import messages_for
+        from ._talk_stores import messages_for
 
         return EncryptedMessages(messages_for(self.inner, {}), self)
 
     def outbox_store(self) -> OutboxStore:
         """The inner log's outbox, with every entry's arguments, result and error encrypted."""
-        from ._outbox import outbox_for
+        from ._talk_stores import outbox_for
 
         return EncryptedOutbox(outbox_for(self.inner, {}), self)
 

@@ -28,7 +28,7 @@ import binascii
 import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._codec import Codec
 from ..errors import CodecError, KeyMismatchError
@@ -37,8 +37,20 @@ from ._outbox import OutboxEntry, OutboxStore
 from ._protocol import Append, Row
 from ._schedules import ScheduleRecord, ScheduleStore
 
-if TYPE_CHECKING:
-    from ._encrypted import EncryptedLog
+
+class Sealer(Protocol):
+    """What the stores here need of the encrypted log beside them (``EncryptedLog`` is one)."""
+
+    codec: Codec
+
+    def seal(self, run_id: str, row: Row) -> Row:
+        """The row with its payload encrypted, as the log's ``append`` stores it."""
+        ...
+
+    def seal_append(self, append: Append) -> Append:
+        """One append with every row sealed."""
+        ...
+
 
 PREFIX = "enc1:"
 
@@ -95,7 +107,7 @@ class EncryptedMessages:
         log: The encrypted log; rows written in ``consume`` are sealed by it.
     """
 
-    def __init__(self, inner: MessageStore, log: EncryptedLog):
+    def __init__(self, inner: MessageStore, log: Sealer):
         self.inner = inner
         self.log = log
         self.codec = log.codec
@@ -140,7 +152,7 @@ class EncryptedOutbox:
         log: The encrypted log; the rows of ``enqueue`` are sealed by it.
     """
 
-    def __init__(self, inner: OutboxStore, log: EncryptedLog):
+    def __init__(self, inner: OutboxStore, log: Sealer):
         self.inner = inner
         self.log = log
         self.codec = log.codec

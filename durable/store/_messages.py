@@ -15,14 +15,12 @@ database transaction.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from ..errors import ConfigurationError
 from ._memory_log import MemoryLog
-from ._protocol import Append, EventLog, Row
+from ._protocol import Append, Row
 
 
 @dataclass(frozen=True)
@@ -158,41 +156,3 @@ class MemoryMessages:
     def delete_run(self, run_id: str) -> None:
         with self._mutex:
             self._messages = [m for m in self._messages if m.run_id != run_id]
-
-
-_MEMORY: weakref.WeakKeyDictionary[MemoryLog, MemoryMessages] = weakref.WeakKeyDictionary()
-
-
-def messages_for(log: EventLog, extensions: dict[str, Any]) -> MessageStore:
-    """The message store that lives beside ``log``, opened on first use and kept in ``extensions``.
-
-    A ``SqliteLog`` gets ``SqliteMessages`` (a table of its own file), a
-    ``MemoryLog`` gets ``MemoryMessages``; another backend provides its own
-    through a ``message_store()`` method on its log.
-
-    Raises:
-        ConfigurationError: The log has no message store.
-    """
-    store: MessageStore | None = extensions.get("messages")
-    if store is not None:
-        return store
-    from ._sqlite import SqliteLog
-    from ._sqlite_messages import SqliteMessages
-
-    if isinstance(log, SqliteLog):
-        store = SqliteMessages(log)
-    elif isinstance(log, MemoryLog):
-        store = _MEMORY.get(log)  # one store per log: every world around the log shares it
-        if store is None:
-            store = _MEMORY[log] = MemoryMessages(log)
-    else:
-        factory = getattr(log, "message_store", None)
-        if factory is None:
-            raise ConfigurationError(
-                f"this world's log ({type(log).__name__}) keeps no messages: messages, "
-                "events and streams need a log that provides message_store(). Use "
-                "local_world() or memory_world()."
-            )
-        store = factory()
-    extensions["messages"] = store
-    return store

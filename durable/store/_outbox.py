@@ -13,13 +13,11 @@ keeps its table in ``events.db`` and writes through the log's connection.
 from __future__ import annotations
 
 import threading
-import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ..errors import ConfigurationError
 from ._memory_log import MemoryLog
-from ._protocol import Append, EventLog
+from ._protocol import Append
 
 STATES = ("pending", "delivered", "dead")
 """The states of an outbox entry: waiting for (another) attempt, done, or given up on."""
@@ -155,54 +153,3 @@ class MemoryOutbox:
             if (state is None or e.state == state) and (run_id is None or e.run_id == run_id)
         ]
         return sorted(rows, key=lambda e: e.created_at)
-
-
-_MEMORY: weakref.WeakKeyDictionary[MemoryLog, MemoryOutbox] = weakref.WeakKeyDictionary()
-
-
-def keeps_outbox(log: EventLog, extensions: dict[str, Any]) -> bool:
-    """Whether ``outbox_for`` finds an outbox for this log (without opening it)."""
-    from ._encrypted import EncryptedLog
-    from ._sqlite import SqliteLog
-
-    if isinstance(log, EncryptedLog):  # its outbox is its inner log's, encrypted
-        return "outbox" in extensions or keeps_outbox(log.inner, {})
-    return (
-        "outbox" in extensions
-        or isinstance(log, SqliteLog | MemoryLog)
-        or getattr(log, "outbox_store", None) is not None
-    )
-
-
-def outbox_for(log: EventLog, extensions: dict[str, Any]) -> OutboxStore:
-    """The outbox that lives beside ``log``, opened on first use and kept in ``extensions``.
-
-    A ``SqliteLog`` gets ``SqliteOutbox`` (a table of its own file), a
-    ``MemoryLog`` gets ``MemoryOutbox``; another backend provides its own
-    through an ``outbox_store()`` method on its log.
-
-    Raises:
-        ConfigurationError: The log has no outbox.
-    """
-    store: OutboxStore | None = extensions.get("outbox")
-    if store is not None:
-        return store
-    from ._sqlite import SqliteLog
-    from ._sqlite_outbox import SqliteOutbox
-
-    if isinstance(log, SqliteLog):
-        store = SqliteOutbox(log)
-    elif isinstance(log, MemoryLog):
-        store = _MEMORY.get(log)
-        if store is None:
-            store = _MEMORY[log] = MemoryOutbox(log)
-    else:
-        factory = getattr(log, "outbox_store", None)
-        if factory is None:
-            raise ConfigurationError(
-                f"this world's log ({type(log).__name__}) has no outbox: @tool(outbox=True) "
-                "needs a log that provides outbox_store(). Use local_world() or memory_world()."
-            )
-        store = factory()
-    extensions["outbox"] = store
-    return store

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._messages import Message
+from ._pg_schema import GuardedLog
 from ._protocol import Append, Row
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
-    from ._pg_log import PostgresLog
 
 _COLUMNS = "id, run_id, topic, message_id, data, sent_at, consumed_seq"
 
@@ -47,7 +47,7 @@ class PostgresMessages:
         log: The world's log; ``consume`` writes through its guarded append.
     """
 
-    def __init__(self, log: PostgresLog):
+    def __init__(self, log: GuardedLog):
         self._log = log
         self.db = log.db
 

@@ -16,12 +16,12 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ._outbox import OutboxEntry
+from ._pg_schema import GuardedLog
 from ._protocol import Append
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
-    from ._pg_log import PostgresLog
 
 _FIELDS = [f.name for f in dataclasses.fields(OutboxEntry)]
 _COLUMNS = ", ".join(_FIELDS)
@@ -52,7 +52,7 @@ class PostgresOutbox:
         log: The world's log; ``enqueue`` writes through its guarded append.
     """
 
-    def __init__(self, log: PostgresLog):
+    def __init__(self, log: GuardedLog):
         self._log = log
         self.db = log.db
 

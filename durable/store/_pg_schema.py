@@ -19,10 +19,11 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..errors import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
+from ._protocol import Append, Row
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -411,3 +412,17 @@ def connect(
         pool.close()
         raise
     return db
+
+
+class GuardedLog(Protocol):
+    """What the message store and the outbox need of the Postgres log (``PostgresLog`` is one)."""
+
+    db: Database
+
+    def write_guarded(self, conn: Connection[Any], a: Append) -> None:
+        """Inside the caller's transaction: check the fencing token and insert the rows."""
+        ...
+
+    def stored(self, conn: Connection[Any], run_id: str, rows: Sequence[Row]) -> bool:
+        """Whether ``rows`` are stored exactly as given (a retried commit that landed)."""
+        ...

@@ -18,7 +18,8 @@ from .._world import WorldCore
 from ..cli._runtime_rows import runtime_detail
 from ..errors import DurableError, RunNotFoundError
 from ..runtime._driver import control_of
-from ..runtime._handle import driver_of, run_status
+from ..runtime._handle import driver_of
+from ..runtime._status import run_status
 
 STATUSES = ("running", "orphaned", "waiting", "interrupted", "completed", "failed", "cancelled")
 """The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
@@ -319,7 +320,7 @@ def runtime_view(world: WorldCore) -> dict[str, Any]:
 
 def pending_messages(world: Any, run_id: str) -> list[dict[str, Any]]:
     """The messages sent to a run that it has not received yet (none where the world keeps none)."""
-    from ..store._messages import messages_for
+    from ..store._talk_stores import messages_for
 
     try:
         store = messages_for(world.log, world.extensions)

@@ -13,7 +13,7 @@ import durable
 from durable import CodecError, EncryptionCodec, KeyMismatchError
 from durable.store import EncryptedLog, MemoryLog, SqliteLog, messages_for, outbox_for
 from durable.store._encrypted import row_ad
-from durable.store._outbox import keeps_outbox
+from durable.store._talk_stores import keeps_outbox
 
 pytest.importorskip("cryptography")
 
