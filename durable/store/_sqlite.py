@@ -15,39 +15,10 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..errors import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
+from ..errors import ConfigurationError, LogCorruptedError, LogUnavailableError
 from ._protocol import Append, Row, RunInfo, _stale, _taken
-from ._wal_checkpoints import SAFETY_NET_PAGES, Checkpointer
-
-SCHEMA_VERSION = 1
-
-_COLUMNS = {
-    "events": {"run_id", "seq", "type", "data"},
-    "runs": {"run_id", "workflow", "status", "parent_run_id", "created_at", "updated_at", "token"},
-}
-"""The columns of the log's own tables: a file without them is not a durable log."""
-
-_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS events (
-    run_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (run_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    workflow TEXT NOT NULL DEFAULT '',
-    status TEXT NOT NULL DEFAULT 'running',
-    parent_run_id TEXT,
-    created_at REAL NOT NULL DEFAULT 0,
-    updated_at REAL NOT NULL DEFAULT 0,
-    token INTEGER NOT NULL DEFAULT 0
-);
-CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_at DESC);
-"""
+from ._sqlite_schema import _BUSY, open_log
+from ._wal_checkpoints import Checkpointer
 
 _INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
 
@@ -114,96 +85,12 @@ class SqliteLog:
         except sqlite3.Error as exc:
             raise ConfigurationError(f"cannot open the event log {str(self.path)!r}: {exc}") from exc
         try:
-            self._open(busy_timeout)
+            open_log(
+                self._db, self.path, DURABILITY_SYNC[durability], busy_timeout, self.checkpointer is not None
+            )
         except BaseException:
             self._db.close()
             raise
-
-    def _open(self, busy_timeout: int) -> None:
-        """Set the file up, waiting for other openers: a lock is a wait, never damage."""
-        deadline = time.monotonic() + busy_timeout / 1000
-        pause = 0.002
-        while True:
-            try:
-                self._setup(busy_timeout)
-                return
-            except sqlite3.OperationalError as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                # Switching a fresh file to WAL needs a lock that SQLite does not wait
-                # for: another process opening the same new file at once holds it.
-                if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
-                    raise self._unreadable(exc) from exc
-                if time.monotonic() >= deadline:
-                    raise LogUnavailableError(
-                        f"{str(self.path)!r} stayed locked by another process for "
-                        f"{busy_timeout / 1000:g} s while this one opened it ({exc}). The log is "
-                        "not damaged: try again once that process has let go of it."
-                    ) from exc
-                time.sleep(pause)
-                pause = min(pause * 2, 0.05)
-            except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-                raise self._unreadable(exc) from exc
-            except BaseException:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise
-
-    def _unreadable(self, exc: Exception) -> LogCorruptedError:
-        return LogCorruptedError(
-            f"{str(self.path)!r} is not a readable durable log ({exc}). Nothing was written "
-            "to it. Move it aside to start a new log, or restore it from a backup."
-        )
-
-    def _recognise(self, version: int, tables: set[str]) -> None:
-        """Refuse, before anything is written, a file whose tables are not the log's own."""
-        if not tables and version == 0:
-            return  # a new, empty file: the log is created in it
-        db = self._db
-        missing = []
-        for table, columns in _COLUMNS.items():
-            have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
-            if not columns <= have:
-                missing.append(table)
-        if version == SCHEMA_VERSION and not missing:
-            return
-        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
-        raise LogCorruptedError(
-            f"{str(self.path)!r} is another database, not a durable log: it holds the tables "
-            f"{shown} (user_version {version}) and not the log's own. Nothing was written to it. "
-            "Give local_world() a data directory of its own (the log is events.db inside it), "
-            "or move this file out of the data directory if it was put there by mistake."
-        )
-
-    def _setup(self, busy_timeout: int) -> None:
-        db = self._db
-        db.execute(f"PRAGMA busy_timeout={int(busy_timeout)}")
-        db.execute("BEGIN")  # one read snapshot: another opener may be creating the log right now
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = {
-            r[0]
-            for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            if not r[0].startswith("sqlite_")
-        }
-        if version > SCHEMA_VERSION and (not tables or set(_COLUMNS) <= tables):
-            raise LogFormatError(
-                f"{str(self.path)!r} has log schema version {version}, written by a newer "
-                f"durable; this one reads version {SCHEMA_VERSION}. Upgrade little-workflow."
-            )
-        self._recognise(version, tables)
-        db.execute("COMMIT")
-        if db.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() != "wal":
-            raise sqlite3.DatabaseError("WAL journal mode is not available for this file")
-        db.execute(f"PRAGMA synchronous={DURABILITY_SYNC[self.durability]}")
-        if self.checkpointer is not None:
-            db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}")
-        if version < SCHEMA_VERSION:
-            db.execute("BEGIN IMMEDIATE")
-            for stmt in _SCHEMA.split(";"):
-                if stmt.strip():
-                    db.execute(stmt)
-            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            db.execute("COMMIT")
 
     def _failure(
         self, exc: Exception, run_id: str | None, rows: Sequence[Row] = ()
