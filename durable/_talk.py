@@ -65,6 +65,16 @@ def _same(claim: Claim, got: Json, field: str, attempted: Any, kind: str, key: s
         )
 
 
+def _first_time(claim: Claim, kind: str, field: str, attempted: Any) -> str | None:
+    """The call's key, or ``None`` when the log holds the call already (naming the same ``field``)."""
+    key = value_key(claim.scope.prefix, kind, claim.n)
+    got = claim.recorded(claim.run.recorded.talk, Call(kind, kind, "", key))
+    if got is None:
+        return key
+    _same(claim, got, field, attempted, kind, key)
+    return None
+
+
 async def recv(topic: str | None = None, *, timeout: float | None = None) -> Any:
     """Wait for the oldest message of ``topic`` not yet consumed by this run, and return it.
 
@@ -160,10 +170,8 @@ def set_event(key: str, value: Any) -> None:
     _check_name(key, "durable.set_event()")
     run = scope.run
     with Claim(scope, "durable.set_event()") as claim:
-        k = value_key(scope.prefix, "set_event", claim.n)
-        got = claim.recorded(run.recorded.talk, Call("set_event", "set_event", "", k))
-        if got is not None:
-            _same(claim, got, "name", key, "set_event", k)
+        k = _first_time(claim, "set_event", "name", key)
+        if k is None:
             return
         data = to_json(ANY, value, what="the event value", run_id=run.run_id, path=k)
         run.emit("event.set", ev.event_set(k, key, data, claim.n))
@@ -187,10 +195,8 @@ async def write_stream(key: str, value: Any) -> None:
     _check_name(key, "durable.write_stream()")
     run = scope.run
     with Claim(scope, "durable.write_stream()") as claim:
-        k = value_key(scope.prefix, "write_stream", claim.n)
-        got = claim.recorded(run.recorded.talk, Call("write_stream", "write_stream", "", k))
-        if got is not None:
-            _same(claim, got, "stream", key, "write_stream", k)
+        k = _first_time(claim, "write_stream", "stream", key)
+        if k is None:
             return
         data = to_json(ANY, value, what="the stream value", run_id=run.run_id, path=k)
         run.emit("stream.write", ev.stream_write(k, key, data, claim.n))
@@ -210,10 +216,8 @@ def close_stream(key: str) -> None:
     _check_name(key, "durable.close_stream()")
     run = scope.run
     with Claim(scope, "durable.close_stream()") as claim:
-        k = value_key(scope.prefix, "close_stream", claim.n)
-        got = claim.recorded(run.recorded.talk, Call("close_stream", "close_stream", "", k))
-        if got is not None:
-            _same(claim, got, "stream", key, "close_stream", k)
+        k = _first_time(claim, "close_stream", "stream", key)
+        if k is None:
             return
         run.emit("stream.closed", ev.stream_closed(k, key, claim.n))
         run.flush_soon()
@@ -229,10 +233,8 @@ async def record_send(
     """
     run = scope.run
     with Claim(scope, "durable.send()") as claim:
-        k = value_key(scope.prefix, "send", claim.n)
-        got = claim.recorded(run.recorded.talk, Call("send", "send", "", k))
-        if got is not None:
-            _same(claim, got, "target", target, "send", k)
+        k = _first_time(claim, "send", "target", target)
+        if k is None:
             return
         mid = message_id(run.run_id, k)
         await deliver(mid)
