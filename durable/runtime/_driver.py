@@ -192,8 +192,8 @@ class Driver:
         world, rid = self.world, rec.run_id
         state: str | None = "done"
         try:
-            started = world.log.read(rid)[:1]
-            recorded = json.loads(started[0][2]) if started and started[0][1] == "run.started" else None
+            first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
+            recorded = json.loads(first[2]) if first is not None and first[1] == "run.started" else None
             value = (
                 recorded.get("input")
                 if recorded is not None
