@@ -9,7 +9,11 @@
 
   function editing(el) {
     var a = document.activeElement;
-    return a && el.contains(a) && /^(TEXTAREA|INPUT|SELECT)$/.test(a.tagName);
+    if (a && el.contains(a) && /^(TEXTAREA|INPUT|SELECT)$/.test(a.tagName)) return true;
+    // A field typed into and left is still someone's unsent answer.
+    return Array.prototype.some.call(el.querySelectorAll("textarea, input"), function (f) {
+      return f.type !== "hidden" && f.value !== f.defaultValue;
+    });
   }
 
   function refresh() {
@@ -28,6 +32,7 @@
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (html === null) return;
+        if (editing(el)) { held = true; return; }  // typed into while the fragment was on its way
         el.innerHTML = html;
         open.forEach(function (c) {
           var d = el.querySelector("details." + c);
