@@ -153,6 +153,7 @@ def postgres_world(
         max_size=max_size,
         reconnect_timeout=float(reconnect_timeout),
         connect_timeout=float(connect_timeout),
+        stale_after=float(lease),
     )
     try:
         where = f"the PostgreSQL schema {schema!r}"

@@ -364,8 +364,15 @@ def connect(
     max_size: int,
     reconnect_timeout: float,
     connect_timeout: float,
+    stale_after: float | None = None,
 ) -> Database:
     """Open a pool on ``dsn`` and create or migrate ``schema`` in it.
+
+    With ``stale_after`` (the world's lease), the server ends a transaction
+    left open longer than that (``idle_in_transaction_session_timeout``): a
+    worker paused in the middle of one (SIGSTOP, a long GC pause) must not
+    hold its row and advisory locks past its lease and block the worker that
+    takes its runs over.
 
     Raises:
         ConfigurationError: psycopg is not installed, or a size is invalid.
@@ -392,6 +399,7 @@ def connect(
         min_size=min_size,
         max_size=max_size,
         kwargs={"autocommit": True},
+        configure=None if stale_after is None else _end_stale_transactions(stale_after),
         open=False,
         name=f"durable:{schema}",
         timeout=connect_timeout,
@@ -412,6 +420,16 @@ def connect(
         pool.close()
         raise
     return db
+
+
+def _end_stale_transactions(seconds: float) -> Callable[[Any], None]:
+    """A pool ``configure`` hook: the server ends this session's transactions idle past ``seconds``."""
+    ms = max(int(seconds * 1000), 1)
+
+    def configure(conn: Any) -> None:
+        conn.execute(f"SET idle_in_transaction_session_timeout = {ms}")
+
+    return configure
 
 
 class GuardedLog(Protocol):

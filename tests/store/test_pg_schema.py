@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -159,3 +160,25 @@ def test_a_schema_of_an_older_version_is_migrated_forward_keeping_its_rows(
     ]
     assert _sql(pg_server.dsn, f'SELECT count(*) FROM "{schema}".messages') == [(0,)]
     assert _sql(pg_server.dsn, f'SELECT run_id, seq FROM "{schema}".events') == [("r", 1)]
+
+
+def test_a_transaction_left_open_past_the_lease_is_ended_by_the_server(
+    pg_server: Server, schema: str
+) -> None:
+    """A worker paused inside a transaction does not hold its locks past its lease."""
+    import time
+
+    import psycopg
+
+    world = durable.postgres_world(pg_server.dsn, schema=schema, lease=1.0)
+    with world, world.db.pool.connection() as paused:
+        paused.execute("BEGIN")
+        paused.execute("SELECT pg_advisory_xact_lock(4242)")
+        with psycopg.connect(pg_server.dsn, autocommit=True) as other:
+            held = other.execute("SELECT pg_try_advisory_lock(4242)").fetchone()
+            assert held == (False,)  # the paused transaction holds it
+            time.sleep(2.0)  # past the lease, the paused process does nothing
+            freed = other.execute("SELECT pg_try_advisory_lock(4242)").fetchone()
+            assert freed == (True,)  # the server ended the stale transaction
+        with contextlib.suppress(psycopg.Error):
+            paused.execute("ROLLBACK")
