@@ -68,7 +68,9 @@ async def _floor(dir: str) -> float:
     db = _db(dir)
     t0 = time.perf_counter()
     for i in range(STEPS):
-        db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", ("r", i + 1, "step.completed", _ROW))
+        db.execute(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?)", ("r", i + 1, "step.completed", _ROW, time.time())
+        )
     return (time.perf_counter() - t0) / STEPS * 1e6
 
 
@@ -120,7 +122,7 @@ async def _bare(dir: str) -> float:
             "output_hash": blake2b(raw, digest_size=16).hexdigest(),
             "state_version": seq[0],
         }
-        db.execute(insert, ["r", 1, seq[0], "step.completed", to_json(event).decode()])
+        db.execute(insert, ["r", 1, time.time(), seq[0], "step.completed", to_json(event).decode()])
         scope.busy = None
         return out
 

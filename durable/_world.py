@@ -18,7 +18,7 @@ from .events import Event, parse_event
 from .store._artifact_store import DEFAULT_THRESHOLD, ArtifactStore, FileArtifacts, MemoryArtifacts
 from .store._encrypted import EncryptedArtifacts
 from .store._locks import Locks
-from .store._protocol import EventLog, RunInfo
+from .store._protocol import EventLog, RunInfo, row_times
 
 Durability = Literal["process", "power"]
 
@@ -81,8 +81,9 @@ class WorldCore:
                 f"no run {run_id!r} in {self._where()}; list runs with `little runs`.",
                 run_id=run_id,
             )
+        times = row_times(self.log, run_id)
         try:
-            return [parse_event(run_id, *row) for row in rows]
+            return [parse_event(run_id, seq, type_, data, times.get(seq)) for seq, type_, data in rows]
         except (ValueError, TypeError, RecursionError):  # a damaged row: name it
             for seq, type_, data in rows:
                 try:

@@ -76,6 +76,9 @@ class _Event(BaseModel):
     """The run this event belongs to."""
     seq: int = 0
     """Position in the run's log: 1, 2, 3, … without gaps."""
+    at: float | None = None
+    """When the log committed the event, in Unix seconds (the store's clock; ``None`` for
+    rows written before the store kept times, or by a store that keeps none)."""
 
 
 class RunStarted(_Event):
@@ -473,7 +476,7 @@ EVENT_TYPES: tuple[str, ...] = tuple(m.model_fields["type"].default for m in get
 """Every event type name, in the order of the table in the docs."""
 
 
-def parse_event(run_id: str, seq: int, type_: str, data: str) -> Event:
+def parse_event(run_id: str, seq: int, type_: str, data: str, at: float | None = None) -> Event:
     """Build the typed event of one stored row.
 
     Args:
@@ -481,6 +484,7 @@ def parse_event(run_id: str, seq: int, type_: str, data: str) -> Event:
         seq: The row's position in the run's log.
         type_: The stored ``type`` discriminator.
         data: The stored JSON payload.
+        at: When the row was written (Unix seconds), if the store kept it.
 
     Returns:
         The immutable event model.
@@ -489,4 +493,5 @@ def parse_event(run_id: str, seq: int, type_: str, data: str) -> Event:
     payload["type"] = type_
     payload["run_id"] = run_id
     payload["seq"] = seq
+    payload["at"] = at
     return _EVENT.validate_python(payload)

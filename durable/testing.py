@@ -49,6 +49,7 @@ from . import World, run_workflow
 from .errors import ConfigurationError
 from .store import Append, EventLog, Row, RunInfo
 from .store._messages import MessageStore
+from .store._protocol import row_times
 from .store._talk_stores import messages_for
 
 __all__ = [
@@ -131,6 +132,10 @@ class CrashingLog:
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """Read from the inner log."""
         return self.inner.read(run_id, after_seq)
+
+    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
+        """When the inner log wrote each row."""
+        return row_times(self.inner, run_id, after_seq)
 
     def iter_rows(self, run_id: str, after_seq: int = 0) -> Iterator[Row]:
         """Stream from the inner log."""

@@ -23,7 +23,7 @@ def _open(dir: str, durability: str) -> sqlite3.Connection:
     db.execute(f"PRAGMA synchronous={_SYNC[durability]}")
     db.execute(
         "CREATE TABLE IF NOT EXISTS events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, "
-        "type TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+        "type TEXT NOT NULL, data TEXT NOT NULL, written_at REAL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
     )
     return db
 
@@ -32,10 +32,14 @@ def seq(dir: str, n: int, durability: str, tool: bool = False) -> dict[str, Any]
     db = _open(dir, durability)
     run_id = "run_" + "0" * 32
     for i in range(10):  # warm the statement cache and the file
-        db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", ("warm", i, "step.completed", _ROW))
+        db.execute(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?)", ("warm", i, "step.completed", _ROW, time.time())
+        )
     c0, t0 = time.process_time(), time.perf_counter()
     for i in range(n):
-        db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", (run_id, i, "step.completed", _ROW))
+        db.execute(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?)", (run_id, i, "step.completed", _ROW, time.time())
+        )
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     db.close()
     return {"seconds": seconds, "per_us": seconds / n * 1e6, "cpu_us": cpu / n * 1e6}

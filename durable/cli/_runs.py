@@ -16,6 +16,7 @@ from .._verify import import_workflow, parse_models, report_text, verify_run
 from .._world import WorldCore
 from ..errors import RunNotFoundError
 from ..events import Event, parse_event
+from ..store._protocol import row_times
 from ._registry import CliError, command, read_rows, run_id_arg, table
 from ._runtime_rows import runtime_detail
 from ._safe import safe
@@ -53,6 +54,13 @@ def iso(t: Any) -> str:
     if not isinstance(t, int | float) or isinstance(t, bool) or not t:
         return ""
     return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).isoformat(timespec="seconds")
+
+
+def iso_ms(t: Any) -> str:
+    """A Unix time as ISO 8601 in UTC with milliseconds, or ``""`` for none."""
+    if not isinstance(t, int | float) or isinstance(t, bool) or not t:
+        return ""
+    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).isoformat(timespec="milliseconds")
 
 
 def _runs_human(rows: list[dict[str, Any]]) -> str:
@@ -107,9 +115,11 @@ def follow_events(
     last = 0
     while True:
         info = world.log.info(run_id)
-        for seq, type_, data in world.log.read(run_id, after_seq=last):
+        rows = world.log.read(run_id, after_seq=last)
+        times = row_times(world.log, run_id, last) if rows else {}
+        for seq, type_, data in rows:
             last = seq
-            yield parse_event(run_id, seq, type_, data)
+            yield parse_event(run_id, seq, type_, data, times.get(seq))
         if info is None or info.status != "running" or clock() >= deadline:
             return
         sleep(interval)
@@ -133,7 +143,7 @@ def _events_args(p: argparse.ArgumentParser) -> None:
 
 @command(
     "events",
-    "print a run's events in order",
+    "print a run's events in order, each with the time it was committed (ISO 8601, UTC)",
     _events_args,
     human=lambda events: "\n".join(_event_line(e) for e in events) or "(none)",
 )
@@ -144,13 +154,20 @@ def _events(world: WorldCore, a: argparse.Namespace) -> Any:
         try:
             for e in follow_events(world, a.run_id, interval=a.interval, timeout=a.timeout):
                 if not a.types or e.type in a.types:
-                    data = e.model_dump(mode="json")
+                    data = _event_data(e)
                     print(json.dumps(data, default=str) if a.json else _event_line(safe(data)), flush=True)
         except KeyboardInterrupt:  # Ctrl-C is how people stop following
             pass
         return None
     events = world.events(a.run_id)
-    return [e.model_dump(mode="json") for e in events if not a.types or e.type in a.types]
+    return [_event_data(e) for e in events if not a.types or e.type in a.types]
+
+
+def _event_data(e: Event) -> dict[str, Any]:
+    """An event as ``--json`` prints it: its fields, and ``at`` once more in ISO 8601."""
+    data = e.model_dump(mode="json")
+    data["at_iso"] = iso_ms(e.at)
+    return data
 
 
 _TIMES = ("wake_at", "deadline_at", "first_attempt_at")
@@ -160,7 +177,8 @@ _TIMES = ("wake_at", "deadline_at", "first_attempt_at")
 def _event_line(e: dict[str, Any]) -> str:
     where = e.get("path") or e.get("key") or ""
     times = " ".join(f"{f}={iso(e[f])}" for f in _TIMES if e.get(f))
-    return f"{e['seq']:>6}  {e['type']:<28} {where} {times}".rstrip()
+    at = e.get("at_iso") or "-"
+    return f"{e['seq']:>6}  {at:<29}  {e['type']:<28} {where} {times}".rstrip()
 
 
 def _replay_args(p: argparse.ArgumentParser) -> None:

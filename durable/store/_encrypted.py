@@ -30,7 +30,7 @@ from ._artifact_store import ArtifactStore
 from ._encrypted_talk import EncryptedMessages, EncryptedOutbox
 from ._messages import MessageStore
 from ._outbox import OutboxStore
-from ._protocol import Append, EventLog, Row, RunInfo
+from ._protocol import Append, EventLog, Row, RunInfo, row_times
 from ._sqlite import SqliteLog
 
 PREFIX = "enc1:"
@@ -229,6 +229,10 @@ class EncryptedLog:
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         open_ = self.open
         return [open_(run_id, r) for r in self.inner.read(run_id, after_seq)]
+
+    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
+        """When each row was written (kept in the clear, as the runs' own times are)."""
+        return row_times(self.inner, run_id, after_seq)
 
     def iter_rows(self, run_id: str, after_seq: int = 0) -> Iterator[Row]:
         open_ = self.open

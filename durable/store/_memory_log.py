@@ -23,6 +23,7 @@ class MemoryLog:
 
     def __init__(self) -> None:
         self._rows: dict[str, list[Row]] = {}
+        self._times: dict[str, dict[int, float]] = {}
         self._info: dict[str, RunInfo] = {}
         self._tokens: dict[str, int] = {}
         self._meta: dict[str, str] = {}
@@ -52,6 +53,7 @@ class MemoryLog:
             now = time.time()
             for a in batch:
                 self._rows.setdefault(a.run_id, []).extend(a.rows)
+                self._times.setdefault(a.run_id, {}).update((row[0], now) for row in a.rows)
                 info = self._info.get(a.run_id)
                 if a.created is not None and info is None:
                     workflow, parent = a.created
@@ -65,6 +67,11 @@ class MemoryLog:
         """All rows of a run with a seq above ``after_seq``, in seq order."""
         with self._lock:
             return [r for r in self._rows.get(run_id, ()) if r[0] > after_seq]
+
+    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
+        """When each row of a run above ``after_seq`` was written (Unix seconds), by seq."""
+        with self._lock:
+            return {seq: at for seq, at in self._times.get(run_id, {}).items() if seq > after_seq}
 
     def iter_rows(self, run_id: str, after_seq: int = 0) -> Iterator[Row]:
         """The rows ``read`` returns, one at a time."""
@@ -111,11 +118,13 @@ class MemoryLog:
             if snapshot[0] != last + 1:
                 raise _taken(run_id, snapshot[0])
             self._rows[run_id] = [snapshot]
+            self._times[run_id] = {snapshot[0]: time.time()}
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run: its rows, its summary and its fencing token."""
         with self._lock:
             self._rows.pop(run_id, None)
+            self._times.pop(run_id, None)
             self._info.pop(run_id, None)
             self._tokens.pop(run_id, None)
 

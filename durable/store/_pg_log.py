@@ -300,6 +300,24 @@ class PostgresLog:
 
         return self.db.run(op, run_id=run_id)
 
+    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
+        """When each row of a run above ``after_seq`` was written (the server's clock), by seq.
+
+        Rows written before migration ``0004_event_times`` are left out.
+        """
+
+        def op(conn: Connection[Any], attempt: int) -> dict[int, float]:
+            cur = conn.execute(
+                self.db.sql(
+                    "SELECT seq, written_at FROM {s}.events WHERE run_id = %s AND seq > %s "
+                    "AND written_at IS NOT NULL"
+                ),
+                (run_id, after_seq),
+            )
+            return {int(r[0]): float(r[1]) for r in cur}
+
+        return self.db.run(op, run_id=run_id)
+
     def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:
         """The rows of ``read``, fetched ``chunk`` rows per query as they are consumed.
 

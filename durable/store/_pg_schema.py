@@ -34,7 +34,7 @@ T = TypeVar("T")
 APP = "little-workflow"
 """What ``durable_meta.app`` says in a schema of this library."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -154,6 +154,13 @@ CREATE TABLE {s}.schedules (
     created_at DOUBLE PRECISION NOT NULL DEFAULT 0,
     updated_at DOUBLE PRECISION NOT NULL DEFAULT 0
 );
+""",
+    ),
+    (
+        "0004_event_times",
+        """
+ALTER TABLE {s}.events ADD COLUMN written_at DOUBLE PRECISION;
+ALTER TABLE {s}.events ALTER COLUMN written_at SET DEFAULT EXTRACT(EPOCH FROM now())::double precision;
 """,
     ),
 ]

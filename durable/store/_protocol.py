@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ..errors import FencedError
 
@@ -71,6 +71,12 @@ class EventLog(Protocol):
 
     ``MemoryLog`` and ``SqliteLog`` implement it; ``durable.store.conformance``
     checks another backend against the same rules.
+
+    A log may also keep when each row was written: a method
+    ``times(run_id, after_seq=0) -> dict[int, float]`` (Unix seconds by seq,
+    the time of the append's commit) fills the ``at`` of the events that
+    ``world.events`` returns. Every built-in log has it; a log without it
+    gives events whose ``at`` is ``None`` (see ``row_times``).
     """
 
     def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
@@ -196,6 +202,12 @@ class EventLog(Protocol):
 
     def close(self) -> None:
         """Release the backend's resources; the log is unusable afterwards."""
+
+
+def row_times(log: Any, run_id: str, after_seq: int = 0) -> dict[int, float]:
+    """When each row of a run was written, by seq; empty for a log that keeps no times."""
+    times = getattr(log, "times", None)
+    return {} if times is None else dict(times(run_id, after_seq))
 
 
 def _stale(run_id: str, token: int, current: int) -> FencedError:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import ConfigurationError, LogCorruptedError, LogUnavailableError
 from ._protocol import Append, Row, RunInfo, _stale, _taken
-from ._sqlite_schema import _BUSY, open_log
+from ._sqlite_schema import _BUSY, INSERT_EVENT, open_log
 from ._wal_checkpoints import Checkpointer
 
 _INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
@@ -31,14 +31,15 @@ _ONE_STATEMENT_ROWS = 64
 def _guarded_insert(n: int) -> str:
     """One ``INSERT`` of ``n`` rows that writes nothing unless the writer's token is current.
 
-    Parameters: ``?1`` run id, ``?2`` token, then ``(seq, type, data)`` per row.
-    A single statement is its own transaction, so the token check, the rows
-    and the commit cost one call instead of four (``BEGIN``, ``SELECT``,
-    ``INSERT``, ``COMMIT``).
+    Parameters: ``?1`` run id, ``?2`` token, ``?3`` the time written, then
+    ``(seq, type, data)`` per row. A single statement is its own transaction,
+    so the token check, the rows and the commit cost one call instead of four
+    (``BEGIN``, ``SELECT``, ``INSERT``, ``COMMIT``).
     """
-    values = ",".join(f"(?{3 * i + 3},?{3 * i + 4},?{3 * i + 5})" for i in range(n))
+    values = ",".join(f"(?{3 * i + 4},?{3 * i + 5},?{3 * i + 6})" for i in range(n))
     return (
-        "INSERT INTO events (run_id, seq, type, data) SELECT ?1, column1, column2, column3 "
+        "INSERT INTO events (run_id, seq, type, data, written_at) "
+        "SELECT ?1, column1, column2, column3, ?3 "
         f"FROM (VALUES {values}) "
         "WHERE COALESCE((SELECT token FROM runs WHERE run_id = ?1), 0) = ?2"
     )
@@ -164,8 +165,8 @@ class SqliteLog:
                         raise _stale(a.run_id, a.token, current)
                     try:
                         db.executemany(
-                            "INSERT INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                            [(a.run_id, s, t, d) for s, t, d in a.rows],
+                            INSERT_EVENT,
+                            [(a.run_id, s, t, d, now) for s, t, d in a.rows],
                         )
                     except sqlite3.IntegrityError:
                         raise _taken(a.run_id, a.rows[0][0]) from None
@@ -190,7 +191,7 @@ class SqliteLog:
         sql = self._inserts.get(n)
         if sql is None:
             sql = self._inserts[n] = _guarded_insert(n)
-        params: list[object] = [a.run_id, a.token]
+        params: list[object] = [a.run_id, a.token, time.time()]
         for row in a.rows:
             params += row
         with self._lock:
@@ -240,8 +241,8 @@ class SqliteLog:
                     raise _stale(run_id, token, current)
                 try:
                     db.execute(
-                        "INSERT INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                        (run_id, *snapshot),
+                        INSERT_EVENT,
+                        (run_id, *snapshot, time.time()),
                     )
                 except sqlite3.IntegrityError:
                     raise _taken(run_id, snapshot[0]) from None
@@ -316,6 +317,23 @@ class SqliteLog:
                     (run_id, after_seq),
                 ).fetchall()
             except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, run_id) from exc
+
+    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
+        """When each row of a run above ``after_seq`` was written (Unix seconds), by seq.
+
+        Rows written before the log kept times (schema version 1) are left out.
+        """
+        with self._lock:
+            try:
+                return dict(
+                    self._db.execute(
+                        "SELECT seq, written_at FROM events WHERE run_id = ? AND seq > ? "
+                        "AND written_at IS NOT NULL",
+                        (run_id, after_seq),
+                    ).fetchall()
+                )
+            except sqlite3.Error as exc:
                 raise self._failure(exc, run_id) from exc
 
     def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:

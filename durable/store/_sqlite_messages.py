@@ -10,12 +10,14 @@ it is an ordinary log (older SDKs ignore the table).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ._messages import Message
 from ._protocol import Row, _stale, _taken
 from ._sqlite import SqliteLog
+from ._sqlite_schema import INSERT_EVENT
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -107,8 +109,8 @@ class SqliteMessages:
                 seq, type_, data = build(msg)
                 try:
                     db.execute(
-                        "INSERT INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                        (run_id, seq, type_, data),
+                        INSERT_EVENT,
+                        (run_id, seq, type_, data, time.time()),
                     )
                 except sqlite3.IntegrityError:
                     raise _taken(run_id, seq) from None

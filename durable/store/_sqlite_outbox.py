@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import time
 from typing import Any
 
 from ._outbox import OutboxEntry
 from ._protocol import Append, _stale, _taken
 from ._sqlite import SqliteLog
+from ._sqlite_schema import INSERT_EVENT
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -78,10 +80,11 @@ class SqliteOutbox:
             current = row[0] if row else 0
             if current != append.token:
                 raise _stale(append.run_id, append.token, current)
+            at = time.time()
             try:
                 db.executemany(
-                    "INSERT INTO events (run_id, seq, type, data) VALUES (?, ?, ?, ?)",
-                    [(append.run_id, s, t, d) for s, t, d in append.rows],
+                    INSERT_EVENT,
+                    [(append.run_id, s, t, d, at) for s, t, d in append.rows],
                 )
             except sqlite3.IntegrityError:
                 raise _taken(append.run_id, append.rows[0][0]) from None

@@ -13,7 +13,11 @@ from pathlib import Path
 from ..errors import LogCorruptedError, LogFormatError, LogUnavailableError
 from ._wal_checkpoints import SAFETY_NET_PAGES
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Version 2 added ``events.written_at``, the time each row was committed."""
+
+INSERT_EVENT = "INSERT INTO events (run_id, seq, type, data, written_at) VALUES (?, ?, ?, ?, ?)"
+"""One event row and the time of its transaction (every row of one commit gets the same)."""
 
 _COLUMNS = {
     "events": {"run_id", "seq", "type", "data"},
@@ -23,14 +27,13 @@ _COLUMNS = {
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
-_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
     type TEXT NOT NULL,
     data TEXT NOT NULL,
+    written_at REAL,
     PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS runs (
@@ -103,7 +106,7 @@ def _recognise(db: sqlite3.Connection, path: Path, version: int, tables: set[str
         have = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
         if not columns <= have:
             missing.append(table)
-    if version == SCHEMA_VERSION and not missing:
+    if 1 <= version <= SCHEMA_VERSION and not missing:
         return
     shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
     raise LogCorruptedError(
@@ -139,8 +142,13 @@ def _setup(
         db.execute(f"PRAGMA wal_autocheckpoint={SAFETY_NET_PAGES}")
     if version < SCHEMA_VERSION:
         db.execute("BEGIN IMMEDIATE")
-        for stmt in _SCHEMA.split(";"):
-            if stmt.strip():
-                db.execute(stmt)
-        db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        # Read again under the write lock: another opener may have upgraded the file meanwhile.
+        if db.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            for stmt in _SCHEMA.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+            have = {r[1] for r in db.execute("PRAGMA table_info(events)")}
+            if "written_at" not in have:  # a version 1 log: its older rows keep no time
+                db.execute("ALTER TABLE events ADD COLUMN written_at REAL")
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         db.execute("COMMIT")

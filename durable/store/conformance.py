@@ -27,8 +27,10 @@ to your ``conftest.py``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +53,9 @@ PROTOCOL_METHODS = (
     "close",
 )
 """Every method of ``EventLog``."""
+
+_CLOCK_SLACK = 2.0
+"""Seconds a store's clock may differ from this process's in the tests of ``times``."""
 
 
 def rows(first: int, n: int, kind: str = "step.completed") -> list[Row]:
@@ -273,6 +278,43 @@ class EventLogConformance:
         assert [i.run_id for i in log.runs(limit=2)] == ["c", "b"]
         assert [i.run_id for i in log.runs(limit=2, offset=2)] == ["a"]
         assert [i.run_id for i in log.runs(offset=1)] == ["b", "a"]
+
+    # -- times (optional) ----------------------------------------------------------
+
+    def _times(self, log: EventLog) -> Any:
+        times = getattr(log, "times", None)
+        if times is None:
+            pytest.skip("this log keeps no row times (the optional times method)")
+        return times
+
+    def test_times_say_when_each_row_was_written(self, log: EventLog) -> None:
+        """``times`` gives every row of an append the time of its commit, and filters by seq."""
+        times = self._times(log)
+        token = log.fence("r1")
+        before = time.time()
+        log.append([Append("r1", rows(1, 2), token, created=("wf", None))])
+        middle = time.time()
+        log.append([Append("r1", rows(3, 1), token)])  # the one-statement append
+        after = time.time()
+        got = times("r1")
+        assert sorted(got) == [1, 2, 3]
+        # The store's clock may be another machine's (a database server): allow it a little drift.
+        assert before - _CLOCK_SLACK <= got[1] == got[2] <= middle + _CLOCK_SLACK
+        assert got[1] <= got[3] <= after + _CLOCK_SLACK
+        assert sorted(times("r1", 2)) == [3]
+        assert times("unknown") == {}
+
+    def test_times_follow_compaction_and_deletion(self, log: EventLog) -> None:
+        """The snapshot of a compaction has a time of its own; a deleted run has none left."""
+        times = self._times(log)
+        token = log.fence("r1")
+        log.append([Append("r1", rows(1, 3), token, created=("wf", None))])
+        before = time.time()
+        log.compact("r1", (4, "run.snapshot", '{"state": 1}'), token)
+        assert list(times("r1")) == [4]
+        assert times("r1")[4] >= before - _CLOCK_SLACK
+        log.delete_run("r1")
+        assert times("r1") == {}
 
     # -- compaction and deletion ---------------------------------------------------
 

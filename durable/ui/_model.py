@@ -28,11 +28,11 @@ RESUME_MARKS = ("interrupt.resumed", "run.resumed", "run.retried", "drift.accept
 """Events a later drive writes when it takes a finished or waiting run up again."""
 
 
-def iso(t: float | None) -> str:
-    """A Unix time as ISO 8601 in UTC (seconds), or ``""``."""
+def iso(t: float | None, timespec: str = "seconds") -> str:
+    """A Unix time as ISO 8601 in UTC (to the second, or another ``timespec``), or ``""``."""
     if not t:
         return ""
-    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).isoformat(timespec="seconds")
+    return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).isoformat(timespec=timespec)
 
 
 def _ui_status(row: dict[str, Any]) -> str:
@@ -107,6 +107,8 @@ class Item:
     replayed: bool = False
     ms: float | None = None
     """The time its attempts took, in milliseconds (``None`` when the log does not say)."""
+    at: float | None = None
+    """When its latest event was committed (Unix seconds; ``None`` when the log does not say)."""
 
     def took(self, e: dict[str, Any]) -> None:
         """Add the ``ms`` of an outcome event to the call's time."""
@@ -139,8 +141,11 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
         got.last_seq = max(got.last_seq, seq)
         return got
 
+    written: dict[int, float] = {}
     for e in events:
         t, seq = e["type"], e["seq"]
+        if e.get("at") is not None:
+            written[seq] = e["at"]
         if t in RESUME_MARKS:
             resumed_at = seq
         if t == "step.started":
@@ -196,6 +201,7 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
             it.state = "recorded"
     for it in order:
         it.replayed = bool(resumed_at) and it.last_seq < resumed_at and it.state not in ("waiting",)
+        it.at = written.get(it.last_seq)
     return order, resumed_at
 
 
@@ -230,6 +236,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
             "parent_run_id": None,
             "created_at": ctl.created_at if ctl else None,
             "updated_at": ctl.created_at if ctl else None,
+            "started_at": None,
             "driver": None,
         }
     events = [e.model_dump(mode="json") for e in world.events(run_id)]
@@ -279,6 +286,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "parent_run_id": info.parent_run_id,
         "created_at": info.created_at,
         "updated_at": info.updated_at,
+        "started_at": events[0].get("at") if events else None,
         "driver": driver,
     }
 

@@ -131,7 +131,15 @@ def _ms_text(ms: float) -> str:
     return f"{ms:.2f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
-def timeline_table(items: list[Item], last_seq: int) -> str:
+def _when(it: Item, started_at: float | None) -> str:
+    """When the call's latest event was committed, after the run's first event (full time on hover)."""
+    if it.at is None:
+        return ""
+    after = f"+{_ms_text(1000.0 * (it.at - started_at))}" if started_at is not None else ""
+    return f'<time datetime="{e(iso(it.at, "milliseconds"))}" title="{e(iso(it.at, "milliseconds"))}">{e(after)}</time>'
+
+
+def timeline_table(items: list[Item], last_seq: int, started_at: float | None = None) -> str:
     """A run's calls in log order: kind, key, state, executed or replayed, attempts, errors, span."""
     if not items:
         return '<p class="empty">No calls recorded yet.</p>'
@@ -152,11 +160,11 @@ def timeline_table(items: list[Item], last_seq: int) -> str:
             f'<tr class="item" data-key="{e(it.key)}" data-state="{e(it.state)}"><td>{e(it.kind)}</td>'
             f"<td><code>{e(it.key)}</code>{child}{errors}</td><td>{e(it.state)}</td><td>{e(how)}</td>"
             f"<td>{it.attempts}</td><td>{e(it.detail)}</td><td>{_duration(it, longest)}</td>"
-            f"<td>{_bar(it, last_seq)}</td></tr>"
+            f'<td class="when">{_when(it, started_at)}</td><td>{_bar(it, last_seq)}</td></tr>'
         )
     return (
         '<table class="timeline"><thead><tr><th>kind</th><th>call</th><th>state</th><th>executed / replayed</th>'
-        "<th>attempts</th><th>detail</th><th>duration</th><th>span in the log</th></tr></thead><tbody>"
+        "<th>attempts</th><th>detail</th><th>duration</th><th>committed</th><th>span in the log</th></tr></thead><tbody>"
         + "".join(rows)
         + "</tbody></table>"
     )
@@ -258,7 +266,7 @@ def run_body(d: dict[str, Any]) -> str:
     )
     out.append(
         f'<section><h2>Timeline</h2><p class="hint">Bars show where each call sits in the log (by seq).{e(resumed)}</p>'
-        + timeline_table(d["items"], d["last_seq"])
+        + timeline_table(d["items"], d["last_seq"], d.get("started_at"))
         + "</section>"
     )
     if d["checkpoints"]:
@@ -272,18 +280,19 @@ def run_body(d: dict[str, Any]) -> str:
             '<button type="submit" data-action="fork">fork…</button></form></section>'
         )
     raw = "".join(
-        f"<tr><td>{ev['seq']}</td><td>{e(ev['type'])}</td><td><code>{e(json.dumps(_short(ev), default=str))}</code></td></tr>"
+        f"<tr><td>{ev['seq']}</td><td>{e(iso(ev.get('at'), 'milliseconds'))}</td><td>{e(ev['type'])}</td>"
+        f"<td><code>{e(json.dumps(_short(ev), default=str))}</code></td></tr>"
         for ev in d["events"]
     )
     out.append(
         f'<details class="raw"><summary>Raw events ({len(d["events"])})</summary><table class="events">'
-        f"<thead><tr><th>seq</th><th>type</th><th>data</th></tr></thead><tbody>{raw}</tbody></table></details>"
+        f"<thead><tr><th>seq</th><th>written</th><th>type</th><th>data</th></tr></thead><tbody>{raw}</tbody></table></details>"
     )
     return "".join(out)
 
 
 def _short(ev: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in ev.items() if k not in ("run_id", "seq", "type", "manifest")}
+    return {k: v for k, v in ev.items() if k not in ("run_id", "seq", "type", "manifest", "at")}
 
 
 def confirm_page(action: str, run_id: str, fields: dict[str, str], token: str | None, question: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import subprocess
 import sys
@@ -48,6 +49,19 @@ def test_events_prints_every_event(data_dir: Path, capsys: pytest.CaptureFixture
     assert main(["events", "r1", "--data-dir", str(data_dir), "--json", "--type", "step.completed"]) == 0
     events = json.loads(capsys.readouterr().out)
     assert [e["path"] for e in events] == ["worker.visit[0]", "worker.visit[1]"]
+
+
+def test_events_say_when_they_were_written(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each event line starts with its commit time in ISO 8601; ``--json`` has it as Unix and ISO."""
+    assert main(["events", "r1", "--data-dir", str(data_dir), "--json"]) == 0
+    events = json.loads(capsys.readouterr().out)
+    for e in events:
+        assert isinstance(e["at"], float)
+        parsed = datetime.datetime.fromisoformat(e["at_iso"])
+        assert parsed.tzinfo is not None and abs(parsed.timestamp() - e["at"]) < 0.001
+    assert main(["events", "r1", "--data-dir", str(data_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines] == [e["at_iso"] for e in events]
 
 
 def test_replay_rebuilds_state(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -123,7 +123,7 @@ def test_a_durable_log_still_opens_and_a_newer_one_is_a_format_error(tmp_path: P
     with durable.local_world(tmp_path / "a") as world:
         assert world.runs() == []
     conn = sqlite3.connect(tmp_path / "a" / "events.db")
-    conn.execute("PRAGMA user_version=2")
+    conn.execute("PRAGMA user_version=3")
     conn.close()
     with pytest.raises(LogFormatError, match="newer"):
         durable.local_world(tmp_path / "a")

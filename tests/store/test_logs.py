@@ -62,7 +62,7 @@ def test_sqlite_file_is_wal_with_schema_version(tmp_path: Path) -> None:
     log.close()
     raw = sqlite3.connect(tmp_path / "events.db")
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
     raw.close()
     again = SqliteLog(tmp_path / "events.db")
     assert again.read("r") == [(1, "run.started", "{}")]

@@ -11,6 +11,7 @@ import pytest
 
 import durable
 from durable import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
+from durable.store import Append
 from tests.helpers.pg import Server, drop_schema, new_schema
 
 
@@ -143,23 +144,30 @@ def test_memory_on_a_postgres_world_is_a_typed_error_naming_the_extension(
 def test_a_schema_of_an_older_version_is_migrated_forward_keeping_its_rows(
     pg_server: Server, schema: str
 ) -> None:
-    """A version-2 schema (before the talk tables) gains them; its runs and events stay."""
+    """A version-2 schema (before the talk tables and event times) gains them; its rows stay.
+
+    The row written before the upgrade has no time; a row written after it has one.
+    """
     from durable.store import _pg_schema
 
     durable.postgres_world(pg_server.dsn, schema=schema).close()
     _sql(
         pg_server.dsn,
         f'DROP TABLE "{schema}".messages, "{schema}".outbox, "{schema}".schedules',
-        f"DELETE FROM \"{schema}\".migrations WHERE name = '0003_talk'",
+        f'ALTER TABLE "{schema}".events DROP COLUMN written_at',
+        f"DELETE FROM \"{schema}\".migrations WHERE name IN ('0003_talk', '0004_event_times')",
         f'UPDATE "{schema}".durable_meta SET version = 2',
         f"INSERT INTO \"{schema}\".events (run_id, seq, type, data) VALUES ('r', 1, 'run.started', '{{}}')",
     )
-    durable.postgres_world(pg_server.dsn, schema=schema).close()
-    assert _sql(pg_server.dsn, f'SELECT version FROM "{schema}".durable_meta') == [
-        (_pg_schema.SCHEMA_VERSION,)
-    ]
-    assert _sql(pg_server.dsn, f'SELECT count(*) FROM "{schema}".messages') == [(0,)]
-    assert _sql(pg_server.dsn, f'SELECT run_id, seq FROM "{schema}".events') == [("r", 1)]
+    with durable.postgres_world(pg_server.dsn, schema=schema) as world:
+        assert _sql(pg_server.dsn, f'SELECT version FROM "{schema}".durable_meta') == [
+            (_pg_schema.SCHEMA_VERSION,)
+        ]
+        assert _sql(pg_server.dsn, f'SELECT count(*) FROM "{schema}".messages') == [(0,)]
+        assert _sql(pg_server.dsn, f'SELECT run_id, seq FROM "{schema}".events') == [("r", 1)]
+        assert world.log.times("r") == {}
+        world.log.append([Append("r", [(2, "step.completed", "{}")], 0)])
+        assert list(world.log.times("r")) == [2]
 
 
 def test_a_transaction_left_open_past_the_lease_is_ended_by_the_server(

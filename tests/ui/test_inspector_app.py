@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
+import re
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +222,22 @@ def test_a_run_records_how_long_each_attempt_took(world: durable.World) -> None:
     assert events and all(isinstance(getattr(e, "ms", None), float) and e.ms >= 0 for e in events)
     page = client_of(create_app(Inspector(world, "s3cret", {}, private=False))).get(run_href("a<b>")).text
     assert " ms</span>" in page
+
+
+def test_the_timeline_and_raw_events_show_when_each_event_was_committed(world: durable.World) -> None:
+    """Every call says when it was committed after the run began; every raw event its ISO time."""
+    events = world.events("a<b>")
+    page = client_of(create_app(Inspector(world, "s3cret", {}, private=False))).get(run_href("a<b>")).text
+    stamps = re.findall(r'<time datetime="([^"]+)"', page)
+    items, _ = timeline([ev.model_dump(mode="json") for ev in events])
+    assert len(stamps) == len(items) > 0
+    at = {ev.seq: ev.at for ev in events}
+    for it, stamp in zip(items, stamps, strict=True):
+        written = at[it.last_seq]
+        assert written is not None
+        assert datetime.datetime.fromisoformat(stamp).timestamp() == pytest.approx(written, abs=0.001)
+    raw = page.split('class="events"', 1)[1]
+    for ev in events:
+        assert ev.at is not None
+        shown = datetime.datetime.fromtimestamp(ev.at, tz=datetime.UTC).isoformat(timespec="milliseconds")
+        assert f"<td>{ev.seq}</td><td>{shown}</td>" in raw
