@@ -239,17 +239,25 @@ async def session(
     with Claim(scope, f"session {role!r}") as claim:
         path = session_path(scope.prefix, role, claim.n)
         claim.recorded(run.recorded.sessions, Call("session", role, "", path))
+        resumed = run.replaying and path in run.recorded.sessions
         opened = _open(run, path, role, slot, tools, workflows)
         await run.flush_async()  # the manifest is durable before the session does anything
+        traced = None if run.tracer is None else run.tracer.start_session(role, run.run_id, path, resumed)
         token = CURRENT.set(Scope(run, path))
         stoken = CURRENT_SESSION.set(opened)
+        stopped: BaseException | None = None
         try:
             yield opened
             _close(run, opened)
             run.flush_soon()
+        except BaseException as exc:
+            stopped = exc
+            raise
         finally:
             CURRENT_SESSION.reset(stoken)
             CURRENT.reset(token)
+            if traced is not None:
+                traced.end(stopped)
 
 
 @asynccontextmanager

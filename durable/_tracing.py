@@ -90,6 +90,21 @@ class Tracing:
             return Traced(span, None)
         return Traced(span, _otel_context.attach(_trace.set_span_in_context(span)))
 
+    def start_session(self, role: str, run_id: str, path: str, resumed: bool) -> Traced:
+        """Start an agent session's span (``resumed``: the log recorded its start before)."""
+        span = self.tracer.start_span(
+            f"session {role}",
+            attributes={
+                "durable.run_id": run_id,
+                "durable.path": path,
+                "durable.attempt": 1,
+                "durable.replayed": resumed,
+                "durable.kind": "session",
+                "durable.role": role,
+            },
+        )
+        return Traced(span, _otel_context.attach(_trace.set_span_in_context(span)))
+
     def start_run(
         self,
         workflow: str,

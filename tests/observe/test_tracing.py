@@ -139,6 +139,46 @@ async def test_each_step_attempt_has_a_span_and_a_failed_one_is_an_error(
     assert attempts[1].status.status_code == trace.StatusCode.UNSET
 
 
+@durable.tool
+async def lookup(q: str) -> str:
+    CALLS.append(f"lookup:{q}")
+    return q.upper()
+
+
+@durable.workflow
+async def agent(q: str) -> str:
+    async with durable.session("planner", tools=[lookup]):
+        found = await lookup(q)
+        answer = durable.interrupt("send it?")
+        return f"{found}:{answer}"
+
+
+async def test_an_agent_session_has_a_span_over_its_calls(
+    worlds: Worlds, spans: InMemorySpanExporter
+) -> None:
+    """A session's calls sit under its span; a resumed session's span says so and has no replayed calls."""
+    world = worlds.open()
+    with pytest.raises(durable.RunInterrupted):
+        await durable.run_workflow(agent, "q", world=world, run_id="agent")
+    got = by_name(spans)
+    run, session, tool = got["run agent"][0], got["session planner"][0], got["tool lookup"][0]
+    assert session.parent.span_id == run.context.span_id
+    assert tool.parent.span_id == session.context.span_id
+    assert session.attributes["durable.path"] == "session:planner#0"
+    assert session.attributes["durable.kind"] == "session"
+    assert session.attributes["durable.role"] == "planner"
+    assert session.attributes["durable.replayed"] is False
+    assert session.attributes["durable.stopped"] == "RunInterrupted"
+    spans.clear()
+    assert await durable.run_workflow(agent, "q", world=worlds.open(), run_id="agent", resume="ok") == "Q:ok"
+    got = by_name(spans)
+    assert sorted(got) == ["run agent", "session planner"]  # the replayed tool makes no span
+    again = got["session planner"][0]
+    assert again.attributes["durable.replayed"] is True
+    assert again.parent.span_id == got["run agent"][0].context.span_id
+    assert "durable.stopped" not in again.attributes
+
+
 async def test_a_worker_driven_run_continues_the_trace_that_started_it(
     worlds: Worlds, spans: InMemorySpanExporter
 ) -> None:
