@@ -11,7 +11,7 @@ still depends on.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -204,7 +204,13 @@ def _needed(runs: list[RunInfo]) -> set[str]:
     return needed
 
 
-def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False) -> list[str]:
+def gc(
+    *,
+    world: WorldCore,
+    older_than: float | timedelta,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[str]:
     """Delete finished runs (completed or failed) not updated for ``older_than``.
 
     Running and interrupted runs are kept whatever their age, and so is every
@@ -216,6 +222,10 @@ def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False
         world: The world to clean.
         older_than: The age (seconds or a ``timedelta``) past which a finished run goes.
         dry_run: Only list what would be deleted.
+        progress: Called with (runs handled, runs to handle) once the runs to
+            delete are known (``(0, n)``) and again after each one, deleted or
+            kept because a caller drives it (a dry run deletes nothing and
+            never calls it); ``little gc`` draws its bar from it.
 
     Returns:
         The ids of the runs deleted (or that would be), oldest first.
@@ -230,21 +240,22 @@ def gc(*, world: WorldCore, older_than: float | timedelta, dry_run: bool = False
         (i for i in runs if i.status in TERMINAL and i.updated_at < cutoff and i.run_id not in keep),
         key=lambda i: (i.updated_at, i.run_id),
     )
+    if dry_run:
+        return [i.run_id for i in doomed]
+    report = progress or (lambda done, total: None)
+    report(0, len(doomed))
     deleted: list[str] = []
-    for info in doomed:
-        if dry_run:
-            deleted.append(info.run_id)
-            continue
+    for done, info in enumerate(doomed, 1):
         handle = world.locks.try_acquire(f"run:{info.run_id}")
-        if handle is None:
-            continue
-        try:
-            world.log.delete_run(info.run_id)
-            with contextlib.suppress(ConfigurationError):  # a log that keeps no messages
-                messages_for(world.log, world.extensions).delete_run(info.run_id)
-        finally:
-            world.locks.release(handle)
-        deleted.append(info.run_id)
+        if handle is not None:
+            try:
+                world.log.delete_run(info.run_id)
+                with contextlib.suppress(ConfigurationError):  # a log that keeps no messages
+                    messages_for(world.log, world.extensions).delete_run(info.run_id)
+            finally:
+                world.locks.release(handle)
+            deleted.append(info.run_id)
+        report(done, len(doomed))
     return deleted
 
 

@@ -178,8 +178,22 @@ def _check_run(
             _check_run(world, child, children.get(intent.get("name", "")), models, report)
 
 
+def database_problems(world: WorldCore) -> list[str]:
+    """What the database's own integrity check finds (SQLite's ``PRAGMA integrity_check``), if anything."""
+    try:
+        answer = str(world.log.integrity_check())
+    except DurableError as exc:
+        answer = str(exc).splitlines()[0]
+    return [] if answer == "ok" else [f"database integrity check failed: {answer}"]
+
+
 def verify_run(
-    world: WorldCore, run_id: str, spec: Spec | None = None, models: dict[str, str] | None = None
+    world: WorldCore,
+    run_id: str,
+    spec: Spec | None = None,
+    models: dict[str, str] | None = None,
+    *,
+    database: list[str] | None = None,
 ) -> dict[str, Any]:
     """Check one run (and its child runs) without changing anything.
 
@@ -188,6 +202,8 @@ def verify_run(
         run_id: The run to check.
         spec: The workflow as the current code defines it, to check drift; ``None`` skips drift.
         models: The model slot mapping to compare; ``None`` takes the recorded one.
+        database: What ``database_problems`` found already (checking many runs
+            checks the whole file once); ``None`` runs the check.
 
     Returns:
         JSON-able data: ``ok``, ``problems`` (damage), ``changes`` (drift) and what was checked.
@@ -210,12 +226,7 @@ def verify_run(
         "drift": [],
         "undescribed": [],
     }
-    try:
-        answer = str(world.log.integrity_check())
-    except DurableError as exc:
-        answer = str(exc).splitlines()[0]
-    if answer != "ok":
-        report["problems"].append(f"database integrity check failed: {answer}")
+    report["problems"] += database_problems(world) if database is None else database
     _check_run(world, run_id, spec, models, report)
     drift: list[DriftChange] = report.pop("drift")
     report["drift_checked"] = spec is not None

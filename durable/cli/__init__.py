@@ -8,6 +8,9 @@ an argument: other users can read a command line). Everything printed has its
 control characters escaped (``_safe``). The command line is Click (built from
 the registry in ``_registry`` by ``_click``); tables are Rich tables with
 coloured statuses on a terminal that takes colour, plain text when piped.
+Commands that work through many runs (``gc``, ``compact --all``,
+``verify --all``) draw a progress bar on stderr when it is a terminal
+(``_progress``), and write nothing there when piped.
 A new command is one module that registers with ``@command`` and is imported
 below.
 """

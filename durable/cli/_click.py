@@ -2,7 +2,8 @@
 
 Command modules declare their arguments as they always have, with
 ``p.add_argument(...)`` in argparse's vocabulary (``store_true``,
-``append``, ``type=``, ``choices=``, ``metavar=``, ``dest=``); ``Args``
+``append``, ``type=``, ``choices=``, ``metavar=``, ``dest=``,
+``nargs="?"`` and ``nargs="*"``); ``Args``
 records each declaration as a Click parameter, so registering a new command
 stays one decorator and one small function, and each handler still receives
 an ``argparse.Namespace``.
@@ -17,7 +18,7 @@ from typing import Any
 
 import click
 
-from ._registry import COMMANDS
+from ._registry import CHECKS, COMMANDS, CliError
 
 ORDER = [
     "runs",
@@ -64,11 +65,18 @@ class Args:
         kind: Any = click.Choice(list(choices)) if choices else _click_type(type)
         if not flags[0].startswith("-"):
             name = flags[0]
-            if nargs not in (None, "?"):
-                raise TypeError(f"little's positional arguments take nargs='?' or none, not {nargs!r}")
-            optional = {"required": False, "default": default} if nargs == "?" else {}
-            self.params.append(click.Argument([name], type=kind, metavar=metavar or name.upper(), **optional))
-            self.positional_help.append((metavar or name.upper(), help or ""))
+            if nargs not in (None, "?", "*"):
+                raise TypeError(f"little's positional arguments take nargs='?', '*' or none, not {nargs!r}")
+            shown = metavar or name.upper()
+            if nargs == "*":
+                shown = f"[{shown}]..."
+            optional: dict[str, Any] = {}
+            if nargs == "?":
+                optional = {"required": False, "default": default}
+            elif nargs == "*":  # any number, none included (argparse's "*")
+                optional = {"required": False, "nargs": -1}
+            self.params.append(click.Argument([name], type=kind, metavar=shown, **optional))
+            self.positional_help.append((shown, help or ""))
             return
         name = dest or flags[-1].lstrip("-").replace("-", "_")
         decls = [*flags, name]
@@ -143,7 +151,13 @@ def build_group(on_command: Callable[[str, argparse.Namespace], None]) -> click.
 
         def callback(_name: str = name, **kwargs: Any) -> None:
             values = {k: list(v) if isinstance(v, tuple) else v for k, v in kwargs.items()}
-            on_command(_name, argparse.Namespace(command=_name, **values))
+            a = argparse.Namespace(command=_name, **values)
+            if _name in CHECKS:
+                try:
+                    CHECKS[_name](a)
+                except CliError as exc:
+                    raise click.UsageError(str(exc), ctx=click.get_current_context()) from None
+            on_command(_name, a)
 
         group.add_command(
             click.Command(

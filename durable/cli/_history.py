@@ -15,6 +15,8 @@ from .._recovery import compact, gc
 from .._snapshots import decode_state
 from .._timetravel import UNCHANGED, checkpoints, fork, restore
 from .._world import WorldCore
+from ._bulk import FINISHED, check_runs, compact_many, compact_text, compaction_row, many, runs_args
+from ._progress import progress_bar
 from ._registry import CliError, command, table
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw]?)$")
@@ -151,26 +153,52 @@ def _parent_models(rows: list[tuple[int, str, str]]) -> dict[str, str]:
 
 
 def _compact_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_id", help="the run's id (see `little runs`)")
-    p.add_argument("--vacuum", action="store_true", help="give the freed space back to the disk afterwards")
+    runs_args(
+        p,
+        "compact",
+        "compact every finished run (completed, failed or cancelled) that is not one snapshot already",
+    )
+    p.add_argument(
+        "--status",
+        action="append",
+        choices=list(FINISHED),
+        help="with --all: only finished runs with this status (repeatable)",
+    )
+    p.add_argument(
+        "--vacuum", action="store_true", help="give the freed space back to the disk afterwards (once)"
+    )
+
+
+def _check_compact(a: argparse.Namespace) -> None:
+    if a.status and not a.every:
+        raise CliError("--status picks among the runs --all compacts; pass it with --all")
+    check_runs(a)
+
+
+def _compact_human(data: Any) -> str:
+    if "compacted" in data:
+        return compact_text(data)
+    return "\n".join(f"{k}: {v}" for k, v in data.items())
 
 
 @command(
     "compact",
-    "replace a run's events with one snapshot of its state (earlier checkpoints go)",
+    "replace each run's events with one snapshot of its state (earlier checkpoints go); "
+    "exit 1 if any run fails",
     _compact_args,
+    human=_compact_human,
+    check=_check_compact,
 )
 def _compact(world: WorldCore, a: argparse.Namespace) -> Any:
-    done = compact(a.run_id, world=world)
+    if many(a):
+        data = compact_many(world, a)
+        if not data["ok"]:
+            a.exit_status = 1
+        return data
+    done = compact(a.run_ids[0], world=world)
     if a.vacuum:
         world.vacuum()
-    return {
-        "run_id": done.run_id,
-        "snapshot_seq": done.snapshot_seq,
-        "events_replaced": done.removed,
-        "state_hash": done.state_hash,
-        "vacuumed": a.vacuum,
-    }
+    return compaction_row(done) | {"vacuumed": a.vacuum}
 
 
 def _gc_args(p: argparse.ArgumentParser) -> None:
@@ -197,7 +225,8 @@ def _gc_human(data: Any) -> str:
     human=_gc_human,
 )
 def _gc(world: WorldCore, a: argparse.Namespace) -> Any:
-    deleted = gc(world=world, older_than=parse_duration(a.older_than), dry_run=a.dry_run)
+    with progress_bar("deleting") as update:
+        deleted = gc(world=world, older_than=parse_duration(a.older_than), dry_run=a.dry_run, progress=update)
     if a.vacuum and deleted and not a.dry_run:
         world.vacuum()
     return {"dry_run": a.dry_run, "runs": deleted}

@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from .._world import WorldCore
 from ..errors import RunNotFoundError
@@ -24,6 +24,8 @@ HUMAN: dict[str, Callable[[Any], str]] = {}
 """Command name → how its data is shown without ``--json`` (when not the default)."""
 RAW: set[str] = set()
 """Commands that open the data directory themselves; their handler gets ``None`` for the world."""
+CHECKS: dict[str, Callable[[argparse.Namespace], None]] = {}
+"""Command name → a check of its parsed arguments; a ``CliError`` it raises is a usage error."""
 
 
 class CliError(Exception):
@@ -37,16 +39,21 @@ def command(
     *,
     human: Callable[[Any], str] | None = None,
     raw: bool = False,
+    check: Callable[[argparse.Namespace], None] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register a ``little`` subcommand (``human`` formats its data for people).
 
     A handler that prints as it goes (``events --follow``) returns ``None``.
+    ``check`` looks at the parsed arguments before the data directory is
+    opened; the ``CliError`` it raises is reported as a usage error.
     """
 
     def register(fn: Handler) -> Handler:
         COMMANDS[name] = (help, args or (lambda p: None), fn)
         if human is not None:
             HUMAN[name] = human
+        if check is not None:
+            CHECKS[name] = check
         if raw:
             RAW.add(name)
         return fn
@@ -68,11 +75,21 @@ _STATUS_STYLES = {
 }
 
 
-def colour() -> bool:
-    """Whether stdout is a terminal that takes colour (not piped, no ``NO_COLOR``, not ``TERM=dumb``)."""
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+def terminal(stream: TextIO | None = None) -> bool:
+    """Whether ``stream`` (default stdout) is a terminal that can redraw (not piped, not ``TERM=dumb``)."""
+    if os.environ.get("TERM") == "dumb":
         return False
-    return sys.stdout.isatty()
+    try:
+        return (sys.stdout if stream is None else stream).isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream is no terminal
+        return False
+
+
+def colour(stream: TextIO | None = None) -> bool:
+    """Whether ``stream`` (default stdout) is a ``terminal`` that takes colour (no ``NO_COLOR``)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    return terminal(stream)
 
 
 def _rich_table(rows: list[dict[str, Any]], columns: list[str]) -> str:

@@ -17,6 +17,7 @@ from .._world import WorldCore
 from ..errors import RunNotFoundError
 from ..events import Event, parse_event
 from ..store._protocol import row_times
+from ._bulk import check_runs, many, runs_args, verify_many, verify_text
 from ._registry import CliError, command, read_rows, run_id_arg, table
 from ._runtime_rows import runtime_detail
 from ._safe import safe
@@ -230,7 +231,7 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
-    run_id_arg(p)
+    runs_args(p, "check", "check every run in the data directory (with --workflow: every run of it)")
     p.add_argument(
         "--workflow",
         metavar="MODULE:FUNCTION",
@@ -245,16 +246,24 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _verify_human(report: dict[str, Any]) -> str:
+    return verify_text(report) if "runs_checked" in report else report_text(report)
+
+
 @command(
     "verify",
-    "check a run's log integrity, artifact hashes and (with --workflow) drift; exit 1 on any finding",
+    "check runs' log integrity, artifact hashes and (with --workflow) drift; exit 1 on any finding",
     _verify_args,
-    human=report_text,
+    human=_verify_human,
+    check=check_runs,
 )
 def _verify(world: WorldCore, a: argparse.Namespace) -> Any:
     spec = import_workflow(a.workflow) if a.workflow else None
     models = parse_models(a.model) if a.model else None
-    report = verify_run(world, a.run_id, spec, models)
+    if many(a):
+        report = verify_many(world, None if a.every else a.run_ids, spec, models)
+    else:
+        report = verify_run(world, a.run_ids[0], spec, models)
     if not report["ok"]:
         a.exit_status = 1
     return report

@@ -141,7 +141,10 @@ def test_fork_with_a_new_input(data_dir: Path, capsys: pytest.CaptureFixture[str
         (["gc"], "--older-than"),
         (["restore", "r1"], "Missing argument 'CHECKPOINT'"),
         (["fork"], "Missing argument 'RUN_ID'"),
-        (["compact"], "Missing argument 'RUN_ID'"),
+        (["compact"], "pass one or more run ids"),
+        (["compact", "r1", "--all"], "not both"),
+        (["compact", "r1", "--status", "failed"], "pass it with --all"),
+        (["verify"], "or --all for every run"),
         (["runs", "--limit", "many"], "not a valid integer"),
     ],
 )
