@@ -92,22 +92,28 @@ def verify_many(
         ]
     results: list[dict[str, Any]] = []
     covered: set[str] = set()
+    stopped = None
     with progress_bar("verifying") as update:
-        total = len(ids)
-        update(0, total)
-        for run_id in ids:
-            results.append(_verify_one(world, run_id, spec, models))
-            covered.update(results[-1]["runs"])
-            update(len(results), total)
-        if run_ids is None and spec is None:
-            # A child run that no parent's log names (the parent's record of it is gone) is checked alone.
-            rest = [i.run_id for i in infos if i.run_id not in covered]
-            for n, run_id in enumerate(rest, 1):
-                if run_id not in covered:
-                    results.append(_verify_one(world, run_id, spec, models))
-                    covered.update(results[-1]["runs"])
-                update(len(ids) + n, len(ids) + len(rest))
-    return _verify_report(results, database, spec is not None)
+        update(0, len(ids))
+        try:
+            for run_id in ids:
+                results.append(_verify_one(world, run_id, spec, models))
+                covered.update(results[-1]["runs"])
+                update(len(results), len(ids))
+            if run_ids is None and spec is None:
+                # A child run that no parent's log names (its parent's record of it is gone) is checked alone.
+                rest = [i.run_id for i in infos if i.run_id not in covered]
+                for n, run_id in enumerate(rest, 1):
+                    if run_id not in covered:
+                        results.append(_verify_one(world, run_id, spec, models))
+                        covered.update(results[-1]["runs"])
+                    update(len(ids) + n, len(ids) + len(rest))
+        except KeyboardInterrupt:  # verify only reads: stopping anywhere is safe
+            stopped = {"after": len(results), "of": len(ids)}
+    report = _verify_report(results, database, spec is not None)
+    if stopped is not None:  # runs left unchecked: not a clean bill of health
+        report["ok"] = False
+    return report | {"stopped": stopped}
 
 
 def _verify_one(
@@ -162,11 +168,13 @@ def verify_text(report: dict[str, Any]) -> str:
     bad = report["runs_with_findings"]
     lines = [
         f"verified {report['runs_checked']} run(s): "
-        + ("ok" if report["ok"] else f"NOT OK ({len(bad)} with findings)"),
+        + ("ok" if report["ok"] else f"NOT OK ({len(bad)} with findings)" if bad else "NOT OK"),
         f"checked {report['runs_checked']} run(s) and {report['child_runs_checked']} child run(s), "
         f"{report['events']} event(s), {report['artifacts']} artifact(s)"
         + ("" if report["drift_checked"] else "; drift not checked (pass --workflow module:function)"),
     ]
+    if report["stopped"]:
+        lines.append(_stopped_text(report["stopped"], "checked"))
     if report["undescribed"]:
         lines += [
             "",
@@ -210,6 +218,7 @@ def compact_many(world: WorldCore, a: argparse.Namespace) -> dict[str, Any]:
     compacted: list[dict[str, Any]] = []
     unchanged: list[str] = []
     failed: list[dict[str, Any]] = []
+    stopped = None
     with progress_bar("compacting") as update:
         update(0, len(ids))
         for n, run_id in enumerate(ids, 1):
@@ -221,12 +230,16 @@ def compact_many(world: WorldCore, a: argparse.Namespace) -> dict[str, Any]:
             except DurableError as exc:
                 error = str(exc).splitlines()[0]
                 failed.append({"run_id": run_id, "error": error, "reason": getattr(exc, "reason", None)})
+            except KeyboardInterrupt:  # each compaction is one transaction: the one cut short is undone
+                stopped = {"after": n - 1, "of": len(ids)}
+                break
             update(n, len(ids))
     vacuumed = bool(a.vacuum and compacted)
     if vacuumed:
         world.vacuum()
     return {
-        "ok": not failed,
+        "ok": not failed and stopped is None,
+        "stopped": stopped,
         "compacted": compacted,
         "events_replaced": sum(c["events_replaced"] for c in compacted),
         "already_compact": unchanged,
@@ -267,4 +280,20 @@ def compact_text(data: dict[str, Any]) -> str:
         lines += [f"  {f['run_id']}: {f['error']}" for f in data["failed"]]
     if data["vacuumed"]:
         lines.append("gave the freed space back to the disk")
+    if data["stopped"]:
+        lines.append(_stopped_text(data["stopped"], "compacted"))
     return "\n".join(lines)
+
+
+def _stopped_text(stopped: dict[str, int], done: str) -> str:
+    return (
+        f"stopped by Ctrl-C after {stopped['after']} of {stopped['of']} run(s); "
+        f"the rest were not {done}: run the command again for them"
+    )
+
+
+def exit_status(data: dict[str, Any]) -> int:
+    """130 when Ctrl-C stopped the work (as a shell reports SIGINT), 1 on any failure or finding, else 0."""
+    if data.get("stopped"):
+        return 130
+    return 0 if data["ok"] else 1

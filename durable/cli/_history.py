@@ -15,7 +15,16 @@ from .._recovery import compact, gc
 from .._snapshots import decode_state
 from .._timetravel import UNCHANGED, checkpoints, fork, restore
 from .._world import WorldCore
-from ._bulk import FINISHED, check_runs, compact_many, compact_text, compaction_row, many, runs_args
+from ._bulk import (
+    FINISHED,
+    check_runs,
+    compact_many,
+    compact_text,
+    compaction_row,
+    exit_status,
+    many,
+    runs_args,
+)
 from ._progress import progress_bar
 from ._registry import CliError, command, table
 
@@ -192,8 +201,7 @@ def _compact_human(data: Any) -> str:
 def _compact(world: WorldCore, a: argparse.Namespace) -> Any:
     if many(a):
         data = compact_many(world, a)
-        if not data["ok"]:
-            a.exit_status = 1
+        a.exit_status = exit_status(data)
         return data
     done = compact(a.run_ids[0], world=world)
     if a.vacuum:
@@ -225,8 +233,23 @@ def _gc_human(data: Any) -> str:
     human=_gc_human,
 )
 def _gc(world: WorldCore, a: argparse.Namespace) -> Any:
+    seen = (0, 0)
+
+    def track(done: int, total: int) -> None:
+        nonlocal seen
+        seen = (done, total)
+        update(done, total)
+
     with progress_bar("deleting") as update:
-        deleted = gc(world=world, older_than=parse_duration(a.older_than), dry_run=a.dry_run, progress=update)
+        try:
+            deleted = gc(
+                world=world, older_than=parse_duration(a.older_than), dry_run=a.dry_run, progress=track
+            )
+        except KeyboardInterrupt:  # each run goes in its own transaction: those handled are gone
+            raise CliError(
+                f"stopped by Ctrl-C after {seen[0]} of {seen[1]} run(s), each deleted whole; "
+                "run little gc again for the rest"
+            ) from None
     if a.vacuum and deleted and not a.dry_run:
         world.vacuum()
     return {"dry_run": a.dry_run, "runs": deleted}

@@ -17,7 +17,7 @@ from .._world import WorldCore
 from ..errors import RunNotFoundError
 from ..events import Event, parse_event
 from ..store._protocol import row_times
-from ._bulk import check_runs, many, runs_args, verify_many, verify_text
+from ._bulk import check_runs, exit_status, many, runs_args, verify_many, verify_text
 from ._registry import CliError, command, read_rows, run_id_arg, table
 from ._runtime_rows import runtime_detail
 from ._safe import safe
@@ -262,8 +262,9 @@ def _verify(world: WorldCore, a: argparse.Namespace) -> Any:
     models = parse_models(a.model) if a.model else None
     if many(a):
         report = verify_many(world, None if a.every else a.run_ids, spec, models)
-    else:
-        report = verify_run(world, a.run_ids[0], spec, models)
+        a.exit_status = exit_status(report)
+        return report
+    report = verify_run(world, a.run_ids[0], spec, models)
     if not report["ok"]:
         a.exit_status = 1
     return report

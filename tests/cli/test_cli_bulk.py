@@ -208,3 +208,75 @@ def test_compact_of_one_id_keeps_its_output(data_dir: Path, capsys: pytest.Captu
     assert set(data) == {"run_id", "snapshot_seq", "events_replaced", "state_hash", "vacuumed"}
     code, data, err = little(capsys, data_dir, "compact", "ghost")
     assert (code, data) == (1, None) and "no run 'ghost'" in err
+
+
+def _interrupting(real: Any, on_call: int) -> Any:
+    """``real``, except that its ``on_call``-th call raises KeyboardInterrupt (Ctrl-C at that moment)."""
+    calls = 0
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == on_call:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    return wrapper
+
+
+def test_ctrl_c_stops_compact_between_runs_and_says_how_far_it_got(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the third compaction keeps the two done, leaves the rest, and exits 130."""
+    from durable.cli import _bulk
+
+    monkeypatch.setattr(_bulk, "compact", _interrupting(_bulk.compact, 3))
+    code, data, _ = little(capsys, data_dir, "compact", "ok-1", "ok-2", "ok-3", "bad")
+    assert code == 130 and data["ok"] is False
+    assert data["stopped"] == {"after": 2, "of": 4}
+    assert [c["run_id"] for c in data["compacted"]] == ["ok-1", "ok-2"]
+    assert event_types(data_dir, "ok-3") != ["snapshot"] and event_types(data_dir, "bad") != ["snapshot"]
+
+
+def test_ctrl_c_before_any_compaction_says_so_in_the_text(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --json the last line says where Ctrl-C stopped and what to do about the rest."""
+    from durable.cli import _bulk
+
+    monkeypatch.setattr(_bulk, "compact", _interrupting(_bulk.compact, 1))
+    assert main(["compact", "ok-1", "bad", "--data-dir", str(data_dir)]) == 130
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "stopped by Ctrl-C after 0 of 2 run(s); the rest were not compacted: run the command again for them"
+    )
+
+
+def test_ctrl_c_stops_verify_and_the_report_is_not_ok(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A verify stopped by Ctrl-C reports the runs it checked, is not ok, and exits 130."""
+    from durable.cli import _bulk
+
+    monkeypatch.setattr(_bulk, "verify_run", _interrupting(_bulk.verify_run, 2))
+    code, report, _ = little(capsys, data_dir, "verify", "--all")
+    assert code == 130 and report["ok"] is False
+    assert report["runs_checked"] == 1 and report["stopped"] == {"after": 1, "of": len(FINISHED) + 1}
+
+
+def test_ctrl_c_stops_gc_with_one_line_saying_how_far_it_got(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during gc is one line on stderr with the runs handled so far, not a traceback."""
+    from durable.cli import _history
+
+    def gc(**kwargs: Any) -> list[str]:
+        kwargs["progress"](0, 5)
+        kwargs["progress"](1, 5)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_history, "gc", gc)
+    code = main(["gc", "--older-than", "0s", "--data-dir", str(data_dir)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert err.startswith("little: stopped by Ctrl-C after 1 of 5 run(s), each deleted whole; ")
+    assert err.endswith("run little gc again for the rest\n")

@@ -38,3 +38,25 @@ def test_runs_and_events_read_a_postgres_world(
     kinds = [e["type"] for e in json.loads(capsys.readouterr().out)]
     assert kinds[0] == "run.started"
     assert kinds[-1] == "run.completed"
+
+
+def test_compact_and_verify_all_on_a_postgres_world(
+    pg_server: pg.Server, schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`compact --all` and `verify --all` cover every run of a Postgres world; a locked run fails alone."""
+    with durable.postgres_world(pg_server.dsn, schema=schema) as world:
+        for run_id in ("a", "b", "c"):
+            asyncio.run(durable.run_workflow(hello, run_id, world=world, run_id=run_id))
+        held = world.locks.try_acquire("run:b")
+        assert held is not None
+        try:
+            code = main(["compact", "--all", "--dsn", pg_server.dsn, "--schema", schema, "--json"])
+        finally:
+            world.locks.release(held)
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert sorted(c["run_id"] for c in data["compacted"]) == ["a", "c"]
+    assert [(f["run_id"], f["reason"]) for f in data["failed"]] == [("b", "run_busy")]
+    assert main(["verify", "--all", "--dsn", pg_server.dsn, "--schema", schema, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True and sorted(r["run_id"] for r in report["results"]) == ["a", "b", "c"]
