@@ -33,13 +33,18 @@ def _terminal_env(**extra: str) -> dict[str, str]:
     return base | {"TERM": "xterm-256color", "COLUMNS": "120"} | extra
 
 
-def on_a_terminal_stderr(argv: list[str], environ: dict[str, str]) -> tuple[int, str, str]:
-    """Run `little` with stderr on a pseudo-terminal and stdout on a pipe; status, stdout, stderr."""
+def on_a_terminal_stderr(
+    argv: list[str], environ: dict[str, str], *, stdout_too: bool = False
+) -> tuple[int, str, str]:
+    """Run `little` with stderr on a pseudo-terminal and stdout on a pipe (or the terminal too).
+
+    Returns the exit status, what the pipe read, and what the terminal showed.
+    """
     leader, follower = pty.openpty()
     try:
         proc = subprocess.run(
             [*LITTLE, *argv],
-            stdout=subprocess.PIPE,
+            stdout=follower if stdout_too else subprocess.PIPE,
             stderr=follower,
             cwd=ROOT,
             env=environ,
@@ -60,7 +65,7 @@ def on_a_terminal_stderr(argv: list[str], environ: dict[str, str]) -> tuple[int,
         if follower != -1:
             os.close(follower)
         os.close(leader)
-    return proc.returncode, proc.stdout.decode(), b"".join(chunks).decode()
+    return proc.returncode, (proc.stdout or b"").decode(), b"".join(chunks).decode()
 
 
 def test_compact_all_draws_a_bar_on_a_terminal_stderr(data_dir: Path) -> None:
@@ -150,3 +155,22 @@ def test_gc_reports_progress_to_its_callback(data_dir: Path) -> None:
     total = len(deleted) + 1
     assert "ok-1" not in deleted and len(deleted) >= 2
     assert calls == [(i, total) for i in range(total + 1)]
+
+
+def test_term_dumb_draws_no_bar(data_dir: Path) -> None:
+    """A terminal that cannot redraw (TERM=dumb) gets no bar: stderr stays empty."""
+    code, _, err = on_a_terminal_stderr(
+        ["compact", "--all", "--data-dir", str(data_dir)], _terminal_env(TERM="dumb")
+    )
+    assert code == 0 and err == ""
+
+
+def test_the_result_follows_the_erased_bar_on_a_shared_terminal(data_dir: Path) -> None:
+    """With stdout and stderr on one terminal, the bar is drawn, erased, and only then the result printed."""
+    code, _, screen = on_a_terminal_stderr(
+        ["compact", "--all", "--data-dir", str(data_dir)], _terminal_env(), stdout_too=True
+    )
+    assert code == 0
+    erased = screen.rindex("\x1b[2K")  # the bar's last line cleared
+    assert screen.rindex("compacting") < erased < screen.index(f"compacted {len(FINISHED) + 1} run(s)")
+    assert "\x1b" not in screen[erased + len("\x1b[2K") :]
