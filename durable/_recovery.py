@@ -211,7 +211,7 @@ def gc(
     dry_run: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[str]:
-    """Delete finished runs (completed or failed) not updated for ``older_than``.
+    """Delete finished runs (completed, failed or cancelled) not updated for ``older_than``.
 
     Running and interrupted runs are kept whatever their age, and so is every
     run one of them depends on (its child runs, at any depth) and a run some

@@ -228,7 +228,7 @@ def _gc_human(data: Any) -> str:
 
 @command(
     "gc",
-    "delete finished (completed or failed) runs older than a given age",
+    "delete finished (completed, failed or cancelled) runs older than a given age",
     _gc_args,
     human=_gc_human,
 )

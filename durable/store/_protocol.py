@@ -17,8 +17,8 @@ from ..errors import FencedError
 Row = tuple[int, str, str]
 """One stored event: ``(seq, type, json data)``."""
 
-TERMINAL = frozenset({"completed", "failed"})
-"""The statuses a run does not leave."""
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+"""The statuses of a finished run: nothing drives it (``resume_run`` may reopen a failed or cancelled one)."""
 
 
 @dataclass(frozen=True)

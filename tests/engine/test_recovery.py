@@ -12,6 +12,7 @@ import pytest
 import durable
 from durable import World
 from durable._snapshots import decode_state, encode_state
+from durable.runtime import cancel_run
 
 calls: Counter[str] = Counter()
 
@@ -206,7 +207,7 @@ def finished_ago(world: World, run_id: str, seconds: float) -> None:
 
 
 def test_gc_deletes_only_finished_runs_older_than_the_age(worlds) -> None:
-    """Retention removes completed and failed runs past the age and keeps newer and unfinished ones."""
+    """Retention removes completed, failed and cancelled runs past the age; newer and unfinished ones stay."""
     world = worlds.open()
     run(world, "old-done")
     with pytest.raises(RuntimeError):
@@ -218,11 +219,14 @@ def test_gc_deletes_only_finished_runs_older_than_the_age(worlds) -> None:
 
     with pytest.raises(durable.RunInterrupted):
         asyncio.run(durable.run_workflow(waits, world=world, run_id="old-waiting"))
+    with pytest.raises(durable.RunInterrupted):
+        asyncio.run(durable.run_workflow(waits, world=world, run_id="old-cancelled"))
+    assert cancel_run(world, "old-cancelled") == "cancelled"
     run(world, "new-done")
-    for old in ("old-done", "old-failed", "old-waiting"):
+    for old in ("old-done", "old-failed", "old-waiting", "old-cancelled"):
         finished_ago(world, old, 7200)
     deleted = durable.gc(world=world, older_than=timedelta(hours=1))
-    assert sorted(deleted) == ["old-done", "old-failed"]
+    assert sorted(deleted) == ["old-cancelled", "old-done", "old-failed"]
     assert sorted(i.run_id for i in world.runs()) == ["new-done", "old-waiting"]
     assert world.log.read("old-done") == []
 
