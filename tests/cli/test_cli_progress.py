@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
-import pty
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import durable
 from tests.cli.bulk_app import FINISHED, seed
+from tests.helpers.terminal import LITTLE, on_a_terminal
 from tests.ui.harness import ROOT, env
 
-LITTLE = [sys.executable, "-m", "durable.cli"]
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 """An escape sequence that sets colour or style."""
 
@@ -40,32 +37,8 @@ def on_a_terminal_stderr(
 
     Returns the exit status, what the pipe read, and what the terminal showed.
     """
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.run(
-            [*LITTLE, *argv],
-            stdout=follower if stdout_too else subprocess.PIPE,
-            stderr=follower,
-            cwd=ROOT,
-            env=environ,
-            timeout=120,
-        )
-        os.close(follower)
-        follower = -1
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the other end is closed and drained
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        if follower != -1:
-            os.close(follower)
-        os.close(leader)
-    return proc.returncode, (proc.stdout or b"").decode(), b"".join(chunks).decode()
+    code, out, _, shown = on_a_terminal(argv, environ, ROOT, stdout=stdout_too, stderr=True)
+    return code, out, shown
 
 
 def test_compact_all_draws_a_bar_on_a_terminal_stderr(data_dir: Path) -> None:

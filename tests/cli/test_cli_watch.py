@@ -13,6 +13,7 @@ import pytest
 
 import durable
 from durable.cli import main
+from tests.helpers.terminal import on_a_terminal
 from tests.ui import app
 from tests.ui.harness import ROOT, env, start_driver, wait_for_run
 
@@ -122,35 +123,8 @@ def test_piped_output_has_no_colour_codes(data_dir: Path, command: list[str]) ->
 
 def test_a_terminal_gets_a_coloured_table(data_dir: Path) -> None:
     """On a pseudo-terminal `little runs` colours the statuses (escape codes), unlike a pipe."""
-    import os
-    import pty
-
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.run(
-            [*LITTLE, "runs", "--data-dir", str(data_dir)],
-            stdout=follower,
-            stderr=subprocess.PIPE,
-            cwd=ROOT,
-            env={k: v for k, v in env().items() if k != "NO_COLOR"}
-            | {"TERM": "xterm-256color", "COLUMNS": "160"},
-            timeout=60,
-        )
-        os.close(follower)
-        follower = -1
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the other end is closed and drained
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        if follower != -1:
-            os.close(follower)
-        os.close(leader)
-    out = b"".join(chunks).decode()
-    assert proc.returncode == 0
+    environ = {k: v for k, v in env().items() if k != "NO_COLOR"}
+    environ |= {"TERM": "xterm-256color", "COLUMNS": "160"}
+    code, _, _, out = on_a_terminal(["runs", "--data-dir", str(data_dir)], environ, ROOT)
+    assert code == 0
     assert "\x1b[" in out and "completed" in out and "failed" in out
