@@ -20,11 +20,11 @@ from .._spec import Spec
 from .._verify import database_problems, verify_run
 from .._world import WorldCore
 from ..errors import DriftChange, DurableError
-from ..store._protocol import RunInfo
+from ..store._protocol import TERMINAL, RunInfo
 from ._progress import progress_bar
 from ._registry import CliError
 
-FINISHED = ("completed", "failed", "cancelled")
+FINISHED = tuple(sorted(TERMINAL))
 """The statuses ``compact --all`` compacts: a run in one of them appends nothing more unless resumed."""
 PAGE = 500
 """Runs read from the log at a time when listing every run."""

@@ -207,7 +207,7 @@ class EventLog(Protocol):
 def row_times(log: Any, run_id: str, after_seq: int = 0) -> dict[int, float]:
     """When each row of a run was written, by seq; empty for a log that keeps no times."""
     times = getattr(log, "times", None)
-    return {} if times is None else dict(times(run_id, after_seq))
+    return {} if times is None else times(run_id, after_seq)
 
 
 def _stale(run_id: str, token: int, current: int) -> FencedError:
