@@ -1,4 +1,4 @@
-"""Two runs side by side: their calls aligned by path, each path ``same``, ``changed``, ``only_a`` or ``only_b``.
+"""Two runs side by side: their calls aligned by path, each ``same``, ``changed``, ``only_a`` or ``only_b``.
 
 Everything here is pure: it takes a run's recorded index (``Recorded``) and
 its events as data and returns data. ``little diff`` prints what ``align``
@@ -88,7 +88,7 @@ def _steps(rec: Recorded) -> Iterable[Call]:
     for path, started in rec.steps_started.items():
         done, failed = rec.steps_completed.get(path), rec.steps_failed.get(path)
         name = _segment(path).split(".visit[", 1)[0]
-        common = {"input_hash": started.get("input_hash"), "pos": _pos(started)}
+        common: dict[str, Any] = {"input_hash": started.get("input_hash"), "pos": _pos(started)}
         if done is not None:
             art = done.get("artifact")
             yield Call(path, "step", name, "ok", done.get("output"), artifact=art, **common)
@@ -103,7 +103,7 @@ def _effects(rec: Recorded) -> Iterable[Call]:
         kind = _segment(key).split(":", 1)[0]
         kind = kind if kind in EFFECT_KINDS else "effect"
         name = str(intent.get("name") or _segment(key))
-        common = {"input_hash": intent.get("input_hash"), "pos": _pos(intent)}
+        common: dict[str, Any] = {"input_hash": intent.get("input_hash"), "pos": _pos(intent)}
         receipt = rec.receipts.get(key)
         if receipt is None:
             yield Call(key, kind, name, "unconfirmed", **common)

@@ -106,7 +106,9 @@ def _value(side: dict[str, Any] | None) -> str:
 
 def _human(rows: list[dict[str, Any]]) -> str:
     counts = summary(rows)
-    shown = [{"status": r["status"], "path": r["path"], "a": _value(r["a"]), "b": _value(r["b"])} for r in rows]
+    shown = [
+        {"status": r["status"], "path": r["path"], "a": _value(r["a"]), "b": _value(r["b"])} for r in rows
+    ]
     head = ", ".join(f"{n} {s}" for s, n in counts.items())
     return table(shown, ["status", "path", "a", "b"]) + f"\n{head}"
 

@@ -151,7 +151,9 @@ def create_app(inspector: Inspector) -> Starlette:
         except CodecError as exc:
             return HTMLResponse(_sealed(exc), status_code=403)
         if not found:
-            return HTMLResponse(_pages.message_page("no such call", f"run {rid} has no call at {path!r}"), 404)
+            return HTMLResponse(
+                _pages.message_page("no such call", f"run {rid} has no call at {path!r}"), 404
+            )
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
         # Served as JSON, never as a page: a value from the log cannot become markup or script.
         return Response(text, media_type="application/json", headers={"X-Content-Type-Options": "nosniff"})

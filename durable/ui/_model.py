@@ -382,7 +382,10 @@ def whole_value(world: WorldCore, run_id: str, path: str) -> tuple[bool, Any]:
         started = read.recorded.started or {}
         term = read.recorded.terminal
         done = term is not None and term[0] == "run.completed"
-        return True, {"input": started.get("input"), "output": term[1].get("output") if done and term else None}
+        return True, {
+            "input": started.get("input"),
+            "output": term[1].get("output") if done and term else None,
+        }
     call = read.calls.get(path)
     if call is None:
         return False, None

@@ -21,6 +21,15 @@ Section = Callable[[dict[str, Any]], str]
 """A section of the run page: the run's detail (``_model.run_detail``) in, HTML out."""
 
 IN_FLIGHT = ("pending", "running", "unconfirmed", "set", "retrying")
+INHERITED_STATES = {
+    "step": "completed",
+    "session": "completed",
+    "interrupt": "answered",
+    "tool": "confirmed",
+    "model": "confirmed",
+    "workflow": "confirmed",
+}
+"""The state the timeline would show for an inherited call that ended well, by kind."""
 
 
 def run_page(d: dict[str, Any], *, live: str, flash: str | None) -> str:
@@ -68,7 +77,9 @@ def facts_section(d: dict[str, Any]) -> str:
         )
     href = value_href(d["run_id"], "")
     if d.get("has_input"):
-        facts.append(f'<dt>input</dt><dd class="run-input">{value_block(d.get("input"), href, label="input")}</dd>')
+        facts.append(
+            f'<dt>input</dt><dd class="run-input">{value_block(d.get("input"), href, label="input")}</dd>'
+        )
     if d.get("has_output"):
         out = value_block(d.get("output"), href, label="output")
         facts.append(f'<dt>output</dt><dd class="run-output">{out}</dd>')
@@ -169,7 +180,9 @@ def calls_section(d: dict[str, Any]) -> str:
         if d["resumed_at"]
         else ""
     )
-    inherited = " Calls marked inherited come from the run this one was forked from." if d.get("fork_of") else ""
+    inherited = (
+        " Calls marked inherited come from the run this one was forked from." if d.get("fork_of") else ""
+    )
     return (
         '<section><h2>Calls</h2><p class="hint">Each call sits under the step, session, branch or loop visit '
         f"that made it; its output is what a replay returns.{e(resumed)}{e(inherited)}</p>"
@@ -183,7 +196,8 @@ def fork_section(d: dict[str, Any]) -> str:
     if not d["checkpoints"]:
         return ""
     opts = "".join(
-        f'<option value="{c["seq"]}">seq {c["seq"]}: {e(c["path"] or "snapshot")}</option>' for c in d["checkpoints"]
+        f'<option value="{c["seq"]}">seq {c["seq"]}: {e(c["path"] or "snapshot")}</option>'
+        for c in d["checkpoints"]
     )
     return (
         '<section><h2>Fork from a checkpoint</h2><form class="fork" method="get" action="/confirm/fork">'
@@ -281,9 +295,7 @@ def _inherited_state(node: Node) -> str:
         return ""
     if node.call.outcome != "ok":
         return node.call.outcome
-    return {"step": "completed", "tool": "confirmed", "model": "confirmed", "workflow": "confirmed"}.get(
-        node.kind, "recorded"
-    )
+    return INHERITED_STATES.get(node.kind, "recorded")
 
 
 def _row(node: Node, run_id: str, longest: float, started_at: float | None) -> str:
@@ -293,7 +305,7 @@ def _row(node: Node, run_id: str, longest: float, started_at: float | None) -> s
     if it is not None and it.child_run_id:
         child = f' <a class="child" href="{e(run_href(it.child_run_id))}">child run {e(it.child_run_id)}</a>'
     shown = it is not None and it.detail and it.detail != it.kind and it.detail != node.kind
-    detail = f'<div class="hint">{e(it.detail)}</div>' if it and shown else ""
+    detail = f'<div class="hint">{e(_clip(it.detail))}</div>' if it and shown else ""
     return (
         f'<tr class="item" role="row" aria-level="{node.depth + 1}" data-key="{e(node.key)}" '
         f'data-kind="{e(node.kind)}" data-state="{e(state)}" data-depth="{node.depth}">'

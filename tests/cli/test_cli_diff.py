@@ -184,7 +184,9 @@ def _load_as(world: durable.World, case: str, run_id: str) -> None:
     rows = [r for r in rows if r["run_id"] == "run_recorded"]
     stored = [(int(r["seq"]), str(r["type"]), json.dumps(r["data"])) for r in rows]
     token = world.log.fence(run_id)
-    world.log.append([Append(run_id, stored, token, str(rows[0]["status"]), (str(rows[0]["workflow"]), None))])
+    world.log.append(
+        [Append(run_id, stored, token, str(rows[0]["status"]), (str(rows[0]["workflow"]), None))]
+    )
 
 
 def test_runs_recorded_by_older_code_are_aligned(world: durable.World) -> None:

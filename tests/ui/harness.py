@@ -61,7 +61,7 @@ SMALL = {"researcher": "research-model", "writer": "small-writer"}
 
 
 async def seed_fork(world: durable.World) -> None:
-    """``support-small`` (steps, a tool, parallel model calls, a session, a loop) and its fork ``support-big``."""
+    """``support-small`` (steps, a tool, parallel calls, a session, a loop) and its fork ``support-big``."""
     await durable.run_workflow(app.support, "c-42", world=world, run_id="support-small", models=SMALL)
     fork = durable.fork(
         "support-small",

@@ -73,5 +73,7 @@ def test_the_tree_and_the_comparison_work_over_postgres(world: durable.World) ->
     assert 'data-path="research" data-status="same"' in compared
     assert 'data-path="session:writer#1.model:write_reply#0" data-status="changed"' in compared
     assert '<mark class="ins">big</mark>' in compared
-    whole = client.get("/value", params={"run": "support-small", "path": "research.tool:lookup_customer_record#0"})
+    whole = client.get(
+        "/value", params={"run": "support-small", "path": "research.tool:lookup_customer_record#0"}
+    )
     assert whole.json()["plan"] == "enterprise"

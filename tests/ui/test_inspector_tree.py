@@ -1,4 +1,4 @@
-"""The run page's tree of calls with their values, the whole-value link, and the comparison page (no browser)."""
+"""The run page's tree of calls with their values, the whole-value link and the comparison (no browser)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _rows(page: str) -> dict[str, dict[str, str]]:
 
 
 def test_calls_nest_under_their_step_branch_session_and_loop() -> None:
-    """A tool under its step, a branch's call under the branch, visits under their loop, a turn under its session."""
+    """A tool sits under its step, a branch call under its branch, visits under a loop, a turn in a session."""
     calls = {
         p: Call(p, k, p, "ok", 1)
         for p, k in [
@@ -112,12 +112,15 @@ def test_a_fork_s_page_links_to_its_comparison_with_its_source(world: durable.Wo
     """The fork names the run and seq it was forked from and links to the comparison of the two."""
     page = _client(world).get(run_href("support-big")).text
     assert "forked from" in page
-    assert f'class="compare-fork" href="{compare_href("support-small", "support-big").replace("&", "&amp;")}"' in page
+    assert (
+        f'class="compare-fork" href="{compare_href("support-small", "support-big").replace("&", "&amp;")}"'
+        in page
+    )
     assert "compare-fork" not in _client(world).get(run_href("support-small")).text
 
 
 def test_the_comparison_marks_each_path_and_highlights_the_changed_words(world: durable.World) -> None:
-    """Inherited calls are the same; the writer's reply and what follows changed, the differing word marked."""
+    """Inherited calls are the same; the reply and what follows changed, with the differing word marked."""
     page = _client(world).get(compare_href("support-small", "support-big")).text
     statuses = dict(re.findall(r'<tr class="diff-row" data-path="([^"]+)" data-status="([^"]+)"', page))
     assert statuses["research"] == "same"
@@ -168,13 +171,17 @@ def test_an_encrypted_world_shows_values_with_the_key(tmp_path: Path) -> None:
 def test_values_under_a_key_the_inspector_lacks_are_said_to_be_sealed(
     world: durable.World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run whose events do not open under the inspector's key gives a page that says its values are sealed."""
+    """Events that do not open under the inspector's key give a page that says their values are sealed."""
 
     def sealed(_world: Any, run_id: str) -> Any:
-        raise KeyMismatchError(f"run {run_id!r}: event 1 is encrypted under key id ab12cd34", key_id="ab12cd34")
+        raise KeyMismatchError(
+            f"run {run_id!r}: event 1 is encrypted under key id ab12cd34", key_id="ab12cd34"
+        )
 
     monkeypatch.setattr(_model, "read_calls", sealed)
     got = _client(world).get(compare_href("support-small", "support-big"))
     assert got.status_code == 403
     assert "values sealed" in got.text and "ab12cd34" in got.text and "LITTLE_KEY" in got.text
-    assert _client(world).get("/value", params={"run": "support-small", "path": "research"}).status_code == 403
+    assert (
+        _client(world).get("/value", params={"run": "support-small", "path": "research"}).status_code == 403
+    )

@@ -13,7 +13,9 @@ from durable._recorded import Recorded
 from durable._run_diff import Call, align, calls_of, first_seqs, highlight, summary
 
 PATHS = st.sampled_from(["a", "b", "c", "a.tool:t#0", "a.tool:t#1", "b.model:m#0", "loop.visit[0]", "x[k].s"])
-OUTPUTS = st.one_of(st.none(), st.integers(-3, 3), st.text(max_size=4), st.lists(st.integers(0, 2), max_size=2))
+OUTPUTS = st.one_of(
+    st.none(), st.integers(-3, 3), st.text(max_size=4), st.lists(st.integers(0, 2), max_size=2)
+)
 
 
 def _calls(data: list[tuple[str, Any]]) -> dict[str, Call]:
@@ -32,7 +34,9 @@ def test_a_run_aligned_with_itself_is_the_same_everywhere(run: dict[str, Call]) 
 
 
 @given(RUNS, RUNS)
-def test_every_path_of_either_run_appears_once_with_its_status(a: dict[str, Call], b: dict[str, Call]) -> None:
+def test_every_path_of_either_run_appears_once_with_its_status(
+    a: dict[str, Call], b: dict[str, Call]
+) -> None:
     """The rows cover the union of both runs' paths once each; the status says which side has it."""
     rows = align(a, b)
     paths = [r["path"] for r in rows]
