@@ -46,7 +46,7 @@ def _rows(page: str) -> dict[str, dict[str, str]]:
 
 
 def test_calls_nest_under_their_step_branch_session_and_loop() -> None:
-    """A tool sits under its step, a branch call under its branch, visits under a loop, a turn in a session."""
+    """A tool under its step, a branch call under its branch, visits under a loop, a turn in its session."""
     calls = {
         p: Call(p, k, p, "ok", 1)
         for p, k in [
