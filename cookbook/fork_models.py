@@ -82,7 +82,7 @@ QUESTION = "why do owls hoot at night?"
 SMALL = {"researcher": "research-model", "writer": "small-writer"}
 
 
-async def main() -> None:
+async def main() -> str:
     data_dir = tempfile.mkdtemp(prefix="fork-models-")
     with durable.local_world(data_dir) as world:
         first = await durable.run_workflow(agent, QUESTION, world=world, run_id="run_agent", models=SMALL)
@@ -120,30 +120,21 @@ async def main() -> None:
             "calls and called only the new writer model."
         )
 
-    # Compare the two runs call by call, as `little diff` prints them (--json: one object a path).
-    diff = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "durable.cli",
-            "diff",
-            "run_agent",
-            fork.run_id,
-            "--data-dir",
-            data_dir,
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    rows = json.loads(diff.stdout)
-    print("\nlittle diff run_agent run_agent_big_writer:")
+    return data_dir
+
+
+def compare(data_dir: str, run_a: str, run_b: str) -> None:
+    """Compare two runs call by call, as `little diff` prints them (``--json``: one object a path)."""
+    command = [sys.executable, "-m", "durable.cli", "diff", run_a, run_b, "--data-dir", data_dir, "--json"]
+    rows = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    print(f"\nlittle diff {run_a} {run_b}:")
     for row in rows:
         print(f"  {row['status']:<8} {row['path']}")
     status = {row["path"]: row["status"] for row in rows}
-    assert status["research"] == "same" and status["research.model:read_source#0"] == "same"
-    assert status["write"] == "changed" and status["write.model:draft#0"] == "changed"
+    assert status["research"] == "same"
+    assert status["research.model:read_source#0"] == "same"
+    assert status["write"] == "changed"
+    assert status["write.model:draft#0"] == "changed"
     draft = next(row for row in rows if row["path"] == "write.model:draft#0")
     print(f"\n  the draft before: {draft['a']['output']}")
     print(f"  the draft after:  {draft['b']['output']}")
@@ -152,4 +143,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    compare(asyncio.run(main()), "run_agent", "run_agent_big_writer")

@@ -124,6 +124,8 @@ def create_app(inspector: Inspector) -> Starlette:
             d = _model.run_detail(world, rid)
         except RunNotFoundError as exc:
             return HTMLResponse(_pages.message_page("no such run", str(exc)), status_code=404)
+        except CodecError as exc:  # KeyMismatchError included
+            return HTMLResponse(_sealed(exc), status_code=403)
         if request.query_params.get("fragment"):
             return HTMLResponse(_run_page.run_body(d))
         live = "/live?" + urlencode({"view": "run", "id": rid})
