@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._spec import Spec
 from .._world import WorldCore
-from ..errors import CodecError, DurableError, RunNotFoundError
+from ..errors import CodecError, DurableError, KeyMismatchError, RunNotFoundError
 from . import _actions, _compare_page, _model, _pages, _run_page
 
 COOKIE = "little_ui_token"
@@ -71,11 +71,15 @@ def _refused(text: str, status: int = 403) -> HTMLResponse:
     return HTMLResponse(_pages.message_page("refused", text), status_code=status)
 
 
-def _sealed(exc: Exception) -> str:
+def _sealed(exc: CodecError) -> str:
+    """The page for values that do not open: under a key the inspector lacks, or damaged."""
+    first = str(exc).splitlines()[0]
+    if not isinstance(exc, KeyMismatchError):
+        return _pages.message_page("values do not decrypt", first)
     return _pages.message_page(
         "values sealed",
         "These values are encrypted under a key this inspector does not hold, so they stay sealed: "
-        f"{str(exc).splitlines()[0]} Start little ui with LITTLE_KEY (or LITTLE_KEY_FILE) set to that key.",
+        f"{first} Start little ui with LITTLE_KEY (or LITTLE_KEY_FILE) set to that key.",
     )
 
 

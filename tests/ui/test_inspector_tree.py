@@ -12,8 +12,7 @@ import pytest
 
 import durable
 from durable._run_diff import Call
-from durable.errors import KeyMismatchError
-from durable.ui import _model
+from durable.store import Append
 from durable.ui._app import Inspector, create_app
 from durable.ui._pages import compare_href, run_href
 from durable.ui._tree import build_tree
@@ -168,20 +167,29 @@ def test_an_encrypted_world_shows_values_with_the_key(tmp_path: Path) -> None:
         w.close()
 
 
-def test_values_under_a_key_the_inspector_lacks_are_said_to_be_sealed(
-    world: durable.World, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Events that do not open under the inspector's key give a page that says their values are sealed."""
-
-    def sealed(_world: Any, run_id: str) -> Any:
-        raise KeyMismatchError(
-            f"run {run_id!r}: event 1 is encrypted under key id ab12cd34", key_id="ab12cd34"
+def test_values_under_a_key_the_inspector_lacks_are_said_to_be_sealed(tmp_path: Path) -> None:
+    """A run whose events were sealed under another key gives pages that say so, and show none of its values."""
+    pytest.importorskip("cryptography")
+    other = durable.local_world(tmp_path / "other", codec=durable.EncryptionCodec(bytes(range(1, 33))))
+    mine = durable.local_world(tmp_path / "mine", codec=durable.EncryptionCodec(bytes(range(32))))
+    try:
+        asyncio.run(seed_fork(mine))
+        asyncio.run(seed_fork(other))
+        sealed_rows = other.log.inner.read("support-big")  # type: ignore[attr-defined]
+        inner = mine.log.inner  # type: ignore[attr-defined]
+        inner.append(
+            [Append("stranger", sealed_rows, inner.fence("stranger"), "completed", ("support", None))]
         )
-
-    monkeypatch.setattr(_model, "read_calls", sealed)
-    got = _client(world).get(compare_href("support-small", "support-big"))
-    assert got.status_code == 403
-    assert "values sealed" in got.text and "ab12cd34" in got.text and "LITTLE_KEY" in got.text
-    assert (
-        _client(world).get("/value", params={"run": "support-small", "path": "research"}).status_code == 403
-    )
+        client = _client(mine)
+        for got in (
+            client.get(compare_href("support-small", "stranger")),
+            client.get(run_href("stranger")),
+            client.get("/value", params={"run": "stranger", "path": "research"}),
+        ):
+            assert got.status_code == 403
+            assert "values sealed" in got.text and "LITTLE_KEY" in got.text
+            assert "big-writer" not in got.text and "research-model" not in got.text
+        assert client.get(compare_href("support-small", "support-big")).status_code == 200
+    finally:
+        other.close()
+        mine.close()
