@@ -168,7 +168,7 @@ def test_an_encrypted_world_shows_values_with_the_key(tmp_path: Path) -> None:
 
 
 def test_values_under_a_key_the_inspector_lacks_are_said_to_be_sealed(tmp_path: Path) -> None:
-    """A run whose events were sealed under another key gives pages that say so, and show none of its values."""
+    """A run sealed under another key gives pages that say so, and show none of its values."""
     pytest.importorskip("cryptography")
     other = durable.local_world(tmp_path / "other", codec=durable.EncryptionCodec(bytes(range(1, 33))))
     mine = durable.local_world(tmp_path / "mine", codec=durable.EncryptionCodec(bytes(range(32))))
