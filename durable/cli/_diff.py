@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from .._artifacts import check_artifacts
+from .._artifacts import referenced
 from .._recorded import Recorded
 from .._run_diff import Call, align, calls_of, canonical, first_seqs, summary
 from .._world import WorldCore
@@ -48,13 +48,34 @@ def read_calls(world: WorldCore, run_id: str) -> RunCalls:
     """
     rows = read_rows(world, run_id)
     rec = Recorded.from_rows(rows, run_id)
-    missing = None
-    try:
-        check_artifacts(world, rec, run_id)
-    except ArtifactIntegrityError as exc:  # the tree still shows the reference
-        missing = str(exc).splitlines()[0]
+    missing = _inline_outputs(world, rec, run_id)
     events = _events(rows)
     return RunCalls(run_id, rec, events, calls_of(rec, _order(world, rec, events)), missing)
+
+
+def _inline_outputs(world: WorldCore, rec: Recorded, run_id: str) -> str | None:
+    """Put each step output stored as an artifact back in the index; say why one could not be read.
+
+    Only outputs are read (not every saved artifact), and not checked against
+    their hash: ``little verify`` does that, and a page refreshed live should not.
+    """
+    missing = None
+    try:
+        refs = referenced(rec, run_id)
+    except ArtifactIntegrityError as exc:  # a malformed reference: the tree shows the raw event
+        return str(exc).splitlines()[0]
+    for ref, path in refs:
+        if path is None:
+            continue
+        data = world.artifacts.get(ref.sha256)
+        if data is None:
+            missing = f"the output of {path} (artifact {ref.sha256}) is missing from the artifact store"
+            continue
+        try:
+            rec.inline_output(path, json.loads(data))
+        except ValueError:
+            missing = f"the output of {path} (artifact {ref.sha256}) is not JSON"
+    return missing
 
 
 def _events(rows: list[tuple[int, str, str]]) -> list[dict[str, Any]]:

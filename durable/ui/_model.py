@@ -281,6 +281,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "queue": st.queue,
         "items": items,
         "tree": build_tree(read.calls, items),
+        "missing_artifacts": read.missing_artifacts,
         "events": events,
         "has_input": "input" in started,
         "input": started.get("input"),

@@ -183,9 +183,15 @@ def calls_section(d: dict[str, Any]) -> str:
     inherited = (
         " Calls marked inherited come from the run this one was forked from." if d.get("fork_of") else ""
     )
+    missing = d.get("missing_artifacts")
+    warn = (
+        f'<p class="warn missing-artifact">{e(missing)}; <code>little verify</code> says more.</p>'
+        if missing
+        else ""
+    )
     return (
         '<section><h2>Calls</h2><p class="hint">Each call sits under the step, session, branch or loop visit '
-        f"that made it; its output is what a replay returns.{e(resumed)}{e(inherited)}</p>"
+        f"that made it; its output is what a replay returns.{e(resumed)}{e(inherited)}</p>{warn}"
         + calls_table(d["tree"], d["run_id"], d.get("started_at"))
         + "</section>"
     )
@@ -280,7 +286,8 @@ def _outcome(node: Node, run_id: str) -> str:
     out = ""
     if errors:
         out += '<ul class="errors">' + "".join(f'<li class="error">{e(x)}</li>' for x in errors) + "</ul>"
-    if call is not None and call.outcome == "ok" and node.kind != "session":
+    unread = call is not None and call.artifact is not None and call.output is None
+    if call is not None and call.outcome == "ok" and node.kind != "session" and not unread:
         out += value_block(call.output, value_href(run_id, node.key))
         if call.artifact:
             out += f'<p class="hint">stored as artifact {e(call.artifact.get("sha256", "")[:19])}…</p>'

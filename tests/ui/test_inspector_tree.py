@@ -193,3 +193,28 @@ def test_values_under_a_key_the_inspector_lacks_are_said_to_be_sealed(tmp_path: 
     finally:
         other.close()
         mine.close()
+
+
+@durable.step
+async def big(n: int) -> list[int]:
+    return list(range(n))
+
+
+@durable.workflow
+async def makes_big(n: int) -> int:
+    return len(await big(n))
+
+
+def test_a_step_output_stored_as_an_artifact_is_shown_and_a_missing_one_named(tmp_path: Path) -> None:
+    """An output beside the log is read back into the tree; once its file is gone the page says so."""
+    with durable.local_world(tmp_path / "art", artifact_threshold=64) as w:
+        asyncio.run(durable.run_workflow(makes_big, 300, world=w, run_id="big"))
+        row = _client(w).get(run_href("big")).text.split('data-key="big"', 1)[1].split("</tr>", 1)[0]
+        assert "stored as artifact sha256:" in row
+        assert _client(w).get("/value", params={"run": "big", "path": "big"}).json() == list(range(300))
+    for blob in (tmp_path / "art" / "artifacts").rglob("*"):
+        if blob.is_file() and blob.suffix != ".json":
+            blob.unlink()
+    with durable.local_world(tmp_path / "art") as w:
+        page = _client(w).get(run_href("big")).text
+        assert 'class="warn missing-artifact"' in page and "is missing from the artifact store" in page
