@@ -83,6 +83,10 @@ def _sealed(exc: CodecError) -> str:
     )
 
 
+def _unreadable(exc: DurableError) -> str:
+    return _pages.message_page("cannot read the run", str(exc).splitlines()[0])
+
+
 def create_app(inspector: Inspector) -> Starlette:
     """The Starlette app of ``inspector``."""
     world = inspector.world
@@ -130,6 +134,8 @@ def create_app(inspector: Inspector) -> Starlette:
             return HTMLResponse(_pages.message_page("no such run", str(exc)), status_code=404)
         except CodecError as exc:  # KeyMismatchError included
             return HTMLResponse(_sealed(exc), status_code=403)
+        except DurableError as exc:  # a log this code cannot read (a newer format, a damaged row)
+            return HTMLResponse(_unreadable(exc), status_code=409)
         if request.query_params.get("fragment"):
             return HTMLResponse(_run_page.run_body(d))
         live = "/live?" + urlencode({"view": "run", "id": rid})
@@ -146,6 +152,8 @@ def create_app(inspector: Inspector) -> Starlette:
             return HTMLResponse(_compare_page.compare_form(a, b, str(exc).splitlines()[0]), status_code=404)
         except CodecError as exc:  # KeyMismatchError included
             return HTMLResponse(_sealed(exc), status_code=403)
+        except DurableError as exc:  # a log this code cannot read (a newer format, a damaged row)
+            return HTMLResponse(_unreadable(exc), status_code=409)
         return HTMLResponse(_compare_page.compare_page(d, changed_only=bool(q.get("changed"))))
 
     async def value(request: Request) -> Response:
@@ -156,6 +164,8 @@ def create_app(inspector: Inspector) -> Starlette:
             return HTMLResponse(_pages.message_page("no such run", str(exc)), status_code=404)
         except CodecError as exc:
             return HTMLResponse(_sealed(exc), status_code=403)
+        except DurableError as exc:  # a log this code cannot read (a newer format, a damaged row)
+            return HTMLResponse(_unreadable(exc), status_code=409)
         if not found:
             return HTMLResponse(
                 _pages.message_page("no such call", f"run {rid} has no call at {path!r}"), 404

@@ -198,3 +198,15 @@ def test_runs_recorded_by_older_code_are_aligned(world: durable.World) -> None:
     same_run = diff_runs(world, "recorded-a", "recorded-a")
     assert [r["path"] for r in same_run] == [r["path"] for r in rows if r["a"] is not None]
     assert {r["status"] for r in same_run} == {"same"}
+
+
+def test_a_run_written_by_a_newer_sdk_is_one_line_saying_to_upgrade(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log of a newer format is refused in one line that says to upgrade; nothing is printed on stdout."""
+    with durable.local_world(tmp_path) as world:
+        _fork_pair(world)
+        _load_as(world, "newer_format", "future")
+    assert main(["diff", "small", "future", "--data-dir", str(tmp_path), "--json"]) == 1
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and "Upgrade little-workflow" in out.err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from durable.store import Append
 from durable.ui._app import Inspector, create_app
 from durable.ui._pages import compare_href, run_href
 from durable.ui._tree import build_tree
+from tests.helpers.recorded import DATA
 from tests.ui.harness import HOSTILE, seed_fork
 
 testclient = pytest.importorskip("starlette.testclient")
@@ -218,3 +220,24 @@ def test_a_step_output_stored_as_an_artifact_is_shown_and_a_missing_one_named(tm
     with durable.local_world(tmp_path / "art") as w:
         page = _client(w).get(run_href("big")).text
         assert 'class="warn missing-artifact"' in page and "is missing from the artifact store" in page
+
+
+def test_a_run_written_by_a_newer_sdk_is_refused_with_what_to_do(world: durable.World) -> None:
+    """A log of a newer format gives a page (409) that says to upgrade, on the run page and the comparison."""
+    _load_recorded(world, "newer_format", "from-the-future")
+    client = _client(world)
+    for got in (
+        client.get(run_href("from-the-future")),
+        client.get(compare_href("support-small", "from-the-future")),
+    ):
+        assert got.status_code == 409 and "Upgrade little-workflow" in got.text
+
+
+def _load_recorded(world: durable.World, case: str, run_id: str) -> None:
+    rows = [json.loads(line) for line in (DATA / case / "events.jsonl").read_text().splitlines()]
+    rows = [r for r in rows if r["run_id"] == "run_recorded"]
+    stored = [(int(r["seq"]), str(r["type"]), json.dumps(r["data"])) for r in rows]
+    token = world.log.fence(run_id)
+    world.log.append(
+        [Append(run_id, stored, token, str(rows[0]["status"]), (str(rows[0]["workflow"]), None))]
+    )
