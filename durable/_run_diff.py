@@ -85,7 +85,9 @@ def _pos(d: Mapping[str, Any] | None) -> int:
 
 
 def _steps(rec: Recorded) -> Iterable[Call]:
-    for path, started in rec.steps_started.items():
+    paths = dict.fromkeys([*rec.steps_started, *rec.steps_completed, *rec.steps_failed])
+    for path in paths:
+        started = rec.steps_started.get(path) or rec.steps_completed.get(path) or {}
         done, failed = rec.steps_completed.get(path), rec.steps_failed.get(path)
         name = _segment(path).split(".visit[", 1)[0]
         common: dict[str, Any] = {"input_hash": started.get("input_hash"), "pos": _pos(started)}

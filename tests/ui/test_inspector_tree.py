@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import durable
 from durable._run_diff import Call
@@ -241,3 +243,21 @@ def _load_recorded(world: durable.World, case: str, run_id: str) -> None:
     world.log.append(
         [Append(run_id, stored, token, str(rows[0]["status"]), (str(rows[0]["workflow"]), None))]
     )
+
+
+SEGMENTS = st.sampled_from(
+    ["s", "tool:t#0", "model:m#1", "session:w#0", "b[k.1]", "loop.visit[0]", "loop.visit[1]"]
+)
+
+
+@given(st.lists(st.lists(SEGMENTS, min_size=1, max_size=4).map(".".join), max_size=12, unique=True))
+def test_every_call_appears_once_under_the_scope_its_path_names(paths: list[str]) -> None:
+    """Whatever the paths, each call is one node, and every node's key extends its parent's."""
+    calls = {p: Call(p, "step", p, "ok", None) for p in paths}
+    nodes = [n for root in build_tree(calls, []) for n in root.walk()]
+    keys = [n.key for n in nodes]
+    assert sorted(k for k in keys if k in calls) == sorted(paths)
+    assert len(keys) == len(set(keys))
+    for node in nodes:
+        for child in node.children:
+            assert child.key.startswith(node.key) and child.depth == node.depth + 1
