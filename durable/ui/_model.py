@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._run_calls import read_calls
 from .._run_diff import align
 from .._timetravel import checkpoints
 from .._world import WorldCore
-from ..cli._diff import read_calls
 from ..cli._runtime_rows import runtime_detail
 from ..errors import DurableError, RunNotFoundError
 from ..runtime._driver import control_of
