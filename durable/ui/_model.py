@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._run_calls import read_calls
-from .._run_diff import align
+from .._run_diff import align, first_seqs
 from .._timetravel import checkpoints
 from .._world import WorldCore
 from ..cli._runtime_rows import runtime_detail
@@ -198,6 +198,12 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
             it = item("interrupt", e["path"], seq, "interrupt")
             it.state = "answered"
             it.detail = f"answer: {json.dumps(e.get('value'), default=str)}"
+        elif t == "session.started":
+            it = item("session", e["path"], seq, e.get("role"))
+            it.state = "running"
+        elif t == "session.completed":
+            it = item("session", e["path"], seq, e.get("role"))
+            it.state = "completed"
         elif t == "value.recorded":
             it = item("value", e["key"], seq, e.get("kind", "value"))
             it.state = "recorded"
@@ -280,7 +286,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "reason": st.reason,
         "queue": st.queue,
         "items": items,
-        "tree": build_tree(read.calls, items),
+        "tree": build_tree(read.calls, items, first_seqs(events)),
         "missing_artifacts": read.missing_artifacts,
         "events": events,
         "has_input": "input" in started,

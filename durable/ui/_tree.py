@@ -11,7 +11,7 @@ inherited from its parent has no event in the fork's log: it is marked
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -34,6 +34,7 @@ class Node:
         item: Its timeline entry (``None`` when the run's own log has no event of it).
         children: The calls it made, in the order they were written.
         depth: How deep it sits (0 at the workflow's body).
+        own: Whether the run's own log has an event of it (a fork's inherited calls have none).
     """
 
     key: str
@@ -43,11 +44,12 @@ class Node:
     item: Item | None = None
     children: list[Node] = field(default_factory=list)
     depth: int = 0
+    own: bool = True
 
     @property
     def inherited(self) -> bool:
         """Whether the call came from the run it was forked from (no event in this run's log)."""
-        return self.call is not None and self.item is None
+        return self.call is not None and not self.own
 
     def walk(self) -> Iterable[Node]:
         """This node and every node under it, depth first, in order."""
@@ -72,12 +74,16 @@ def _label(path: str, holder: str) -> str:
     return path[len(holder) + 1 :] if holder and path.startswith(holder + ".") else path
 
 
-def build_tree(calls: Mapping[str, Call], items: Iterable[Item]) -> list[Node]:
+def build_tree(
+    calls: Mapping[str, Call], items: Iterable[Item], own: Collection[str] | None = None
+) -> list[Node]:
     """The run's calls nested under the calls and scopes that made them.
 
     Args:
         calls: The run's calls by path, in the order they were first written.
         items: The run's timeline (a timer has an item and no call).
+        own: The paths the run's own log names (``None``: every path); a call
+            outside them was inherited from the run it was forked from.
 
     Returns:
         The top-level nodes (the calls of the workflow's body), each with its children.
@@ -98,7 +104,8 @@ def build_tree(calls: Mapping[str, Call], items: Iterable[Item]) -> list[Node]:
         call, item = calls.get(path), by_key.get(path)
         if kind is None:
             kind = call.kind if call else (item.kind if item else "branch")
-        node = Node(path, kind, _label(path, holder), call, item)
+        mine = own is None or path in own or call is None
+        node = Node(path, kind, _label(path, holder), call, item, own=mine)
         nodes[path] = node
         if holder:
             parent = ensure(holder, "loop" if _looped(path) else None)

@@ -86,6 +86,8 @@ def test_the_run_page_shows_the_tree_with_outputs_and_marks_inherited_calls(worl
     assert "inherited" in research and "[research-model] notes from faq" in research
     reply = page.split('data-key="session:writer#1.model:write_reply#0"', 1)[1].split("</tr>", 1)[0]
     assert "executed" in reply and "[big-writer] Dear customer" in reply
+    session = page.split('data-key="session:writer#1"', 1)[1].split("</tr>", 1)[0]
+    assert "executed" in session and "inherited" not in session  # opened after the checkpoint
 
 
 def test_a_long_output_is_cut_and_links_to_the_whole_value_as_json(world: durable.World) -> None:
