@@ -75,6 +75,8 @@ def facts_section(d: dict[str, Any]) -> str:
         facts.append(
             f"<dt>driver</dt><dd>{e(drv['driver'])} {e(drv.get('pid') or '')} {e(drv.get('host') or '')}</dd>"
         )
+    other = "/compare?" + urlencode({"a": d["run_id"]})
+    facts.append(f'<dt>compare</dt><dd><a class="compare-other" href="{e(other)}">with another run…</a></dd>')
     href = value_href(d["run_id"], "")
     if d.get("has_input"):
         facts.append(

@@ -121,7 +121,9 @@ def test_a_fork_s_page_links_to_its_comparison_with_its_source(world: durable.Wo
         f'class="compare-fork" href="{compare_href("support-small", "support-big").replace("&", "&amp;")}"'
         in page
     )
-    assert "compare-fork" not in _client(world).get(run_href("support-small")).text
+    plain = _client(world).get(run_href("support-small")).text
+    assert "compare-fork" not in plain
+    assert 'class="compare-other" href="/compare?a=support-small"' in plain  # the form, run A filled in
 
 
 def test_the_comparison_marks_each_path_and_highlights_the_changed_words(world: durable.World) -> None:
