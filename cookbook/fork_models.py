@@ -1,4 +1,4 @@
-"""Fork an agent run with another model mapping, without paying again for its research.
+"""Fork an agent run with another model mapping, without paying again for its research, and compare.
 
 An agent researches a question (a costly ``researcher`` model call per
 source), drafts an answer with the ``writer`` model, and reviews it. The
@@ -6,7 +6,9 @@ first run maps ``writer`` to a small model. This script lists the run's
 checkpoints, forks the run right after the research step with ``writer``
 mapped to a bigger model, and runs the fork: the research comes from the
 parent's log (no researcher call is made again) and only the draft and the
-review run, with the new model. A call ledger proves it.
+review run, with the new model. A call ledger proves it. Last, it compares
+the two runs call by call with ``little diff``: the research is the same,
+the draft changed.
 
 Run it:
 
@@ -16,11 +18,19 @@ The same from the shell, given the data directory it prints:
 
     little checkpoints run_agent --data-dir DIR
     little fork run_agent research --model writer=big-writer --data-dir DIR
+    little diff run_agent run_agent_big_writer --data-dir DIR
+
+and side by side in the browser: ``little ui --data-dir DIR``, then the
+fork's page links to its comparison with ``run_agent``
+(``/compare?a=run_agent&b=run_agent_big_writer``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import tempfile
 from collections import Counter
 
@@ -72,7 +82,7 @@ QUESTION = "why do owls hoot at night?"
 SMALL = {"researcher": "research-model", "writer": "small-writer"}
 
 
-async def main() -> None:
+async def main() -> str:
     data_dir = tempfile.mkdtemp(prefix="fork-models-")
     with durable.local_world(data_dir) as world:
         first = await durable.run_workflow(agent, QUESTION, world=world, run_id="run_agent", models=SMALL)
@@ -109,8 +119,28 @@ async def main() -> None:
             "\nThe research was not paid for again: the fork reused the parent's three researcher "
             "calls and called only the new writer model."
         )
-        print(f"data directory: {data_dir}")
+
+    return data_dir
+
+
+def compare(data_dir: str, run_a: str, run_b: str) -> None:
+    """Compare two runs call by call, as `little diff` prints them (``--json``: one object a path)."""
+    command = [sys.executable, "-m", "durable.cli", "diff", run_a, run_b, "--data-dir", data_dir, "--json"]
+    rows = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    print(f"\nlittle diff {run_a} {run_b}:")
+    for row in rows:
+        print(f"  {row['status']:<8} {row['path']}")
+    status = {row["path"]: row["status"] for row in rows}
+    assert status["research"] == "same"
+    assert status["research.model:read_source#0"] == "same"
+    assert status["write"] == "changed"
+    assert status["write.model:draft#0"] == "changed"
+    draft = next(row for row in rows if row["path"] == "write.model:draft#0")
+    print(f"\n  the draft before: {draft['a']['output']}")
+    print(f"  the draft after:  {draft['b']['output']}")
+    print(f"\ndata directory: {data_dir}")
+    print(f"see them side by side: little ui --data-dir {data_dir}, then open the fork's page")
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    compare(asyncio.run(main()), "run_agent", "run_agent_big_writer")

@@ -1,4 +1,4 @@
-"""Screenshots of the inspector for docs/inspector.md: the run list and a run's page.
+"""Screenshots of the inspector for docs/inspector.md: the run list, run pages and a comparison.
 
 Run from the repository root (needs /usr/bin/chromium and the dev extra)::
 
@@ -6,7 +6,10 @@ Run from the repository root (needs /usr/bin/chromium and the dev extra)::
 
 It seeds a data directory with the runs the browser tests use, starts
 ``little ui`` on it, opens the pages in headless chromium and writes
-``docs/images/inspector-list.png`` and ``docs/images/inspector-run.png``.
+``docs/images/inspector-list.png``, ``docs/images/inspector-run.png`` (a run
+waiting for an answer), ``docs/images/inspector-tree.png`` (a fork's tree of
+calls) and ``docs/images/inspector-compare.png`` (the fork compared with its
+source).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 from tests.ui.harness import CHROMIUM, LAUNCH_ARGS, seed, serve, start_driver, wait_for_run  # noqa: E402
 
 OUT = ROOT / "docs" / "images"
+SHOTS = ("inspector-list.png", "inspector-run.png", "inspector-tree.png", "inspector-compare.png")
 
 
 def main() -> None:
-    """Write both screenshots."""
+    """Write every screenshot."""
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"
@@ -45,11 +49,19 @@ def main() -> None:
                 page.goto(f"{server.base}/runs/needs-answer")
                 expect(page.locator("form.answer")).to_be_visible()
                 page.screenshot(path=str(OUT / "inspector-run.png"), full_page=True)
+                page.goto(f"{server.base}/runs/support-big")
+                expect(page.locator("a.compare-fork")).to_be_visible()
+                page.locator("section", has=page.locator("table.tree")).screenshot(
+                    path=str(OUT / "inspector-tree.png")
+                )
+                page.click("a.compare-fork")
+                expect(page.locator("table.compare")).to_be_visible()
+                page.screenshot(path=str(OUT / "inspector-compare.png"), full_page=True)
                 browser.close()
         finally:
             driver.kill()
             driver.wait()
-    print(f"wrote {OUT / 'inspector-list.png'} and {OUT / 'inspector-run.png'}")
+    print("wrote " + ", ".join(f"docs/images/{name}" for name in SHOTS))
 
 
 if __name__ == "__main__":

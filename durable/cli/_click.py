@@ -24,6 +24,7 @@ ORDER = [
     "runs",
     "events",
     "replay",
+    "diff",
     "checkpoints",
     "restore",
     "fork",

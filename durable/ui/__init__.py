@@ -1,5 +1,9 @@
 """``little ui``: a local web inspector over a data directory (extra ``ui``: starlette and uvicorn).
 
+Pages: the run list, a run's page (its calls as a tree with what each
+returned), the comparison of two runs (``/compare?a=&b=``), a call's whole
+value (``/value``), and the queues and workers.
+
 The server binds to 127.0.0.1 unless told otherwise and prints its address
 with a random token; the token guards every action (cancel, resume, answer
 an interrupt, fork from a checkpoint), and a server bound beyond loopback

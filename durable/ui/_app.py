@@ -29,8 +29,8 @@ from starlette.staticfiles import StaticFiles
 
 from .._spec import Spec
 from .._world import WorldCore
-from ..errors import DurableError, RunNotFoundError
-from . import _actions, _model, _pages
+from ..errors import CodecError, DurableError, KeyMismatchError, RunNotFoundError
+from . import _actions, _compare_page, _model, _pages, _run_page
 
 COOKIE = "little_ui_token"
 STATIC = Path(__file__).parent / "static"
@@ -69,6 +69,22 @@ def _loopback_host(request: Request) -> bool:
 
 def _refused(text: str, status: int = 403) -> HTMLResponse:
     return HTMLResponse(_pages.message_page("refused", text), status_code=status)
+
+
+def _sealed(exc: CodecError) -> str:
+    """The page for values that do not open: under a key the inspector lacks, or damaged."""
+    first = str(exc).splitlines()[0]
+    if not isinstance(exc, KeyMismatchError):
+        return _pages.message_page("values do not decrypt", first)
+    return _pages.message_page(
+        "values sealed",
+        "These values are encrypted under a key this inspector does not hold, so they stay sealed: "
+        f"{first} Start little ui with LITTLE_KEY (or LITTLE_KEY_FILE) set to that key.",
+    )
+
+
+def _unreadable(exc: DurableError) -> str:
+    return _pages.message_page("cannot read the run", str(exc).splitlines()[0])
 
 
 def create_app(inspector: Inspector) -> Starlette:
@@ -116,10 +132,47 @@ def create_app(inspector: Inspector) -> Starlette:
             d = _model.run_detail(world, rid)
         except RunNotFoundError as exc:
             return HTMLResponse(_pages.message_page("no such run", str(exc)), status_code=404)
+        except CodecError as exc:  # KeyMismatchError included
+            return HTMLResponse(_sealed(exc), status_code=403)
+        except DurableError as exc:  # a log this code cannot read (a newer format, a damaged row)
+            return HTMLResponse(_unreadable(exc), status_code=409)
         if request.query_params.get("fragment"):
-            return HTMLResponse(_pages.run_body(d))
+            return HTMLResponse(_run_page.run_body(d))
         live = "/live?" + urlencode({"view": "run", "id": rid})
-        return HTMLResponse(_pages.run_page(d, live=live, flash=request.query_params.get("flash")))
+        return HTMLResponse(_run_page.run_page(d, live=live, flash=request.query_params.get("flash")))
+
+    async def compare(request: Request) -> Response:
+        q = request.query_params
+        a, b = (q.get("a") or "").strip(), (q.get("b") or "").strip()
+        if not a or not b:
+            return HTMLResponse(_compare_page.compare_form(a, b))
+        try:
+            d = _model.compare_runs(world, a, b)
+        except RunNotFoundError as exc:
+            return HTMLResponse(_compare_page.compare_form(a, b, str(exc).splitlines()[0]), status_code=404)
+        except CodecError as exc:  # KeyMismatchError included
+            return HTMLResponse(_sealed(exc), status_code=403)
+        except DurableError as exc:  # a log this code cannot read (a newer format, a damaged row)
+            return HTMLResponse(_unreadable(exc), status_code=409)
+        return HTMLResponse(_compare_page.compare_page(d, changed_only=bool(q.get("changed"))))
+
+    async def value(request: Request) -> Response:
+        rid, path = request.query_params.get("run", ""), request.query_params.get("path", "")
+        try:
+            found, data = _model.whole_value(world, rid, path)
+        except RunNotFoundError as exc:
+            return HTMLResponse(_pages.message_page("no such run", str(exc)), status_code=404)
+        except CodecError as exc:
+            return HTMLResponse(_sealed(exc), status_code=403)
+        except DurableError as exc:  # a log this code cannot read (a newer format, a damaged row)
+            return HTMLResponse(_unreadable(exc), status_code=409)
+        if not found:
+            return HTMLResponse(
+                _pages.message_page("no such call", f"run {rid} has no call at {path!r}"), 404
+            )
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+        # Served as JSON, never as a page: a value from the log cannot become markup or script.
+        return Response(text, media_type="application/json", headers={"X-Content-Type-Options": "nosniff"})
 
     async def runtime(request: Request) -> Response:
         page = _pages.runtime_page(_model.runtime_view(world))
@@ -216,6 +269,8 @@ def create_app(inspector: Inspector) -> Starlette:
     routes = [
         Route("/", guarded(runs)),
         Route("/runs/{run_id:path}", guarded(run)),
+        Route("/compare", guarded(compare)),
+        Route("/value", guarded(value)),
         Route("/runtime", guarded(runtime)),
         Route("/confirm/{action}", guarded(confirm)),
         Route("/action/{action}", guarded(act), methods=["POST"]),

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._recorded import Recorded
+from .._run_calls import read_calls
+from .._run_diff import align, first_seqs
 from .._timetravel import checkpoints
 from .._world import WorldCore
 from ..cli._runtime_rows import runtime_detail
@@ -20,6 +21,7 @@ from ..errors import DurableError, RunNotFoundError
 from ..runtime._driver import control_of
 from ..runtime._handle import driver_of
 from ..runtime._status import run_status
+from ._tree import build_tree
 
 STATUSES = ("running", "orphaned", "waiting", "interrupted", "completed", "failed", "cancelled")
 """The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
@@ -196,6 +198,12 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
             it = item("interrupt", e["path"], seq, "interrupt")
             it.state = "answered"
             it.detail = f"answer: {json.dumps(e.get('value'), default=str)}"
+        elif t == "session.started":
+            it = item("session", e["path"], seq, e.get("role"))
+            it.state = "running"
+        elif t == "session.completed":
+            it = item("session", e["path"], seq, e.get("role"))
+            it.state = "completed"
         elif t == "value.recorded":
             it = item("value", e["key"], seq, e.get("kind", "value"))
             it.state = "recorded"
@@ -223,6 +231,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
             "reason": st.reason,
             "queue": st.queue,
             "items": [],
+            "tree": [],
             "events": [],
             "last_seq": 0,
             "unconfirmed": [],
@@ -240,8 +249,11 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
             "driver": None,
         }
     events = [e.model_dump(mode="json") for e in world.events(run_id)]
-    rec = Recorded.from_rows(world.log.read(run_id), run_id)
+    read = read_calls(world, run_id)
+    rec = read.recorded
     items, resumed_at = timeline(events)
+    started = rec.started or {}
+    terminal = rec.terminal if rec.terminal and rec.terminal[0] == "run.completed" else None
     st = run_status(world, run_id)
     driver = driver_of(world, run_id) if st.status == "running" else None
     status = st.status
@@ -274,7 +286,15 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "reason": st.reason,
         "queue": st.queue,
         "items": items,
+        "tree": build_tree(read.calls, items, first_seqs(events)),
+        "missing_artifacts": read.missing_artifacts,
         "events": events,
+        "has_input": "input" in started,
+        "input": started.get("input"),
+        "has_output": terminal is not None,
+        "output": terminal[1].get("output") if terminal else None,
+        "fork_of": started.get("fork_of"),
+        "fork_seq": started.get("fork_seq"),
         "last_seq": events[-1]["seq"] if events else 0,
         "unconfirmed": rec.unconfirmed(),
         "waiting": waiting,
@@ -338,3 +358,42 @@ def pending_messages(world: Any, run_id: str) -> list[dict[str, Any]]:
         {"topic": m.topic, "sent_at": iso(m.sent_at), "value": m.data}
         for m in store.messages(run_id, pending=True)
     ]
+
+
+def compare_runs(world: WorldCore, run_a: str, run_b: str) -> dict[str, Any]:
+    """Two runs aligned by call path (``durable._run_diff.align``), and where run B was forked from.
+
+    Raises:
+        RunNotFoundError: The world has no run with one of the ids.
+        KeyMismatchError: A run's events are encrypted under a key the inspector does not hold.
+    """
+    a, b = read_calls(world, run_a), read_calls(world, run_b)
+    started = b.recorded.started or {}
+    return {
+        "a": run_a,
+        "b": run_b,
+        "rows": align(a.calls, b.calls),
+        "fork_of": started.get("fork_of"),
+        "fork_seq": started.get("fork_seq"),
+    }
+
+
+def whole_value(world: WorldCore, run_id: str, path: str) -> tuple[bool, Any]:
+    """A call's whole output (``path=""``: the run's input and output); ``(False, None)`` when none.
+
+    Raises:
+        RunNotFoundError: The world has no such run.
+    """
+    read = read_calls(world, run_id)
+    if not path:
+        started = read.recorded.started or {}
+        term = read.recorded.terminal
+        done = term is not None and term[0] == "run.completed"
+        return True, {
+            "input": started.get("input"),
+            "output": term[1].get("output") if done and term else None,
+        }
+    call = read.calls.get(path)
+    if call is None:
+        return False, None
+    return True, call.output

@@ -49,3 +49,38 @@ async def parent(topic: str) -> str:
 @durable.workflow
 async def child(topic: str) -> str:
     return await draft(topic)
+
+
+@durable.model_call(slot="researcher")
+async def read_source(source: str) -> str:
+    return f"[{durable.model_for('researcher')}] notes from {source}"
+
+
+@durable.tool(idempotent=True)
+async def lookup_customer_record(customer_id: str) -> dict[str, str]:
+    return {"id": customer_id, "plan": "enterprise", "history": "renewed twice; " * 60}
+
+
+@durable.model_call(slot="writer")
+async def write_reply(notes: list[str]) -> str:
+    model = durable.model_for("writer")
+    return f"[{model}] Dear customer, thank you for writing. From {len(notes)} notes: we fixed it."
+
+
+@durable.step
+async def research(customer_id: str) -> list[str]:
+    await lookup_customer_record(customer_id)
+    return list(await durable.parallel("sources", ["faq", "tickets"], read_source, key=lambda s: s))
+
+
+@durable.step(max_visits=2)
+async def polish(text: str) -> str:
+    return text + " (polished)"
+
+
+@durable.workflow
+async def support(customer_id: str) -> str:
+    notes = await research(customer_id)
+    async with durable.session("writer"):
+        reply = await write_reply(notes)
+    return await polish(await polish(reply))

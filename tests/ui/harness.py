@@ -49,10 +49,28 @@ def seed_here(data_dir: Path) -> None:
             with contextlib.suppress(ValueError):
                 await durable.run_workflow(app.failing, 3, world=world, run_id=HOSTILE)
             await durable.run_workflow(app.parent, "dogs", world=world, run_id="family")
+            await seed_fork(world)
         finally:
             world.close()
 
     asyncio.run(go())
+
+
+SMALL = {"researcher": "research-model", "writer": "small-writer"}
+"""The models of the run ``support-small``; its fork ``support-big`` maps the writer to ``big-writer``."""
+
+
+async def seed_fork(world: durable.World) -> None:
+    """``support-small`` (steps, a tool, parallel calls, a session, a loop) and its fork ``support-big``."""
+    await durable.run_workflow(app.support, "c-42", world=world, run_id="support-small", models=SMALL)
+    fork = durable.fork(
+        "support-small",
+        "research",
+        world=world,
+        new_run_id="support-big",
+        models={**SMALL, "writer": "big-writer"},
+    )
+    await durable.run_workflow(app.support, fork.input, world=world, run_id=fork.run_id, models=fork.models)
 
 
 @dataclass

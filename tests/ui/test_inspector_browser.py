@@ -25,7 +25,7 @@ def test_the_list_shows_every_run_with_its_status_and_escapes_hostile_ids(page: 
     """The run list names each seeded run with its status; a run id full of markup stays text."""
     assert page.url.endswith("/")  # the token moved into a cookie, out of the address bar
     rows = page.locator("table.runs tbody tr")
-    expect(rows).to_have_count(4)
+    expect(rows).to_have_count(6)
     expect(page.locator('tr[data-run-id="needs-answer"] .badge')).to_have_text("interrupted")
     expect(page.locator('tr[data-run-id="family"] .badge')).to_have_text("completed")
     hostile = page.locator("a.run-link", has_text="evil<img")

@@ -10,9 +10,10 @@ import pytest
 
 import durable
 from durable.ui._app import Inspector, create_app
-from durable.ui._pages import run_href
+from durable.ui._pages import compare_href, run_href
 from tests.helpers import pg
 from tests.ui import app
+from tests.ui.harness import seed_fork
 
 testclient = pytest.importorskip("starlette.testclient")
 
@@ -57,3 +58,22 @@ def test_pages_and_an_answer_work_over_postgres(world: durable.World) -> None:
     last = world.events("waits")[-1]
     assert last.type == "interrupt.resumed" and last.value == "yes"  # type: ignore[union-attr]
     assert last.at is not None
+
+
+def test_the_tree_and_the_comparison_work_over_postgres(world: durable.World) -> None:
+    """A fork's tree of calls, its link to the comparison, and the comparison itself, over Postgres."""
+    asyncio.run(seed_fork(world))
+    client = testclient.TestClient(
+        create_app(Inspector(world, "s3cret", {})), base_url="http://127.0.0.1:8787"
+    )
+    page = client.get(run_href("support-big")).text
+    assert 'data-key="research.tool:lookup_customer_record#0"' in page and 'data-depth="1"' in page
+    assert 'class="compare-fork"' in page and "inherited" in page
+    compared = client.get(compare_href("support-small", "support-big")).text
+    assert 'data-path="research" data-status="same"' in compared
+    assert 'data-path="session:writer#1.model:write_reply#0" data-status="changed"' in compared
+    assert '<mark class="ins">big</mark>' in compared
+    whole = client.get(
+        "/value", params={"run": "support-small", "path": "research.tool:lookup_customer_record#0"}
+    )
+    assert whole.json()["plan"] == "enterprise"

@@ -1,0 +1,350 @@
+"""A run's page: one function per section, and the tree of its calls.
+
+``run_body`` is the live part of the page: it joins what each function of
+``SECTIONS`` returns (``""`` when the section has nothing to show), so a new
+section is one function and one line in that list. Every value from the log
+is escaped (``e``) before it reaches the page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from ._model import Item, iso
+from ._pages import badge, compare_href, e, layout, run_href, value_block, value_href
+from ._tree import Node
+
+Section = Callable[[dict[str, Any]], str]
+"""A section of the run page: the run's detail (``_model.run_detail``) in, HTML out."""
+
+IN_FLIGHT = ("pending", "running", "unconfirmed", "set", "retrying")
+INHERITED_STATES = {
+    "step": "completed",
+    "session": "completed",
+    "interrupt": "answered",
+    "tool": "confirmed",
+    "model": "confirmed",
+    "workflow": "confirmed",
+}
+"""The state the timeline would show for an inherited call that ended well, by kind."""
+
+
+def run_page(d: dict[str, Any], *, live: str, flash: str | None) -> str:
+    """A run's whole page: its id, then the live body."""
+    rid = d["run_id"]
+    return layout(
+        f"run {rid}",
+        f'<h1>Run <code id="run-id">{e(rid)}</code></h1><div id="live">{run_body(d)}</div>',
+        live=live,
+        flash=flash,
+    )
+
+
+def run_body(d: dict[str, Any]) -> str:
+    """The live part of a run's page: every section in order."""
+    return "".join(section(d) for section in SECTIONS)
+
+
+def facts_section(d: dict[str, Any]) -> str:
+    """Status, workflow, times, queue, parent, fork origin, driver, input and output."""
+    facts = [
+        f'<dt>status</dt><dd id="run-status">{badge(d["status"])}'
+        + (f" ({e(d['reason'])})" if d.get("reason") else "")
+        + "</dd>",
+        f"<dt>workflow</dt><dd>{e(d['workflow'])}</dd>",
+        f"<dt>created</dt><dd>{e(iso(d.get('created_at')))}</dd>",
+        f"<dt>updated</dt><dd>{e(iso(d.get('updated_at')))}</dd>",
+    ]
+    if d.get("queue"):
+        facts.append(f"<dt>queue</dt><dd>{e(d['queue'])}</dd>")
+    if d.get("parent_run_id"):
+        facts.append(
+            f'<dt>parent</dt><dd><a href="{e(run_href(d["parent_run_id"]))}">{e(d["parent_run_id"])}</a></dd>'
+        )
+    if d.get("fork_of"):
+        src = d["fork_of"]
+        facts.append(
+            f'<dt>forked from</dt><dd><a href="{e(run_href(src))}">{e(src)}</a> at seq {e(d.get("fork_seq"))} '
+            f'<a class="compare-fork" href="{e(compare_href(src, d["run_id"]))}">compare with it</a></dd>'
+        )
+    if d.get("driver"):
+        drv = d["driver"]
+        facts.append(
+            f"<dt>driver</dt><dd>{e(drv['driver'])} {e(drv.get('pid') or '')} {e(drv.get('host') or '')}</dd>"
+        )
+    other = "/compare?" + urlencode({"a": d["run_id"]})
+    facts.append(f'<dt>compare</dt><dd><a class="compare-other" href="{e(other)}">with another run…</a></dd>')
+    href = value_href(d["run_id"], "")
+    if d.get("has_input"):
+        facts.append(
+            f'<dt>input</dt><dd class="run-input">{value_block(d.get("input"), href, label="input")}</dd>'
+        )
+    if d.get("has_output"):
+        out = value_block(d.get("output"), href, label="output")
+        facts.append(f'<dt>output</dt><dd class="run-output">{out}</dd>')
+    return f'<dl class="facts">{"".join(facts)}</dl>'
+
+
+def error_section(d: dict[str, Any]) -> str:
+    """Where and why the run failed."""
+    if not d.get("error"):
+        return ""
+    return (
+        f'<div class="run-error"><strong>failed</strong> at <code>{e(d["error"]["path"] or "<workflow>")}</code>: '
+        f'<span class="message">{e(d["error"]["text"])}</span></div>'
+    )
+
+
+def _action_link(action: str, run_id: str, label: str) -> str:
+    q = urlencode({"id": run_id})
+    return f'<a class="action" data-action="{e(action)}" href="/confirm/{e(action)}?{e(q)}">{e(label)}</a>'
+
+
+def actions_section(d: dict[str, Any]) -> str:
+    """Cancel a running or waiting run; resume a cancelled or failed one."""
+    rid, actions = d["run_id"], []
+    if d["raw_status"] in ("running", "enqueued"):
+        actions.append(_action_link("cancel", rid, "cancel"))
+    if d["raw_status"] in ("cancelled", "failed"):
+        actions.append(_action_link("resume", rid, "resume"))
+    return f'<p class="actions">{" ".join(actions)}</p>' if actions else ""
+
+
+def waiting_section(d: dict[str, Any]) -> str:
+    """The interrupts the run waits at, each with a form to answer it."""
+    if not d["waiting"]:
+        return ""
+    rid, forms = d["run_id"], []
+    for w in d["waiting"]:
+        forms.append(
+            f'<form class="answer" method="get" action="/confirm/answer"><input type="hidden" name="id" value="{e(rid)}">'
+            f'<input type="hidden" name="path" value="{e(w["path"])}">'
+            f"<p>waiting at <code>{e(w['path'])}</code> with <code>{e(w['value'])}</code></p>"
+            f'<label>answer (JSON) <textarea name="answer" rows="2">""</textarea></label>'
+            f'<button type="submit" data-action="answer">answer…</button></form>'
+        )
+    return "<section><h2>Waiting for an answer</h2>" + "".join(forms) + "</section>"
+
+
+def messages_section(d: dict[str, Any]) -> str:
+    """Messages sent to the run that it has not received yet."""
+    if not d.get("messages"):
+        return ""
+    rows = "".join(
+        f"<tr><td><code>{e(m['topic'] or '(default)')}</code></td><td>{e(m['sent_at'])}</td>"
+        f"<td><code>{e(_clip(m['value']))}</code></td></tr>"
+        for m in d["messages"]
+    )
+    return (
+        '<section id="messages"><h2>Messages waiting</h2><p>Sent to this run and not received yet: '
+        "its next <code>recv()</code> of the topic takes the oldest.</p>"
+        f"<table><tr><th>topic</th><th>sent</th><th>value</th></tr>{rows}</table></section>"
+    )
+
+
+def unconfirmed_section(d: dict[str, Any]) -> str:
+    """Intents without a receipt."""
+    if not d["unconfirmed"]:
+        return ""
+    keys = "".join(f"<li><code>{e(k)}</code></li>" for k in d["unconfirmed"])
+    return (
+        "<section><h2>Unconfirmed effects</h2><p>An intent without a receipt: the call may or may not "
+        f'have happened.</p><ul class="unconfirmed">{keys}</ul></section>'
+    )
+
+
+def timers_section(d: dict[str, Any]) -> str:
+    """Durable sleeps and when they wake."""
+    if not d["timers"]:
+        return ""
+    ts = "".join(
+        f"<li><code>{e(t['path'])}</code> wakes {e(t['wake_at'])}{' (passed)' if t['passed'] else ''}</li>"
+        for t in d["timers"]
+    )
+    return f'<section><h2>Timers</h2><ul class="timers">{ts}</ul></section>'
+
+
+def children_section(d: dict[str, Any]) -> str:
+    """Links to the runs this run started."""
+    if not d["children"]:
+        return ""
+    cs = "".join(f'<li><a href="{e(run_href(c))}">{e(c)}</a></li>' for c in d["children"])
+    return f'<section><h2>Child runs</h2><ul class="children">{cs}</ul></section>'
+
+
+def calls_section(d: dict[str, Any]) -> str:
+    """The tree of the run's calls, with what each returned."""
+    resumed = (
+        f" Calls recorded before seq {d['resumed_at']} were replayed by the drive that resumed the run there."
+        if d["resumed_at"]
+        else ""
+    )
+    inherited = (
+        " Calls marked inherited come from the run this one was forked from." if d.get("fork_of") else ""
+    )
+    missing = d.get("missing_artifacts")
+    warn = (
+        f'<p class="warn missing-artifact">{e(missing)}; <code>little verify</code> says more.</p>'
+        if missing
+        else ""
+    )
+    return (
+        '<section><h2>Calls</h2><p class="hint">Each call sits under the step, session, branch or loop visit '
+        f"that made it; its output is what a replay returns.{e(resumed)}{e(inherited)}</p>{warn}"
+        + calls_table(d["tree"], d["run_id"], d.get("started_at"))
+        + "</section>"
+    )
+
+
+def fork_section(d: dict[str, Any]) -> str:
+    """A form to fork a new run from one of the run's checkpoints."""
+    if not d["checkpoints"]:
+        return ""
+    opts = "".join(
+        f'<option value="{c["seq"]}">seq {c["seq"]}: {e(c["path"] or "snapshot")}</option>'
+        for c in d["checkpoints"]
+    )
+    return (
+        '<section><h2>Fork from a checkpoint</h2><form class="fork" method="get" action="/confirm/fork">'
+        f'<input type="hidden" name="id" value="{e(d["run_id"])}"><select name="checkpoint" aria-label="checkpoint">{opts}</select> '
+        '<button type="submit" data-action="fork">fork…</button></form></section>'
+    )
+
+
+def raw_section(d: dict[str, Any]) -> str:
+    """Every event as the log holds it, collapsed."""
+    raw = "".join(
+        f"<tr><td>{ev['seq']}</td><td>{e(iso(ev.get('at'), 'milliseconds'))}</td><td>{e(ev['type'])}</td>"
+        f"<td><code>{e(json.dumps(_short(ev), default=str))}</code></td></tr>"
+        for ev in d["events"]
+    )
+    return (
+        f'<details class="raw"><summary>Raw events ({len(d["events"])})</summary><table class="events">'
+        f"<thead><tr><th>seq</th><th>written</th><th>type</th><th>data</th></tr></thead><tbody>{raw}</tbody></table></details>"
+    )
+
+
+SECTIONS: list[Section] = [
+    facts_section,
+    error_section,
+    actions_section,
+    waiting_section,
+    messages_section,
+    unconfirmed_section,
+    timers_section,
+    children_section,
+    calls_section,
+    fork_section,
+    raw_section,
+]
+"""The run page's sections, top to bottom."""
+
+
+# -- the tree of calls -----------------------------------------------------------------
+
+
+def _ms_text(ms: float) -> str:
+    return f"{ms:.2f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
+
+
+def _duration(it: Item, longest: float) -> str:
+    if it.ms is None:
+        return ""
+    width = max(100.0 * it.ms / longest, 0.8) if longest > 0 else 0.8
+    return (
+        f'<div class="bar" title="{it.ms:.3f} ms"><span class="fill k-{e(it.kind)} st-{e(it.state)}" '
+        f'style="width:{width:.2f}%"></span></div><span class="ms">{_ms_text(it.ms)}</span>'
+    )
+
+
+def _when(it: Item, started_at: float | None) -> str:
+    """When the call's latest event was committed, after the run's first event (full time on hover)."""
+    if it.at is None:
+        return ""
+    after = f"+{_ms_text(1000.0 * (it.at - started_at))}" if started_at is not None else ""
+    stamp = e(iso(it.at, "milliseconds"))
+    return f'<time datetime="{stamp}" title="{stamp}">{e(after)}</time>'
+
+
+def _how(node: Node) -> str:
+    it = node.item
+    if it is None:
+        return "inherited" if node.inherited else ""
+    if it.state == "waiting":
+        return "waiting"
+    if it.state in IN_FLIGHT:
+        return "in flight"
+    return "replayed" if it.replayed else "executed"
+
+
+def _outcome(node: Node, run_id: str) -> str:
+    call, it = node.call, node.item
+    errors = list(it.errors) if it else []
+    if call is not None and call.error and not errors:
+        errors.append(call.error)
+    out = ""
+    if errors:
+        out += '<ul class="errors">' + "".join(f'<li class="error">{e(x)}</li>' for x in errors) + "</ul>"
+    unread = call is not None and call.artifact is not None and call.output is None
+    if call is not None and call.outcome == "ok" and node.kind != "session" and not unread:
+        out += value_block(call.output, value_href(run_id, node.key))
+        if call.artifact:
+            out += f'<p class="hint">stored as artifact {e(call.artifact.get("sha256", "")[:19])}…</p>'
+    if call is not None and call.input_hash:
+        out += f'<p class="input-hash" title="{e(call.input_hash)}">input hash {e(call.input_hash[:12])}</p>'
+    return out
+
+
+def _inherited_state(node: Node) -> str:
+    """The state of a call the run has no event of, in the words the timeline uses."""
+    if node.call is None:
+        return ""
+    if node.call.outcome != "ok":
+        return node.call.outcome
+    return INHERITED_STATES.get(node.kind, "recorded")
+
+
+def _row(node: Node, run_id: str, longest: float, started_at: float | None) -> str:
+    it = node.item
+    state = it.state if it else _inherited_state(node)
+    child = ""
+    if it is not None and it.child_run_id:
+        child = f' <a class="child" href="{e(run_href(it.child_run_id))}">child run {e(it.child_run_id)}</a>'
+    shown = it is not None and it.detail and it.detail != it.kind and it.detail != node.kind
+    detail = f'<div class="hint">{e(_clip(it.detail))}</div>' if it and shown else ""
+    return (
+        f'<tr class="item" role="row" aria-level="{node.depth + 1}" data-key="{e(node.key)}" '
+        f'data-kind="{e(node.kind)}" data-state="{e(state)}" data-depth="{node.depth}">'
+        f'<td class="call" style="padding-left:{0.55 + 1.4 * node.depth:.2f}rem">'
+        f'<span class="kind k-{e(node.kind)}">{e(node.kind)}</span> '
+        f'<code class="call-name" title="{e(node.key)}">{e(node.label)}</code>{child}{detail}</td>'
+        f"<td>{e(state)}</td><td>{e(_how(node))}</td><td>{it.attempts if it else ''}</td>"
+        f"<td>{_duration(it, longest) if it else ''}</td>"
+        f'<td class="when">{_when(it, started_at) if it else ""}</td>'
+        f'<td class="outcome">{_outcome(node, run_id)}</td></tr>'
+    )
+
+
+def calls_table(tree: list[Node], run_id: str, started_at: float | None = None) -> str:
+    """The run's calls as an indented tree: kind, name, state, how, attempts, duration, output."""
+    nodes = [n for root in tree for n in root.walk()]
+    if not nodes:
+        return '<p class="empty">No calls recorded yet.</p>'
+    longest = max((n.item.ms for n in nodes if n.item is not None and n.item.ms is not None), default=0.0)
+    rows = "".join(_row(n, run_id, longest, started_at) for n in nodes)
+    return (
+        '<table class="timeline tree" role="treegrid"><thead><tr><th>call</th><th>state</th>'
+        "<th>executed / replayed</th><th>attempts</th><th>duration</th><th>committed</th><th>output</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _short(ev: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in ev.items() if k not in ("run_id", "seq", "type", "manifest", "at")}
+
+
+def _clip(text: str, most: int = 200) -> str:
+    return text if len(text) <= most else text[:most] + "…"
