@@ -25,11 +25,15 @@ class _Shown:
         return self.text
 
 
-def _described_tool(name: str, schema: Mapping[str, Any] | None, where: str) -> Any:
+def _described_tool(
+    name: str, schema: Mapping[str, Any] | None, where: str, options: Mapping[str, Any] | None = None
+) -> Any:
     """A ``@durable.tool`` that only describes a pydantic-ai tool for the session manifest.
 
     Its signature reads as the tool's JSON schema, one keyword per property, so a
-    changed schema shows in the drift report as ``availableTools[i].signature``.
+    changed schema shows in the drift report as ``availableTools[i].signature``;
+    its ``idempotent`` and ``reconcile`` options are the tool's ``tool_options``, so
+    a changed option shows as ``availableTools[i].options.idempotent``.
     """
     props = dict((schema or {}).get("properties") or {})
     required = set((schema or {}).get("required") or ())
@@ -47,11 +51,14 @@ def _described_tool(name: str, schema: Mapping[str, Any] | None, where: str) -> 
         raise NotImplementedError  # pragma: no cover - a description, never called
 
     described.__signature__ = inspect.Signature(params, return_annotation=_Shown(where))  # type: ignore[attr-defined]
-    return durable.tool(name=_part(name))(described)
+    opts = options or {}
+    return durable.tool(
+        name=_part(name), idempotent=bool(opts.get("idempotent", False)), reconcile=opts.get("reconcile")
+    )(described)
 
 
 def manifest_tools(toolsets: list[AbstractToolset[Any]]) -> list[Any]:
-    """The described tools of an agent's leaf toolsets: each function tool, and each other toolset's id."""
+    """The described tools of an agent's leaf toolsets: each function tool (with its options), each other toolset's id."""
     described: dict[str, Any] = {}
 
     def visit(ts: AbstractToolset[Any]) -> None:
@@ -59,7 +66,10 @@ def manifest_tools(toolsets: list[AbstractToolset[Any]]) -> list[Any]:
         if isinstance(ts, FunctionToolset):
             for tool_name, tool in ts.tools.items():
                 where = f"function_toolset {ts_id}"
-                described[tool_name] = _described_tool(tool_name, tool.tool_def.parameters_json_schema, where)
+                options = (tool.metadata or {}).get("durable")
+                described[tool_name] = _described_tool(
+                    tool_name, tool.tool_def.parameters_json_schema, where, options
+                )
         else:
             kind = type(ts).__name__
             described[f"{kind}__{ts_id}"] = _described_tool(f"{kind}__{ts_id}", None, f"toolset {ts_id}")
