@@ -305,7 +305,7 @@ def test_model_retry_and_call_deferred_cross_as_values(worlds: Worlds) -> None:
 
 
 def test_removed_tool_options_fail_the_resume_with_capability_drift(worlds: Worlds) -> None:
-    """A tool whose tool_options(idempotent=True) were removed under an in-flight run is drift, with its key."""
+    """Removing tool_options(idempotent=True) from a tool under an in-flight run is drift, with its key."""
     crashing = worlds.crashing(lambda t, d: t == "run.completed")
     with pytest.raises(SimulatedCrash):
         asyncio.run(

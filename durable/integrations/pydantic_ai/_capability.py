@@ -30,6 +30,7 @@ from ._backend import _Backend
 from ._manifest import manifest_tools
 from ._names import DurabilityNamer, _part
 from ._options import ToolOptions
+from ._tool_results import return_types
 
 _SESSION_OPEN: ContextVar[bool] = ContextVar("durable_pydantic_ai_session", default=False)
 
@@ -103,11 +104,19 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
             del operation_id
             return self._build_resolve_tool_config(base)(cast(Any, tool), tool_name)
 
+        found: list[dict[str, Any]] = []
+
+        def returns(tool_name: str) -> Any:
+            if not found:  # asked only on a replay: the agent's tools are read once, then
+                found.append(return_types(list(self.agent.toolsets) if self.agent is not None else []))
+            return found[0].get(tool_name)
+
         return _Backend(
             namer=DurabilityNamer(self.name, default_model_id=self.default_model_id or "default"),
             config=RoleBasedOperationConfig(
                 model=base, event=base, capability=base, tool=base, resolve_tool=tool_options
             ),
+            returns=returns,
         )
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:

@@ -58,7 +58,7 @@ def _described_tool(
 
 
 def manifest_tools(toolsets: list[AbstractToolset[Any]]) -> list[Any]:
-    """The described tools of an agent's leaf toolsets: each function tool (with its options), each other toolset's id."""
+    """The described tools of an agent's toolsets: each function tool with its options, each toolset's id."""
     described: dict[str, Any] = {}
 
     def visit(ts: AbstractToolset[Any]) -> None:

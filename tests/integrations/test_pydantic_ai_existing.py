@@ -1,0 +1,110 @@
+"""pydantic-ai agent code written for plain runs behaves the same inside a durable run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from pydantic import BaseModel
+from pydantic_ai import Agent, FunctionToolset, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
+
+import durable
+from durable.integrations.pydantic_ai import Durability
+from durable.testing import SimulatedCrash
+from tests.conftest import Worlds
+from tests.integrations.test_pydantic_ai import crash_then_resume
+
+
+class LatLng(BaseModel):
+    lat: float
+    lng: float
+
+
+def _located_agent(seen: list[type]) -> Agent[None, str]:
+    """weather_agent's shape: a tool returns a pydantic model, the model code reads its attributes."""
+
+    def locate(city: str) -> LatLng:
+        """Where a city is."""
+        return LatLng(lat=59.9, lng=10.7)
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returned:
+            return ModelResponse(parts=[ToolCallPart("locate", {"city": "Oslo"}, tool_call_id="l1")])
+        seen.append(type(returned[0]))
+        return ModelResponse(parts=[TextPart(f"{returned[0].lat},{returned[0].lng}")])
+
+    return Agent(
+        FunctionModel(model),
+        name="weather",
+        toolsets=[FunctionToolset([locate], id="geo")],
+        capabilities=[Durability()],
+    )
+
+
+def test_a_tool_returning_a_model_hands_the_model_on_the_first_run_and_on_replay(worlds: Worlds) -> None:
+    """A tool's pydantic model value reaches the model code as that model, before and after a resume."""
+    seen: list[type] = []
+    agent = _located_agent(seen)
+
+    @durable.workflow
+    async def where(q: str) -> list[str]:
+        result = await agent.run(q)
+        parts = [p for m in result.all_messages() for p in m.parts if isinstance(p, ToolReturnPart)]
+        return [result.output, type(parts[0].content).__name__]
+
+    second_request = lambda t, d: t == "effect.receipt" and d["key"].endswith("model_request#1")  # noqa: E731
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(where, "q", world=worlds.crashing(second_request), run_id="r"))
+    assert asyncio.run(durable.run_workflow(where, "q", world=worlds.open(), run_id="r")) == [
+        "59.9,10.7",
+        "LatLng",
+    ]
+    assert seen == [LatLng, LatLng]  # the first run's second request, then the resumed run's
+
+
+def test_usage_added_by_a_delegate_agent_survives_a_replay(worlds: Worlds) -> None:
+    """A tool running another agent with usage=ctx.usage: a resumed parent reports the uncut run's usage."""
+    inner_calls: Counter[str] = Counter()
+
+    def inner_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        inner_calls["inner"] += 1
+        return ModelResponse(parts=[TextPart("joke")], usage=RequestUsage(input_tokens=100, output_tokens=7))
+
+    delegate = Agent(FunctionModel(inner_model), name="jokes")
+
+    async def joke(ctx: RunContext[None]) -> str:
+        """Tell a joke."""
+        return (await delegate.run("a joke", usage=ctx.usage)).output
+
+    def outer_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(
+                parts=[ToolCallPart("joke", {}, tool_call_id="j1")], usage=RequestUsage(input_tokens=5)
+            )
+        return ModelResponse(parts=[TextPart("done")], usage=RequestUsage(input_tokens=5))
+
+    lead = Agent(
+        FunctionModel(outer_model),
+        name="lead",
+        toolsets=[FunctionToolset([joke], id="fun")],
+        capabilities=[Durability()],
+    )
+
+    @durable.workflow
+    async def counted(q: str) -> dict[str, Any]:
+        usage = (await lead.run(q)).usage
+        return {"requests": usage.requests, "input_tokens": usage.input_tokens}
+
+    plain = asyncio.run(lead.run("q")).usage
+    uncut = {"requests": plain.requests, "input_tokens": plain.input_tokens}
+    assert crash_then_resume(worlds, counted, "q") == uncut == {"requests": 3, "input_tokens": 110}
+    assert inner_calls["inner"] == 2  # the plain run's and the durable first run's; the resume added none
