@@ -12,6 +12,7 @@ pytest.importorskip("pydantic_ai")
 
 from pydantic import BaseModel
 from pydantic_ai import Agent, FunctionToolset, RunContext
+from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -108,3 +109,40 @@ def test_usage_added_by_a_delegate_agent_survives_a_replay(worlds: Worlds) -> No
     uncut = {"requests": plain.requests, "input_tokens": plain.input_tokens}
     assert crash_then_resume(worlds, counted, "q") == uncut == {"requests": 3, "input_tokens": 110}
     assert inner_calls["inner"] == 2  # the plain run's and the durable first run's; the resume added none
+
+
+def test_an_agent_without_a_model_takes_the_capability_and_the_run_chooses_the_model(worlds: Worlds) -> None:
+    """Agent(name=..., capabilities=[Durability(models=...)]) builds; a run picks its model by id."""
+    asked: Counter[str] = Counter()
+
+    def answer(word: str) -> FunctionModel:
+        def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            asked[word] += 1
+            return ModelResponse(parts=[TextPart(word)])
+
+        return FunctionModel(model)
+
+    agent = Agent(
+        name="md", capabilities=[Durability(models={"fast": answer("quick"), "deep": answer("slow")})]
+    )
+
+    @durable.workflow
+    async def pick(model_id: str) -> str:
+        return (await agent.run("q", model=model_id)).output
+
+    assert crash_then_resume(worlds, pick, "deep") == "slow"
+    assert asked == Counter({"slow": 1})
+    names = {e.name for e in worlds.open().events("r") if e.type == "effect.intent"}  # type: ignore[union-attr]
+    assert names == {"md__model_request__deep"}
+
+
+def test_an_agent_without_a_model_run_without_one_fails_with_advice(world: durable.World) -> None:
+    """Inside a run, an agent with no model and none passed to run() says how to give one."""
+    agent = Agent(name="md", capabilities=[Durability()])
+
+    @durable.workflow
+    async def bare(q: str) -> str:
+        return (await agent.run(q)).output
+
+    with pytest.raises(UserError, match=r"model.*included when calling it"):
+        asyncio.run(durable.run_workflow(bare, "q", world=world, run_id="r"))

@@ -91,6 +91,14 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
         super().__init__(models=models, event_stream_handler=None, name=name)
         self._handler = ProcessEventStream(event_stream_handler) if event_stream_handler else None
 
+    def get_model(self) -> Any:
+        """No model of its own: an agent built without one takes the run's (``run(model=...)``).
+
+        Overriding it tells pydantic-ai that the agent's model may come at run time,
+        so ``Agent(name=..., capabilities=[Durability()])`` can be built without one.
+        """
+        return None
+
     @property
     def in_durable_context(self) -> bool:
         """Whether the caller is inside a durable run."""
