@@ -15,6 +15,7 @@ from pydantic_ai import Agent, FunctionToolset, RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
 
 import durable
@@ -146,3 +147,22 @@ def test_an_agent_without_a_model_run_without_one_fails_with_advice(world: durab
 
     with pytest.raises(UserError, match=r"model.*included when calling it"):
         asyncio.run(durable.run_workflow(bare, "q", world=world, run_id="r"))
+
+
+def test_run_sync_in_a_sync_workflow_is_refused_with_advice_that_works(world: durable.World) -> None:
+    """agent.run_sync in a sync workflow: ConfigurationError saying to await agent.run, which then works."""
+    agent = Agent(TestModel(), name="s", capabilities=[Durability()])
+
+    @durable.workflow(name="ask")
+    def ask_sync(q: str) -> str:
+        return agent.run_sync(q).output
+
+    with pytest.raises(durable.ConfigurationError, match=r"await agent\.run\(\.\.\.\)") as err:
+        asyncio.run(durable.run_workflow(ask_sync, "q", world=world, run_id="r"))
+    assert err.value.run_id == "r"
+
+    @durable.workflow(name="ask")
+    async def ask(q: str) -> str:
+        return (await agent.run(q)).output
+
+    assert asyncio.run(durable.run_workflow(ask, "q", world=world, run_id="r")) == "success (no tool calls)"
