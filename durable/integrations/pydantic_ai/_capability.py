@@ -25,6 +25,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 
 import durable
 
+from ..._nested_calls import effect_body_scope, in_effect_body
 from .._effects import in_run
 from ._backend import _Backend
 from ._manifest import manifest_tools
@@ -128,7 +129,19 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
         )
 
     async def wrap_run(self, ctx: RunContext[AgentDepsT], *, handler: WrapRunHandler) -> AgentRunResult[Any]:
-        """Run the agent inside ``durable.session(<agent name>)``, whose manifest lists its tools."""
+        """Run the agent inside ``durable.session(<agent name>)``, whose manifest lists its tools.
+
+        A delegate (an agent run inside a tool call of another durable agent) records
+        its calls in that tool call's own scope, so a kill inside it runs again only
+        the call it cut: the tool is called again and the delegate's calls replay.
+        """
+        if in_effect_body():
+            async with effect_body_scope():
+                token = _SESSION_OPEN.set(False)  # the delegate opens a session of its own
+                try:
+                    return await self.wrap_run(ctx, handler=handler)
+                finally:
+                    _SESSION_OPEN.reset(token)
         if not in_run() or _SESSION_OPEN.get():
             return await super().wrap_run(ctx, handler=handler)
         tools = manifest_tools(list(self.agent.toolsets) if self.agent is not None else [])
