@@ -13,7 +13,14 @@ pytest.importorskip("pydantic_ai")
 from pydantic import BaseModel
 from pydantic_ai import Agent, FunctionToolset, RunContext
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    PartDeltaEvent,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.usage import RequestUsage
@@ -166,3 +173,44 @@ def test_run_sync_in_a_sync_workflow_is_refused_with_advice_that_works(world: du
         return (await agent.run(q)).output
 
     assert asyncio.run(durable.run_workflow(ask, "q", world=world, run_id="r")) == "success (no tool calls)"
+
+
+def test_a_streamed_run_yields_each_delta_as_the_model_produces_it(worlds: Worlds) -> None:
+    """stream_text(delta=True) inside a run gets the deltas live, and a replay yields the recorded ones."""
+    produced: list[str] = []
+    words = ["the ", "whale ", "is ", "very ", "blue"]
+
+    async def stream_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        for word in words:
+            produced.append(word)
+            yield word
+
+    handled: list[list[str]] = []
+
+    async def handler(ctx: Any, events: Any) -> None:
+        async for event in events:
+            if isinstance(event, PartDeltaEvent):
+                handled[-1].append(event.delta.content_delta)  # type: ignore[union-attr]
+
+    agent = Agent(
+        FunctionModel(stream_function=stream_model),
+        name="whales",
+        capabilities=[Durability(event_stream_handler=handler)],
+    )
+
+    attempts: list[list[list[str]]] = []
+
+    @durable.workflow
+    async def whales(q: str) -> str:
+        handled.append([])
+        attempts.append([])
+        async with agent.run_stream(q) as run:
+            async for delta in run.stream_text(delta=True, debounce_by=None):
+                attempts[-1].append([delta, "".join(produced)])  # and what the model had produced by then
+        return "".join(delta for delta, _ in attempts[-1])
+
+    assert crash_then_resume(worlds, whales, "q") == "the whale is very blue"
+    live, replayed = attempts
+    assert live == [[w, "".join(words[: i + 1])] for i, w in enumerate(words)]  # each delta as it came
+    assert [delta for delta, _ in replayed] == words and produced == words  # from the log, not the model
+    assert handled == [words[1:], words[1:]]  # the deltas after the part's start, live and replayed

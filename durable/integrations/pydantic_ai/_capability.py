@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import ProcessEventStream
-from pydantic_ai.capabilities.abstract import WrapRunHandler
+from pydantic_ai.capabilities.abstract import WrapModelRequestHandler, WrapRunHandler
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
     BaseDurabilityCapability,
@@ -18,8 +18,8 @@ from pydantic_ai.durable_exec import (
     DurableOperationId,
     RoleBasedOperationConfig,
 )
-from pydantic_ai.messages import AgentStreamEvent
-from pydantic_ai.models import Model
+from pydantic_ai.messages import AgentStreamEvent, ModelResponse
+from pydantic_ai.models import Model, ModelRequestContext
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
 
@@ -28,6 +28,7 @@ import durable
 from ..._nested_calls import effect_body_scope, in_effect_body
 from .._effects import in_run
 from ._backend import _Backend
+from ._live_stream import LiveStreams
 from ._manifest import manifest_tools
 from ._names import DurabilityNamer, _part
 from ._options import ToolOptions
@@ -52,6 +53,10 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
         models: Extra models by id, for ``agent.run(model=...)`` (as in pydantic-ai's engines).
         event_stream_handler: Sees every event of a run, the replayed ones as well as new ones.
         name: The name in the durable call names (default: the agent's ``name``).
+        live_streams: Stream a streamed request's events to the run as they arrive, recorded one
+            by one (``<agent>__model_stream``). ``False`` records a streamed request when it is
+            complete, as releases before this option did (``<agent>__model_request_stream``), for
+            runs started by such a release.
 
     Example:
         >>> import asyncio
@@ -86,11 +91,32 @@ class Durability(BaseDurabilityCapability[AgentDepsT]):
         models: Mapping[str, Model] | None = None,
         event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
         name: str | None = None,
+        live_streams: bool = True,
     ) -> None:
         # The handler is run on the run's own event stream, never inside a durable call, so
         # it sees the same events on a replay as on the first run.
         super().__init__(models=models, event_stream_handler=None, name=name)
         self._handler = ProcessEventStream(event_stream_handler) if event_stream_handler else None
+        self._live_streams = live_streams
+
+    async def wrap_model_request(
+        self,
+        ctx: RunContext[AgentDepsT],
+        *,
+        request_context: ModelRequestContext,
+        handler: WrapModelRequestHandler,
+    ) -> ModelResponse:
+        """pydantic-ai's durable model, its streamed requests made live (``LiveStreams``)."""
+        if not self._live_streams or not self.in_durable_context:
+            return await super().wrap_model_request(ctx, request_context=request_context, handler=handler)
+
+        async def live(inner: ModelRequestContext) -> ModelResponse:
+            model_id = self._model_id_for_request(ctx, inner)
+            namer = DurabilityNamer(self.name, default_model_id=self.default_model_id or "default")
+            inner.model = LiveStreams(inner.model, name=namer.live_stream_name(model_id), model_id=model_id)
+            return await handler(inner)
+
+        return await super().wrap_model_request(ctx, request_context=request_context, handler=live)
 
     def get_model(self) -> Any:
         """No model of its own: an agent built without one takes the run's (``run(model=...)``).

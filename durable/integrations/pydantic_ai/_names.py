@@ -69,6 +69,10 @@ class DurabilityNamer(JournalOperationNamer):
             case _:  # the union grows in minor releases; a new operation keeps a stable name
                 return f"{a}__{_part(type(operation_id).__name__)}"
 
+    def live_stream_name(self, model_id: str | None) -> str:
+        """The name of a streamed model request recorded event by event: ``support__model_stream``."""
+        return f"{self._agent}__model_stream{self._model(model_id)}"
+
     def invocation_name(self, operation_id: DurableOperationId, *, label: str | None) -> Any:
         """The name of one call: a tool call adds the tool's name."""
         name = self.operation_name(operation_id)
