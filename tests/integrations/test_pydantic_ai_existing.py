@@ -214,3 +214,39 @@ def test_a_streamed_run_yields_each_delta_as_the_model_produces_it(worlds: World
     assert live == [[w, "".join(words[: i + 1])] for i, w in enumerate(words)]  # each delta as it came
     assert [delta for delta, _ in replayed] == words and produced == words  # from the log, not the model
     assert handled == [words[1:], words[1:]]  # the deltas after the part's start, live and replayed
+
+
+def test_io_in_instructions_and_output_validators_made_a_tool_runs_once(worlds: Worlds) -> None:
+    """The documented pattern: a durable tool called from instructions and a validator replays its value."""
+    reads: Counter[str] = Counter()
+
+    @durable.tool(idempotent=True)
+    async def customer_name(customer_id: int) -> str:
+        reads["customer_name"] += 1
+        return "Ada"
+
+    @durable.tool(idempotent=True)
+    async def explain(query: str) -> str:
+        reads["explain"] += 1
+        return ""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(f"hello {info.instructions}")])
+
+    agent = Agent(FunctionModel(model), name="bank", capabilities=[Durability()])
+
+    @agent.instructions
+    async def add_customer_name() -> str:
+        return f"name={await customer_name(7)}"
+
+    @agent.output_validator
+    async def validate(output: str) -> str:
+        assert await explain(output) == ""
+        return output
+
+    @durable.workflow
+    async def bank(q: str) -> str:
+        return (await agent.run(q)).output
+
+    assert crash_then_resume(worlds, bank, "q") == "hello name=Ada"
+    assert reads == Counter({"customer_name": 1, "explain": 1})
