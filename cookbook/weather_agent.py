@@ -76,6 +76,7 @@ class WeatherClient:
         self.open = True
 
     def close(self) -> None:
+        """Close the connection (the workflow does, when the run ends or fails)."""
         self.open = False
 
 
@@ -107,7 +108,9 @@ async def forecast_model(messages: list[ModelMessage], info: AgentInfo) -> Model
             ]
         )
     weather = [r.content for r in returned if r.tool_name == "get_weather"]
-    text = "; ".join(f"{place}: {w['description']}, {w['celsius']} C" for place, w in zip(PLACES, weather))
+    text = "; ".join(
+        f"{place}: {w['description']}, {w['celsius']} C" for place, w in zip(PLACES, weather, strict=True)
+    )
     return ModelResponse(parts=[TextPart(text)])
 
 
