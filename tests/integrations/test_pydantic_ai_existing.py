@@ -250,3 +250,26 @@ def test_io_in_instructions_and_output_validators_made_a_tool_runs_once(worlds: 
 
     assert crash_then_resume(worlds, bank, "q") == "hello name=Ada"
     assert reads == Counter({"customer_name": 1, "explain": 1})
+
+
+def test_a_live_stream_cut_by_a_crash_is_streamed_again(worlds: Worlds) -> None:
+    """A crash before a streamed request's record is complete sends the request again on resume."""
+    streamed: Counter[str] = Counter()
+
+    async def stream_model(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        streamed["stream"] += 1
+        for word in ["a ", "b ", "c"]:
+            yield word
+
+    agent = Agent(FunctionModel(stream_function=stream_model), name="cut", capabilities=[Durability()])
+
+    @durable.workflow
+    async def cut(q: str) -> str:
+        async with agent.run_stream(q) as run:
+            return "".join([d async for d in run.stream_text(delta=True, debounce_by=None)])
+
+    crashing = worlds.crashing(lambda t, d: t == "stream.cursor")
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(cut, "q", world=crashing, run_id="r"))
+    assert asyncio.run(durable.run_workflow(cut, "q", world=worlds.open(), run_id="r")) == "a b c"
+    assert streamed == Counter({"stream": 2})
