@@ -20,8 +20,8 @@ from pydantic_ai.durable_exec import (
     ToolsetGetInstructionsId,
     ToolsetGetToolsId,
     ToolsetValidateToolArgumentsId,
+    durable_unit_scope,
 )
-from pydantic_ai.durable_exec._operation_backend import durable_unit_scope
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 from pydantic_ai.tools import RunContext
 from pydantic_core import to_jsonable_python
