@@ -32,7 +32,8 @@ async def effect_body_scope() -> AsyncIterator[None]:
     """Record the durable calls made inside in the running effect's own scope.
 
     Outside an effect body it changes nothing. Calls made in one effect body,
-    one after the other, share that scope and are numbered in call order.
+    one after the other, share that scope and are numbered in call order; two
+    at once are refused with ``NondeterminismError``, as in any scope.
     """
     scope = CURRENT.get()
     idempotency = EFFECT_KEY.get()
@@ -40,13 +41,19 @@ async def effect_body_scope() -> AsyncIterator[None]:
         yield
         return
     run = scope.run
-    key = effect_of_idempotency_key(run.run_id, idempotency)
-    nested = scope.nested
-    if nested is None:
-        nested = scope.nested = {}
-    inner = nested.get(key)
-    if inner is None:
-        inner = nested[key] = Scope(run, key)
+    if scope.busy is None:
+        # A scope the body opened itself (``durable.branch``): the calls take their keys there,
+        # one branch each, and a crash inside fails closed like any unconfirmed tool.
+        inner = scope
+    else:  # the scope that holds the effect: its calls go below the effect's key
+        key = effect_of_idempotency_key(run.run_id, idempotency)
+        nested = scope.nested
+        if nested is None:
+            nested = scope.nested = {}
+        below = nested.get(key)
+        if below is None:
+            below = nested[key] = Scope(run, key)
+        inner = below
     current = CURRENT.set(inner)
     effect = EFFECT_KEY.set(None)  # inside, calls are the run's own again
     run.active += 1

@@ -273,3 +273,69 @@ def test_a_live_stream_cut_by_a_crash_is_streamed_again(worlds: Worlds) -> None:
         asyncio.run(durable.run_workflow(cut, "q", world=crashing, run_id="r"))
     assert asyncio.run(durable.run_workflow(cut, "q", world=worlds.open(), run_id="r")) == "a b c"
     assert streamed == Counter({"stream": 2})
+
+
+def test_a_rebuilt_tool_value_keeps_the_recorded_json(worlds: Worlds) -> None:
+    """An int returned under -> float replays as the int, so the next request still matches its record."""
+
+    def measure() -> float:
+        """A reading."""
+        return 3  # type: ignore[return-value]  # what untyped-at-heart code does
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+        if not returned:
+            return ModelResponse(parts=[ToolCallPart("measure", {}, tool_call_id="m1")])
+        return ModelResponse(parts=[TextPart(repr(returned[0]))])
+
+    agent = Agent(
+        FunctionModel(model),
+        name="meter",
+        toolsets=[FunctionToolset([measure], id="m")],
+        capabilities=[Durability()],
+    )
+
+    @durable.workflow
+    async def meter(q: str) -> str:
+        return (await agent.run(q)).output
+
+    second_request = lambda t, d: t == "effect.receipt" and d["key"].endswith("model_request#1")  # noqa: E731
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(meter, "q", world=worlds.crashing(second_request), run_id="r"))
+    assert asyncio.run(durable.run_workflow(meter, "q", world=worlds.open(), run_id="r")) == "3"
+
+
+def test_two_delegates_at_once_in_one_tool_call_are_refused(world: durable.World) -> None:
+    """Two delegate runs in flight in one tool call fail closed with NondeterminismError, before any request."""
+    asked: Counter[str] = Counter()
+
+    def inner(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked["inner"] += 1
+        return ModelResponse(parts=[TextPart("ok")])
+
+    expert = Agent(FunctionModel(inner), name="expert", capabilities=[Durability()])
+
+    async def ask_both() -> str:
+        """Ask two experts at once."""
+        a, b = await asyncio.gather(expert.run("a"), expert.run("b"))
+        return a.output + b.output
+
+    def outer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("ask_both", {}, tool_call_id="b1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    lead = Agent(
+        FunctionModel(outer),
+        name="lead",
+        toolsets=[FunctionToolset([ask_both], id="t")],
+        capabilities=[Durability()],
+    )
+
+    @durable.workflow
+    async def both(q: str) -> str:
+        return (await lead.run(q)).output
+
+    with pytest.raises(durable.NondeterminismError, match="still running there"):
+        asyncio.run(durable.run_workflow(both, "q", world=world, run_id="r"))
+    assert asked["inner"] <= 1

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 from pydantic_ai import FunctionToolset
 from pydantic_ai.toolsets import AbstractToolset
+from pydantic_core import to_json
 
 USAGE_ADDED = "usage_added"
 """The key of a tool call's recorded payload that holds the usage the call added."""
@@ -81,7 +82,7 @@ def rebuilt(payload: Any, returns: Any) -> Any:
     """A recorded tool-call payload whose plain return value is rebuilt as ``returns``.
 
     A value that does not validate as ``returns`` (a ``ToolReturn``, a control-flow
-    signal) is left as recorded.
+    signal), or would not dump back to the recorded JSON, is left as recorded.
     """
     if returns is None or not isinstance(payload, dict) or payload.get("kind") != _RECORDED_RETURN:
         return payload
@@ -91,10 +92,16 @@ def rebuilt(payload: Any, returns: Any) -> Any:
             adapter = _ADAPTERS[returns] = TypeAdapter(returns)
         except Exception:  # not a type pydantic can validate: the value stays JSON
             return payload
+    recorded = payload["result"]
     try:
-        return {**payload, "result": adapter.validate_python(payload["result"])}
-    except ValidationError:
+        value = adapter.validate_python(recorded)
+        # Rebuilt only when it is the recorded value itself (an int under ``-> float`` is left
+        # alone): the next model request's identity holds it, and must match the first run's.
+        if adapter.dump_json(value) != to_json(recorded):
+            return payload
+    except (ValidationError, TypeError, ValueError):
         return payload
+    return {**payload, "result": value}
 
 
 ReturnTypes = Callable[[str], Any]
