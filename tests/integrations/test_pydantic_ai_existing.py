@@ -306,7 +306,7 @@ def test_a_rebuilt_tool_value_keeps_the_recorded_json(worlds: Worlds) -> None:
 
 
 def test_two_delegates_at_once_in_one_tool_call_are_refused(world: durable.World) -> None:
-    """Two delegate runs in flight in one tool call fail closed with NondeterminismError, before any request."""
+    """Two delegate runs in flight in one tool call fail closed with NondeterminismError."""
     asked: Counter[str] = Counter()
 
     def inner(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
