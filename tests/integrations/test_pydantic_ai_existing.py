@@ -339,3 +339,47 @@ def test_two_delegates_at_once_in_one_tool_call_are_refused(world: durable.World
     with pytest.raises(durable.NondeterminismError, match="still running there"):
         asyncio.run(durable.run_workflow(both, "q", world=world, run_id="r"))
     assert asked["inner"] <= 1
+
+
+def test_delegates_in_branches_of_one_tool_call_record_their_calls_apart(world: durable.World) -> None:
+    """Two delegates at once, each in a durable.branch of the tool body, each record in their own branch."""
+
+    def inner(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("ok")])
+
+    expert = Agent(FunctionModel(inner), name="expert", capabilities=[Durability()])
+
+    async def one(key: str) -> str:
+        async with durable.branch(key):
+            return (await expert.run(key)).output
+
+    async def ask_both() -> str:
+        """Ask two experts at once."""
+        return "".join(await asyncio.gather(one("a"), one("b")))
+
+    def outer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(isinstance(m, ModelResponse) for m in messages):
+            return ModelResponse(parts=[ToolCallPart("ask_both", {}, tool_call_id="b1")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    lead = Agent(
+        FunctionModel(outer),
+        name="lead",
+        toolsets=[FunctionToolset([ask_both], id="t")],
+        capabilities=[Durability()],
+    )
+
+    @durable.workflow
+    async def both(q: str) -> str:
+        return (await lead.run(q)).output
+
+    assert asyncio.run(durable.run_workflow(both, "q", world=world, run_id="r")) == "done"
+    inner_keys = [k for k in intents_of(world) if "expert__model_request" in k]
+    assert sorted(inner_keys) == [
+        "session:lead#0.turn-1[b1].[a].session:expert#0.model:expert__model_request#0",
+        "session:lead#0.turn-1[b1].[b].session:expert#0.model:expert__model_request#0",
+    ]
+
+
+def intents_of(world: durable.World) -> list[str]:
+    return [e.key for e in world.events("r") if e.type == "effect.intent"]  # type: ignore[union-attr]
