@@ -249,7 +249,7 @@ class Scope:
     step name counts its visits.
     """
 
-    __slots__ = ("busy", "fanouts", "n", "path", "prefix", "run", "used_branches", "visits")
+    __slots__ = ("busy", "fanouts", "n", "nested", "path", "prefix", "run", "used_branches", "visits")
 
     def __init__(self, run: RunContext, path: str):
         self.run = run
@@ -260,6 +260,7 @@ class Scope:
         self.busy: str | None = None
         self.used_branches: set[str] | None = None
         self.fanouts = 0
+        self.nested: dict[str, Scope] | None = None  # the scopes of calls made in its effects' bodies
 
     def child_branch(self, name: str, key: str) -> Scope:
         """A new branch scope ``name[key]`` below this one (each used once)."""

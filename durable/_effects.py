@@ -21,11 +21,13 @@ from ._context import CURRENT, EFFECT_KEY, Scope
 from ._decide import EXECUTE, FAIL, RECONCILE, REPLAY, Action, Call
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import effect_key, idempotency_key
+from ._nested_calls import body_recorded_calls
 from ._serde import stored_bytes, to_json
 from ._spec import Spec
 from .errors import ConfigurationError
 
 if TYPE_CHECKING:
+    from ._recorded import Recorded
     from ._tracing import Traced
 
 
@@ -94,7 +96,7 @@ def effect_begin(
         action, receipt = call.effect(
             Call(kind, spec.name, ih, key),
             inp,
-            redrivable=kind != "tool" or spec.idempotent,
+            redrivable=kind != "tool" or spec.idempotent or _body_replays(run.recorded, key),
             reconcilable=spec.reconcile is not None,
         )
         if action is REPLAY:
@@ -109,6 +111,13 @@ def effect_begin(
     if action is EXECUTE:
         call.emit_intent(None if child_run_id is None else child_run_id(key))
     return call, None
+
+
+def _body_replays(rec: Recorded, key: str) -> bool:
+    """Whether an unconfirmed tool's body recorded durable calls of its own (which replay)."""
+    if key not in rec.intents or key in rec.receipts:
+        return False
+    return body_recorded_calls(rec, key)
 
 
 def receipt_ok(call: EffectCall, result: Any) -> None:

@@ -28,6 +28,7 @@ from ._recovery import recover_log, unsafe_unconfirmed
 from ._serde import ANY, matches, to_json, value_hash
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec, spec_of
+from ._sync_bodies import call_sync_body
 from ._tracing import traceparent, tracing
 from ._world import WorldCore
 from .errors import (
@@ -428,7 +429,13 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
 async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     token = CURRENT.set(Scope(run, ""))
     try:
-        out = spec.fn(value) if _input_params(spec) else spec.fn()
+        args = (value,) if _input_params(spec) else ()
+        if spec.is_async:
+            out = spec.fn(*args)
+        else:
+            out = call_sync_body(
+                spec.fn, args, {}, what=f"workflow {spec.name!r}", run_id=run.run_id, path=""
+            )
         if inspect.isawaitable(out):
             out = await out
         data = to_json(spec.out, out, what="the workflow output", run_id=run.run_id, path="")

@@ -23,6 +23,7 @@ from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
 from ._serde import bytes_hash, stored_bytes, to_json
 from ._spec import Spec
+from ._sync_bodies import call_sync_body
 from .errors import MaxVisitsExceededError, StepTimeoutError
 
 
@@ -194,7 +195,9 @@ def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs:
         token = CURRENT.set(Scope(run, call.path))
         try:
             try:
-                out = fn(*args, **kwargs)
+                out = call_sync_body(
+                    fn, args, kwargs, what=f"step {spec.name!r}", run_id=run.run_id, path=call.path
+                )
             except BaseException as exc:
                 if traced is not None:
                     traced.end(exc)

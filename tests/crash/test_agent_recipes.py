@@ -33,6 +33,15 @@ OPENAI = {
 }
 ANTHROPIC = {"http-request-turn-0", "weather-Oslo", "weather-Lisbon", "http-request-turn-1"}
 PYDANTIC_AI = {"model-turn-0", "find_order", "model-turn-1", "track_parcel", "carrier_eta", "model-turn-2"}
+WEATHER = {
+    "model-turn-0",
+    "get_lat_lng-Bergen",
+    "get_lat_lng-Porto",
+    "model-turn-1",
+    "get_weather-rain",
+    "get_weather-sunny",
+    "model-turn-2",
+}
 MCP = {"model-turn-0", "read_note", "model-turn-1", "save_note", "model-turn-2"}
 
 
@@ -109,6 +118,14 @@ def test_pydantic_ai_recipe_resumes_without_repeating_calls(tmp_path: Path, stop
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stop_at", ["model-turn-1", "get_weather-sunny", "model-turn-2"])
+def test_weather_agent_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str) -> None:
+    """pydantic-ai's weather agent made durable, killed mid-run, repeats only the call in flight."""
+    pytest.importorskip("pydantic_ai")
+    check("weather_agent.py", tmp_path, stop_at, WEATHER, "Bergen: rain, 9 C; Porto: sunny, 24 C")
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("stop_at", ["http-request-turn-1", "weather-Lisbon"])
 def test_anthropic_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str) -> None:
     """The wrapped anthropic client, killed mid-conversation, sends no committed request again."""
@@ -138,6 +155,7 @@ def test_mcp_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str
         ("openai_client.py", "openai"),
         ("anthropic_client.py", "anthropic"),
         ("pydantic_ai_agent.py", "pydantic_ai"),
+        ("weather_agent.py", "pydantic_ai"),
         ("mcp_agent.py", "pydantic_ai"),
     ],
 )

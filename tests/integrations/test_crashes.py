@@ -121,3 +121,23 @@ def test_pydantic_ai_agent_killed_mid_run_repeats_only_the_call_in_flight(
     after = bodies(tmp_path)
     assert set(after) == {"model-0", "model-1", *TOOLS}
     assert {k: n for k, n in after.items() if n != 1} == dict.fromkeys(again, 2)
+
+
+@pytest.mark.slow
+def test_killed_inside_a_delegate_agent_s_second_request_only_that_request_runs_again(tmp_path: Path) -> None:
+    """SIGKILL in a nested agent's second model request: the resume sends only that request again."""
+    proc = spawn("delegating", tmp_path, "-", "expert-model-1")
+    wait_stopped(proc, "expert-model-1")
+    kill(proc)
+    assert resume("delegating", tmp_path, "-") == "pack for rain and sun"
+    after = bodies(tmp_path)
+    assert set(after) == {
+        "lead-model-0",
+        "ask_expert",
+        "expert-model-0",
+        *TOOLS,
+        "expert-model-1",
+        "lead-model-1",
+    }
+    # the tool body is entered again to reach the cut request; everything it recorded replays
+    assert {k: n for k, n in after.items() if n != 1} == {"ask_expert": 2, "expert-model-1": 2}

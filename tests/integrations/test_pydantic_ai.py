@@ -302,3 +302,19 @@ def test_model_retry_and_call_deferred_cross_as_values(worlds: Worlds) -> None:
 
     assert crash_then_resume(worlds, ctl, "q") == [["l1"], ["r1"]]
     assert calls == Counter({"model-0": 1, "flaky": 2, "model-1": 1, "model-2": 1, "later": 1, "risky": 1})
+
+
+def test_removed_tool_options_fail_the_resume_with_capability_drift(worlds: Worlds) -> None:
+    """Removing tool_options(idempotent=True) from a tool under an in-flight run is drift, with its key."""
+    crashing = worlds.crashing(lambda t, d: t == "run.completed")
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(
+            durable.run_workflow(
+                Support(metadata=tool_options(idempotent=True)).workflow(), "q", world=crashing, run_id="r"
+            )
+        )
+    plain = Support()
+    with pytest.raises(durable.CapabilityDriftError) as err:
+        asyncio.run(durable.run_workflow(plain.workflow(), "q", world=worlds.open(), run_id="r"))
+    assert ".options.idempotent" in str(err.value) and "accept_drift" in str(err.value)
+    assert plain.calls == Counter()

@@ -8,11 +8,13 @@ reviewed migration of recorded runs.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 pytest.importorskip("pydantic_ai")
 
+from pydantic_ai import Agent
 from pydantic_ai.durable_exec import (
     CapabilityOperationId,
     EventStreamHandlerId,
@@ -24,9 +26,10 @@ from pydantic_ai.durable_exec import (
     ToolsetGetToolsId,
     ToolsetValidateToolArgumentsId,
 )
+from pydantic_ai.models.function import FunctionModel
 
 import durable
-from durable.integrations.pydantic_ai import DurabilityNamer
+from durable.integrations.pydantic_ai import Durability, DurabilityNamer
 from tests.integrations.test_pydantic_ai import Support
 
 PINNED = {
@@ -75,3 +78,36 @@ def test_a_run_records_exactly_the_pinned_names(world: durable.World) -> None:
         f"{tool}__track_parcel",
         "support__model_request",
     ]
+
+
+def test_a_live_stream_name_is_pinned() -> None:
+    """A streamed request recorded event by event is named support__model_stream (plus a model id)."""
+    namer = DurabilityNamer("support")
+    assert namer.live_stream_name(None) == "support__model_stream"
+    assert namer.live_stream_name("fast") == "support__model_stream__fast"
+
+
+def _streamed_names(world: durable.World, **options: Any) -> set[str]:
+    async def words(messages: Any, info: Any) -> Any:
+        yield "a "
+        yield "b"
+
+    agent = Agent(FunctionModel(stream_function=words), name="s", capabilities=[Durability(**options)])
+
+    @durable.workflow
+    async def streamed(q: str) -> str:
+        async with agent.run_stream(q) as run:
+            return await run.get_output()
+
+    assert asyncio.run(durable.run_workflow(streamed, "q", world=world, run_id="r")) == "a b"
+    return {e.name for e in world.events("r") if e.type == "effect.intent"}  # type: ignore[union-attr]
+
+
+def test_a_streamed_request_is_a_live_stream_by_default(world: durable.World) -> None:
+    """run_stream inside a run records the request as the live stream s__model_stream."""
+    assert _streamed_names(world) == {"s__model_stream"}
+
+
+def test_live_streams_off_records_the_request_as_earlier_releases_did(world: durable.World) -> None:
+    """Durability(live_streams=False) records s__model_request_stream, as runs of earlier releases hold."""
+    assert _streamed_names(world, live_streams=False) == {"s__model_request_stream"}

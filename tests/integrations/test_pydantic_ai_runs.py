@@ -152,23 +152,38 @@ def test_agent_iter_inside_a_run_replays(worlds: Worlds) -> None:
     )
 
 
-def test_a_sub_agent_called_from_a_tool_is_part_of_that_tool_call(worlds: Worlds) -> None:
-    """An agent run inside a tool of another agent runs in that tool's call, which records its output."""
-    inner_calls: Counter[str] = Counter()
+def _delegation(calls: Counter[str]) -> Any:
+    """A lead agent whose tool ask_expert runs an expert agent (two model requests, one tool)."""
 
     def inner_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        inner_calls["inner-model"] += 1
-        return ModelResponse(parts=[TextPart("from the expert")])
+        turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+        calls[f"inner-model-{turn}"] += 1
+        if turn == 0:
+            return ModelResponse(parts=[ToolCallPart("look_up", {"q": "x"}, tool_call_id="k1")])
+        return ModelResponse(parts=[TextPart(f"expert says {returns(messages)['look_up']}")])
 
-    expert = Agent(FunctionModel(inner_model), name="expert", capabilities=[Durability()])
+    def look_up(q: str) -> str:
+        """Look something up."""
+        calls["look_up"] += 1
+        return "42"
+
+    expert = Agent(
+        FunctionModel(inner_model),
+        name="expert",
+        toolsets=[FunctionToolset([look_up], id="books")],
+        capabilities=[Durability()],
+    )
 
     async def ask_expert(question: str) -> str:
         """Ask the expert agent."""
+        calls["ask_expert"] += 1
         return (await expert.run(question)).output
 
     def outer_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if not any(isinstance(m, ModelResponse) for m in messages):
+            calls["lead-model-0"] += 1
             return ModelResponse(parts=[ToolCallPart("ask_expert", {"question": "?"}, tool_call_id="x1")])
+        calls["lead-model-1"] += 1
         return ModelResponse(parts=[TextPart(str(returns(messages)["ask_expert"]))])
 
     lead = Agent(
@@ -182,10 +197,54 @@ def test_a_sub_agent_called_from_a_tool_is_part_of_that_tool_call(worlds: Worlds
     async def delegate(q: str) -> str:
         return (await lead.run(q)).output
 
-    assert crash_then_resume(worlds, delegate, "q") == "from the expert"
-    assert inner_calls == Counter({"inner-model": 1})
-    names = {e.name for e in worlds.open().events("r") if e.type == "effect.intent"}  # type: ignore[union-attr]
-    assert names == {"lead__model_request", "lead__function_toolset__team__call_tool__ask_expert"}
+    return delegate
+
+
+TOOL_KEY = "session:lead#0.turn-1[x1].tool:lead__function_toolset__team__call_tool__ask_expert#0"
+
+
+def test_a_delegate_agent_records_its_calls_in_the_tool_call_s_own_scope(worlds: Worlds) -> None:
+    """An agent run inside a tool of another agent records its model and tool calls below that tool call."""
+    calls: Counter[str] = Counter()
+    assert crash_then_resume(worlds, _delegation(calls), "q") == "expert says 42"
+    assert calls == Counter(
+        {
+            "lead-model-0": 1,
+            "ask_expert": 1,
+            "inner-model-0": 1,
+            "look_up": 1,
+            "inner-model-1": 1,
+            "lead-model-1": 1,
+        }
+    )
+    inner = f"{TOOL_KEY}.session:expert#0"
+    assert [k for k in intents(worlds.open()) if k.startswith(TOOL_KEY + ".")] == [
+        f"{inner}.model:expert__model_request#0",
+        f"{inner}.turn-1[k1].tool:expert__function_toolset__books__call_tool__look_up#0",
+        f"{inner}.model:expert__model_request#1",
+    ]
+
+
+def test_a_crash_in_a_delegate_s_second_request_runs_only_that_request_again(worlds: Worlds) -> None:
+    """Cut in the delegate's second model request, the resume calls the tool again; only that request runs."""
+    calls: Counter[str] = Counter()
+    delegate = _delegation(calls)
+    inner_second = lambda t, d: t == "effect.receipt" and d["key"].endswith("expert__model_request#1")  # noqa: E731
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(delegate, "q", world=worlds.crashing(inner_second), run_id="r"))
+    assert (
+        asyncio.run(durable.run_workflow(delegate, "q", world=worlds.open(), run_id="r")) == "expert says 42"
+    )
+    assert calls == Counter(
+        {
+            "lead-model-0": 1,
+            "ask_expert": 2,
+            "inner-model-0": 1,
+            "look_up": 1,
+            "inner-model-1": 2,
+            "lead-model-1": 1,
+        }
+    )
 
 
 def test_an_agent_on_a_wrapped_openai_client_records_each_request_once(worlds: Worlds) -> None:

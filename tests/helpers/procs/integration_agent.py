@@ -9,7 +9,9 @@ scripted API at API_URL) or ``pydantic`` (a pydantic-ai Agent with
 for two tools at once, then the model answers. Every tool body (and the
 pydantic-ai model function) appends its name to ``DATA_DIR/bodies.log``
 (fsynced); at ``STOP_AT`` the process prints ``STOPPED <name>`` and waits to
-be killed. On success it prints ``{"output": ...}``.
+be killed. On success it prints ``{"output": ...}``. KIND ``delegating`` is a
+pydantic-ai agent whose tool runs another agent (its model turns are
+``expert-model-<turn>``).
 """
 
 from __future__ import annotations
@@ -165,7 +167,60 @@ async def pydantic_agent() -> str:
         return str(await durable.run_workflow(trip, "pack?", world=world, run_id="r"))
 
 
-AGENTS = {"openai": openai_agent, "anthropic": anthropic_agent, "pydantic": pydantic_agent}
+async def delegating_agent() -> str:
+    """A lead agent whose (not idempotent) tool runs an expert agent: two requests and a tool of its own."""
+    from pydantic_ai import Agent, FunctionToolset
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from durable.integrations.pydantic_ai import Durability
+
+    def returned(messages: list[ModelMessage]) -> list[Any]:
+        return [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+
+    async def expert_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+        await ran(f"expert-model-{turn}")
+        if turn == 0:
+            return ModelResponse(
+                parts=[ToolCallPart("weather", {"city": c}, tool_call_id=f"w_{c}") for c in CITIES]
+            )
+        return ModelResponse(parts=[TextPart(f"pack for {' and '.join(returned(messages))}")])
+
+    weather_tools: FunctionToolset[None] = FunctionToolset([weather], id="weather")
+    expert = Agent(
+        FunctionModel(expert_model), name="expert", toolsets=[weather_tools], capabilities=[Durability()]
+    )
+
+    async def ask_expert(question: str) -> str:
+        """Ask the weather expert."""
+        await ran("ask_expert")
+        return (await expert.run(question)).output
+
+    async def lead_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(1 for m in messages if isinstance(m, ModelResponse))
+        await ran(f"lead-model-{turn}")
+        if turn == 0:
+            return ModelResponse(parts=[ToolCallPart("ask_expert", {"question": "pack?"}, tool_call_id="x1")])
+        return ModelResponse(parts=[TextPart(str(returned(messages)[0]))])
+
+    team: FunctionToolset[None] = FunctionToolset([ask_expert], id="team")
+    lead = Agent(FunctionModel(lead_model), name="lead", toolsets=[team], capabilities=[Durability()])
+
+    @durable.workflow
+    async def trip(q: str) -> str:
+        return (await lead.run(q)).output
+
+    with durable.local_world(DATA) as world:
+        return str(await durable.run_workflow(trip, "pack?", world=world, run_id="r"))
+
+
+AGENTS = {
+    "openai": openai_agent,
+    "anthropic": anthropic_agent,
+    "pydantic": pydantic_agent,
+    "delegating": delegating_agent,
+}
 
 if __name__ == "__main__":
     print(json.dumps({"output": asyncio.run(AGENTS[KIND]())}), flush=True)
