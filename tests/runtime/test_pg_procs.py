@@ -233,7 +233,11 @@ def test_a_sigkilled_workers_run_shows_its_driver_as_not_live_at_once(
     assert driver_of(cluster.world, h.run_id)["driver"] == "live"
     a.send_signal(signal.SIGKILL)
     a.wait()
-    assert driver_of(cluster.world, h.run_id) == {"driver": "orphaned", "pid": a.pid, "host": os.uname().nodename}
+    assert driver_of(cluster.world, h.run_id) == {
+        "driver": "orphaned",
+        "pid": a.pid,
+        "host": os.uname().nodename,
+    }
     assert main(["runs", "--dsn", cluster.dsn, "--schema", cluster.schema, "--json"]) == 0
     (row,) = [r for r in json.loads(capsys.readouterr().out) if r["run_id"] == h.run_id]
     assert row["orphaned"] is True and row["driver"].startswith("orphaned")
