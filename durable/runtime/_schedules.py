@@ -245,7 +245,8 @@ def _due_ticks(rec: ScheduleRecord, last_tick: float, now: float) -> tuple[list[
     A tick at most ``MISSED_AFTER`` seconds late always starts (a worker
     restart or a long pass delays it, it is not missed); older ones follow
     ``catch_up``: ``all`` starts each, ``latest`` the newest of them when no
-    later tick starts (that later run stands for them), ``none`` none. At most ``MAX_TICKS_PER_PASS`` start in one pass; the next pass goes on.
+    later tick starts (that later run stands for them), ``none`` none. At
+    most ``MAX_TICKS_PER_PASS`` start in one pass; the next pass goes on.
     """
     missed_before = now - MISSED_AFTER
     after = last_tick

@@ -200,7 +200,7 @@ def test_ticks_late_by_at_most_missed_after_start_whatever_catch_up(worlds: Worl
 def test_only_ticks_more_than_missed_after_late_follow_catch_up(
     worlds: Worlds, mode: str, first: list[int]
 ) -> None:
-    """100 s without a pass on a 10 s schedule: ticks 40..100 start (at most 60 s late); older ones follow catch_up."""
+    """100 s without a pass, ticks every 10 s: 40..100 start (<= 60 s late); older ones follow catch_up."""
     world, now = clocked(worlds, T0)
     world.schedules.create(Schedule("s", nightly, every=10, input="x", catch_up=mode))
     schedule_pass(world, ["nightly"], now[0])

@@ -1,4 +1,4 @@
-"""gc removes every trace of a run it collects, on every backend: log, messages, control record, outbox, artifacts."""
+"""gc removes every trace of a run it collects on every backend: log, messages, control, outbox, artifacts."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ async def test_a_collected_run_id_starts_a_new_run_that_completes(worlds: Worlds
 
 
 async def test_many_collected_runs_leave_no_control_records(worlds: Worlds) -> None:
-    """gc of many runs leaves none of their control records (runtime.db does not grow forever)."""
+    """Collecting many runs leaves none of their control records (runtime.db does not grow forever)."""
     world = worlds.open()
     ids = [f"r{i}" for i in range(60)]
     for rid in ids:

@@ -223,7 +223,7 @@ def test_a_cancel_from_the_client_stops_a_run_in_a_worker_process(cluster: Clust
 def test_a_sigkilled_workers_run_shows_its_driver_as_not_live_at_once(
     cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A worker on this host SIGKILLed with 60 s left on its lease: `little runs` says orphaned at once, not live."""
+    """A worker on this host SIGKILLed with 60 s of lease left: its run shows orphaned at once, not live."""
     from durable.cli import main
     from durable.runtime._handle import driver_of
 

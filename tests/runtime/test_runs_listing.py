@@ -1,4 +1,4 @@
-"""`little runs` on SQLite and Postgres: every run newest first, what --limit left out, reasons from one source."""
+"""`little runs` on SQLite and Postgres: every run newest first, what --limit left out, one reason."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ async def test_a_child_cancelled_through_its_live_parent_shows_its_reason(
 async def test_runs_lists_every_run_newest_first_and_says_how_many_limit_left_out(
     worlds: Worlds, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """With 260 runs: no --limit lists all 260 newest first; --limit 25 lists 25 and says 235 were left out."""
+    """260 runs: without --limit all of them newest first; --limit 25 lists 25 and says 235 were left out."""
     d = where(worlds)
     world = worlds.open()
     ids = [f"r{i:03d}" for i in range(260)]
