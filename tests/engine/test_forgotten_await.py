@@ -120,7 +120,7 @@ def test_a_forgotten_child_workflow_is_named_too(worlds: Worlds) -> None:
 
 
 def test_calls_awaited_later_gathered_tasked_or_parallel_are_not_forgotten(worlds: Worlds) -> None:
-    """Coroutines awaited later or given to create_task, gather, parallel are scheduled; sync steps stay sync."""
+    """Coroutines awaited later or given to create_task, gather or parallel are not forgotten."""
     world = worlds.open()
     out = asyncio.run(durable.run_workflow(schedules_everything, "o", world=world, run_id="ok"))
     assert out == [
