@@ -241,6 +241,20 @@ class RunContext:
                 w.set_result(None)
 
 
+Made = tuple[Any, Any, int]
+"""A durable call's coroutine as its scope keeps it: (coroutine, caller's frame, caller's line)."""
+
+
+async def _finished() -> None:
+    pass
+
+
+_done = _finished()
+_done.close()
+NOTHING: Made = (_done, None, 0)
+"""A scope's newest call before it made one: a coroutine that has finished (no test for ``None``)."""
+
+
 class Scope:
     """The place of a durable call inside a run: a body or a branch.
 
@@ -249,9 +263,23 @@ class Scope:
     step name counts its visits.
     """
 
-    __slots__ = ("busy", "fanouts", "n", "nested", "path", "prefix", "run", "used_branches", "visits")
+    __slots__ = (
+        "busy",
+        "fanouts",
+        "held",
+        "last",
+        "n",
+        "nested",
+        "path",
+        "prefix",
+        "run",
+        "used_branches",
+        "visits",
+    )
+    held: list[Made] | None  # set on first use: older calls not finished when a newer one was made
 
     def __init__(self, run: RunContext, path: str):
+        self.last: Made = NOTHING  # the newest durable call made here (see check_awaited)
         self.run = run
         self.path = path
         self.prefix = path + "." if path else ""  # _keys.scope_prefix, inlined: one per step body
@@ -296,3 +324,68 @@ def current_scope(what: str) -> Scope:
     if scope is None:
         raise ConfigurationError(f"{what} can only be called inside a durable run.")
     return scope
+
+
+def made(scope: Scope, coro: Any, frame: Any) -> None:
+    """Note a durable call's coroutine made in ``scope`` by code at ``frame``.
+
+    Only the newest is kept, plus any older one that had not finished when a
+    newer one was made (calls awaited one after another never pile up).
+    The decorators' fast path inlines this.
+    """
+    last = scope.last
+    if last[0].cr_frame is not None:
+        hold(scope, last)
+    scope.last = (coro, frame, frame.f_lineno)
+
+
+def hold(scope: Scope, entry: Made) -> None:
+    """Keep a call made in ``scope`` that had not finished when a newer one was made."""
+    held: list[Made] | None = getattr(scope, "held", None)  # unset until a scope needs it
+    if held is None:
+        scope.held = held = []
+    held.append(entry)
+
+
+def _forgotten(coro: Any) -> bool:
+    """Whether a coroutine never started and no task will start it (a forgotten ``await``)."""
+    if coro.cr_frame is None or coro.cr_running or coro.cr_suspended:
+        return False  # finished, closed, running or started
+    try:
+        tasks = asyncio.all_tasks()
+    except RuntimeError:  # no running loop: nothing can schedule it any more
+        return True
+    return not any(t.get_coro() is coro for t in tasks)
+
+
+def check_awaited(scope: Scope, where: str) -> None:
+    """Fail when a durable call made in ``scope`` was never awaited or scheduled.
+
+    Called when a step body, branch or workflow body returns (only when it
+    made a durable call, so a step without inner calls pays one test).
+
+    Raises:
+        ConfigurationError: A call's coroutine was created and never awaited,
+            passed to ``asyncio.gather``/``create_task`` or ``durable.parallel``;
+            it names the call and the file and line that made it.
+    """
+    entries = [*(getattr(scope, "held", None) or ()), scope.last]
+    scope.last, scope.held = NOTHING, None
+    forgotten = [e for e in entries if _forgotten(e[0])]
+    if not forgotten:
+        return
+    coro, frame, line = forgotten[0]
+    spec = coro.cr_frame.f_locals.get("spec")  # every handler's first parameter
+    what = f"{spec.kind} {spec.name!r}" if spec is not None else "a durable call"
+    for c, _, _ in forgotten:
+        c.close()  # it never runs; closing it also spares Python's own warning
+    file = frame.f_code.co_filename
+    more = f" (and {len(forgotten) - 1} more)" if len(forgotten) > 1 else ""
+    run_id = scope.run.run_id
+    raise ConfigurationError(
+        f"run {run_id!r}: {what} was called at {file}:{line} but never awaited{more}, so it never "
+        f"ran and nothing of it was recorded; {where} returned without it. Put `await` before the "
+        "call, or pass its coroutine to asyncio.gather, asyncio.create_task or durable.parallel.",
+        run_id=run_id,
+        path=scope.path or None,
+    )

@@ -9,12 +9,14 @@ to the engine.
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar, overload
 
 import wrapt
 
-from ._context import CURRENT
+from ._context import CURRENT, hold, made
 from ._dispatch import dispatch, route
 from ._outbox_call import register as register_outbox_tool
 from ._sessions import session_step_body
@@ -44,9 +46,13 @@ class DurableFunction(wrapt.ObjectProxy):  # type: ignore[type-arg]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Reading the context variable is the only cost outside a run.
-        if CURRENT.get() is None:
+        scope = CURRENT.get()
+        if scope is None:
             return self._self_fn(*args, **kwargs)
-        return dispatch(self._self_spec, self._self_fn, args, kwargs)
+        out = dispatch(self._self_spec, self._self_fn, args, kwargs)
+        if inspect.iscoroutine(out):
+            made(scope, out, sys._getframe(1))
+        return out
 
     def __repr__(self) -> str:
         return f"<durable {self._self_spec.kind} {self._self_spec.name!r} of {self.__wrapped__!r}>"
@@ -63,13 +69,31 @@ def _fast_class(fn: Callable[..., Any], spec: Spec) -> type[DurableFunction]:
     """
     current = CURRENT.get
     handler = route(spec)
+    if not inspect.iscoroutinefunction(handler):  # sync calls, streams: nothing to await
 
-    def __call__(self: DurableFunction, *args: Any, **kwargs: Any) -> Any:
-        if current() is None:
+        def __call__(self: DurableFunction, *args: Any, **kwargs: Any) -> Any:
+            if current() is None:
+                return fn(*args, **kwargs)
+            return handler(spec, fn, args, kwargs)
+
+        return type("DurableFunction", (DurableFunction,), {"__call__": __call__, "__module__": "durable"})
+    getframe = sys._getframe
+    keep = hold
+
+    def tracked_call(self: DurableFunction, *args: Any, **kwargs: Any) -> Any:
+        scope = current()
+        if scope is None:
             return fn(*args, **kwargs)
-        return handler(spec, fn, args, kwargs)
+        coro = handler(spec, fn, args, kwargs)
+        # _context.made, inlined: the scope remembers the coroutine and where it was made,
+        # so a body that returns without awaiting it fails (check_awaited).
+        if scope.last[0].cr_frame is not None:
+            keep(scope, scope.last)
+        frame = getframe(1)
+        scope.last = (coro, frame, frame.f_lineno)
+        return coro
 
-    return type("DurableFunction", (DurableFunction,), {"__call__": __call__, "__module__": "durable"})
+    return type("DurableFunction", (DurableFunction,), {"__call__": tracked_call, "__module__": "durable"})
 
 
 def make_decorator(kind: str, fn: Any, options: dict[str, Any]) -> Any:

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from . import _encode as ev
-from ._context import CURRENT, Scope
+from ._context import CURRENT, NOTHING, Scope, check_awaited
 from ._keys import fanout_key
 from .errors import ConfigurationError, NondeterminismError
 
@@ -87,13 +87,17 @@ async def parallel(
     _record_fanout(scope, name, keys)
     children = [scope.child_branch(name, k) for k in keys]
 
-    async def one(item: T, child: Any) -> R:
+    async def one(item: T, child: Scope) -> R:
         CURRENT.set(child)  # this task's own context copy
         try:
             if sem is None:
-                return await _call(fn, item)
-            async with sem:
-                return await _call(fn, item)
+                out = await _call(fn, item)
+            else:
+                async with sem:
+                    out = await _call(fn, item)
+            if child.last is not NOTHING:
+                check_awaited(child, f"branch {child.path!r}")
+            return out
         finally:
             run.active -= 1
 
@@ -162,6 +166,8 @@ async def branch(key: Any, *, name: str = "") -> AsyncIterator[None]:
     scope.run.active += 1
     try:
         yield
+        if child.last is not NOTHING:
+            check_awaited(child, f"branch {child.path!r}")
     finally:
         scope.run.active -= 1
         CURRENT.reset(token)

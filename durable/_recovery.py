@@ -5,7 +5,8 @@ state; the runner resumes from it. ``compact`` writes that state as a
 ``snapshot`` event and drops every event before it in one transaction, so
 recovery from the compacted log equals recovery from the full log. ``gc``
 deletes finished runs older than a given age, except those an unfinished run
-still depends on.
+still depends on, with every trace of them (control record, messages,
+outbox entries, unshared artifacts).
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from . import _encode as ev
+from ._artifacts import referenced
 from ._context import RunContext
 from ._recorded import Recorded
 from ._rows import WholeLogNeeded
 from ._snapshots import encode_state
 from ._world import WorldCore
-from .errors import ConfigurationError, RunFailedError, RunNotFoundError
+from .errors import ConfigurationError, DurableError, RunFailedError, RunNotFoundError
+from .store._control import RunControl
 from .store._protocol import TERMINAL, EventLog, RunInfo
-from .store._talk_stores import messages_for
+from .store._sqlite_control import SqliteControl
+from .store._talk_stores import keeps_outbox, messages_for, outbox_for
 
 
 def recover(run_id: str, *, world: WorldCore) -> Recorded:
@@ -213,6 +217,13 @@ def gc(
 ) -> list[str]:
     """Delete finished runs (completed, failed or cancelled) not updated for ``older_than``.
 
+    A run goes with every trace of it: its log, its control record (queue
+    claim, dedup id, cancel request), its messages, its outbox entries and the
+    artifacts that no run left in the world references. Afterwards
+    ``durable.handle`` raises ``RunNotFoundError`` for it, and a run started
+    with the same id is a new run. Runs cancelled while still enqueued (a
+    control record and no log) go too.
+
     Running and interrupted runs are kept whatever their age, and so is every
     run one of them depends on (its child runs, at any depth) and a run some
     caller is driving right now. Call ``world.vacuum()`` afterwards to give
@@ -240,23 +251,78 @@ def gc(
         (i for i in runs if i.status in TERMINAL and i.updated_at < cutoff and i.run_id not in keep),
         key=lambda i: (i.updated_at, i.run_id),
     )
+    control = _control_store(world)
+    never_started = (
+        []
+        if control is None
+        else [
+            r.run_id
+            for r in control.unstarted()
+            if r.state == "cancelled" and r.created_at < cutoff and world.log.info(r.run_id) is None
+        ]
+    )
     if dry_run:
-        return [i.run_id for i in doomed]
+        return [i.run_id for i in doomed] + never_started
     report = progress or (lambda done, total: None)
     report(0, len(doomed))
     deleted: list[str] = []
+    orphans: set[str] = set()
     for done, info in enumerate(doomed, 1):
         handle = world.locks.try_acquire(f"run:{info.run_id}")
         if handle is not None:
             try:
-                world.log.delete_run(info.run_id)
-                with contextlib.suppress(ConfigurationError):  # a log that keeps no messages
-                    messages_for(world.log, world.extensions).delete_run(info.run_id)
+                with contextlib.suppress(DurableError):  # a damaged log: nothing it names is trusted
+                    orphans.update(_artifacts_of(world, info.run_id))
+                _delete_run(world, control, info.run_id)
             finally:
                 world.locks.release(handle)
             deleted.append(info.run_id)
         report(done, len(doomed))
+    if control is not None and never_started:
+        control.delete(never_started)
+        deleted.extend(never_started)
+    if orphans:
+        _delete_artifacts(world, orphans)
     return deleted
+
+
+def _control_store(world: WorldCore) -> RunControl | None:
+    """The world's control records: its own, or ``runtime.db`` beside the log when it exists."""
+    control: RunControl | None = world.extensions.get("control")
+    if control is None and world.data_dir is not None and (world.data_dir / "runtime.db").exists():
+        control = world.extensions["control"] = SqliteControl(world.data_dir / "runtime.db")
+    return control
+
+
+def _delete_run(world: WorldCore, control: RunControl | None, run_id: str) -> None:
+    """Every trace of one run; the log goes last, so a cut gc leaves a run the next gc finds."""
+    if control is not None:
+        control.delete([run_id])
+    if keeps_outbox(world.log, world.extensions):
+        outbox_for(world.log, world.extensions).delete_run(run_id)
+    with contextlib.suppress(ConfigurationError):  # a log that keeps no messages
+        messages_for(world.log, world.extensions).delete_run(run_id)
+    world.log.delete_run(run_id)
+
+
+def _artifacts_of(world: WorldCore, run_id: str) -> set[str]:
+    """The hashes of the artifacts a run's log references."""
+    return {ref.sha256 for ref, _ in referenced(recover_log(world.log, run_id), run_id)}
+
+
+def _delete_artifacts(world: WorldCore, candidates: set[str]) -> None:
+    """Delete the candidates that no run left in the world references."""
+    for info in world.log.runs():
+        try:
+            candidates -= _artifacts_of(world, info.run_id)
+        except DurableError:
+            return  # a kept run whose log cannot be read: delete nothing it might reference
+        if not candidates:
+            return
+    delete = getattr(world.artifacts, "delete", None)  # a store of another program may not delete
+    if delete is not None:
+        for sha in sorted(candidates):
+            delete(sha)
 
 
 def record_cancelled(world: WorldCore, run_id: str, reason: str) -> bool:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from . import _encode as ev
 from ._artifacts import check_artifacts
-from ._context import CURRENT, Guard, RunContext, Scope
+from ._context import CURRENT, NOTHING, Guard, RunContext, Scope, check_awaited
 from ._failures import error_data, rebuild_from, recordable
 from ._logging import ERROR, INFO, note
 from ._manifest import (
@@ -427,7 +427,8 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
 
 
 async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
-    token = CURRENT.set(Scope(run, ""))
+    scope = Scope(run, "")
+    token = CURRENT.set(scope)
     try:
         args = (value,) if _input_params(spec) else ()
         if spec.is_async:
@@ -438,6 +439,8 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
             )
         if inspect.isawaitable(out):
             out = await out
+        if scope.last is not NOTHING:
+            check_awaited(scope, f"workflow {spec.name!r}")
         data = to_json(spec.out, out, what="the workflow output", run_id=run.run_id, path="")
     except RunInterrupted as exc:
         run.emit("run.interrupted", ev.run_interrupted(exc.path, exc.value))

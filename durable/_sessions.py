@@ -26,7 +26,7 @@ from typing import Any
 
 from . import _encode as ev
 from ._claim import Claim
-from ._context import CURRENT, RunContext, Scope
+from ._context import CURRENT, NOTHING, RunContext, Scope, check_awaited
 from ._decide import Call
 from ._keys import session_path
 from ._serde import sha256_tag
@@ -243,11 +243,14 @@ async def session(
         opened = _open(run, path, role, slot, tools, workflows)
         await run.flush_async()  # the manifest is durable before the session does anything
         traced = None if run.tracer is None else run.tracer.start_session(role, run.run_id, path, resumed)
-        token = CURRENT.set(Scope(run, path))
+        inner = Scope(run, path)
+        token = CURRENT.set(inner)
         stoken = CURRENT_SESSION.set(opened)
         stopped: BaseException | None = None
         try:
             yield opened
+            if inner.last is not NOTHING:
+                check_awaited(inner, f"session {role!r}")
             _close(run, opened)
             run.flush_soon()
         except BaseException as exc:

@@ -17,7 +17,7 @@ from typing import Any
 from . import _encode as ev
 from ._artifacts import store_output
 from ._claim import REPLAYED, Claim
-from ._context import CURRENT, Scope
+from ._context import CURRENT, NOTHING, Scope, check_awaited
 from ._decide import EXECUTE, REPLAY
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
@@ -130,13 +130,16 @@ async def step_attempt(
         if run.tracer is None
         else run.tracer.start(call.spec.name, run.run_id, call.path, call.attempt, "step")
     )
-    token = CURRENT.set(Scope(run, call.path))
+    scope = Scope(run, call.path)
+    token = CURRENT.set(scope)
     try:
         timeout = call.spec.timeout
         if timeout is None:
             out = await fn(*args, **kwargs)
         else:
             out = await _bounded(call, fn(*args, **kwargs), timeout)
+        if scope.last is not NOTHING:  # the body made durable calls: each must have been awaited
+            check_awaited(scope, f"step {call.spec.name!r}")
     except BaseException as exc:
         if traced is not None:
             traced.end(exc)
@@ -192,12 +195,15 @@ def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs:
             return replayed
         run = call.run
         traced = None if run.tracer is None else run.tracer.start(spec.name, run.run_id, call.path, 1, "step")
-        token = CURRENT.set(Scope(run, call.path))
+        scope = Scope(run, call.path)
+        token = CURRENT.set(scope)
         try:
             try:
                 out = call_sync_body(
                     fn, args, kwargs, what=f"step {spec.name!r}", run_id=run.run_id, path=call.path
                 )
+                if scope.last is not NOTHING:  # a sync body cannot await the calls it made
+                    check_awaited(scope, f"step {spec.name!r}")
             except BaseException as exc:
                 if traced is not None:
                     traced.end(exc)

@@ -13,6 +13,7 @@ caller can do next. The tree::
     ├── NonRetryableError           raise it from user code to stop retries at once
     ├── RunFailedError              a run cannot start or resume as asked (cause_code, reason)
     ├── RunNotFoundError            no run with that id in this world
+    ├── RunFinishedError            the run has finished: it can take no message
     ├── CapabilityDriftError        the code or configuration changed under a resumed run
     ├── ArtifactIntegrityError      an artifact's payload no longer matches its hash
     ├── CheckpointNotFoundError     no checkpoint with that seq in the run
@@ -60,6 +61,7 @@ __all__ = [
     "RunCancelled",
     "RunCancelledError",
     "RunFailedError",
+    "RunFinishedError",
     "RunInterrupted",
     "RunNotFoundError",
     "RunTimeoutError",
@@ -196,6 +198,18 @@ class RunFailedError(DurableError):
 
 class RunNotFoundError(DurableError):
     """No run with that id exists in this world."""
+
+
+class RunFinishedError(DurableError):
+    """The run has finished (completed, failed or cancelled), so nothing would read a message to it.
+
+    Attributes:
+        status: The run's status.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None = None, status: str = "completed"):
+        super().__init__(message, run_id=run_id)
+        self.status = status
 
 
 @dataclass(frozen=True)

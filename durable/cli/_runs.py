@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import shlex
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -19,7 +20,7 @@ from ..events import Event, parse_event
 from ..store._protocol import row_times
 from ._bulk import check_runs, exit_status, many, runs_args, verify_many, verify_text
 from ._registry import CliError, command, read_rows, run_id_arg, table
-from ._runtime_rows import runtime_detail
+from ._runtime_rows import list_runs
 from ._safe import safe
 
 
@@ -30,7 +31,12 @@ def _runs_args(p: argparse.ArgumentParser) -> None:
         help="only runs with this status",
     )
     p.add_argument("--workflow", help="only runs of this workflow")
-    p.add_argument("--limit", type=int, default=50, help="at most this many runs (default 50)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="at most this many runs (default: every run); says how many it left out",
+    )
     p.add_argument("--offset", type=int, default=0, help="skip this many runs first")
     watch_args(p)
 
@@ -65,32 +71,40 @@ def iso_ms(t: Any) -> str:
 
 
 def _runs_human(rows: list[dict[str, Any]]) -> str:
+    note = rows[-1].get("left_out_note") if rows else None
+    if note is not None:
+        rows = rows[:-1]
     shown = [r | {"created": iso(r.get("created_at"))} for r in rows]
-    return table(shown, ["run_id", "workflow", "status", "driver", "created"])
+    text = table(shown, ["run_id", "workflow", "status", "driver", "created"])
+    return text if note is None else f"{text}\n{note}"
+
+
+def _left_out_note(left_out: int, shown: int, offset: int, limit: int | None) -> str:
+    what = "run" if left_out == 1 else "runs"
+    flags = " ".join(
+        f for f in (f"--limit {limit}" if limit else "", f"--offset {offset}" if offset else "") if f
+    )
+    return f"{left_out} more {what} left out ({flags}); pass --limit {shown + left_out} to list them all"
 
 
 @command(
     "runs",
-    "list runs, newest first",
+    "list every run, newest first (--limit N: the newest N, and how many it left out)",
     _runs_args,
     human=_runs_human,
 )
 def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
-    if a.limit < 1 or a.offset < 0:
+    if (a.limit is not None and a.limit < 1) or a.offset < 0:
         raise CliError("--limit must be at least 1 and --offset at least 0")
-    infos = world.runs(status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
-    rows = [
-        {
-            "run_id": i.run_id,
-            "workflow": i.workflow,
-            "status": i.status,
-            "parent_run_id": i.parent_run_id,
-            "created_at": i.created_at,
-            "updated_at": i.updated_at,
-        }
-        for i in infos
-    ]
-    return runtime_detail(world, rows, a.status, a.workflow)
+    rows, left_out = list_runs(world, status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
+    if not left_out:
+        return rows
+    note = _left_out_note(left_out, len(rows), a.offset, a.limit)
+    if a.json:  # the JSON stays the list of runs; the note goes beside it
+        if not getattr(a, "watch", False):
+            print(f"little: {note}", file=sys.stderr)
+        return rows
+    return [*rows, {"left_out_note": note}]
 
 
 def follow_events(

@@ -7,7 +7,9 @@ from typing import Any
 from .._world import WorldCore
 from ..runtime._driver import control_of
 from ..runtime._handle import driver_of
-from ..runtime._status import run_status
+from ..runtime._status import status_of
+from ..store._control import ControlRecord
+from ..store._protocol import RunInfo
 
 
 def _driver_text(d: dict[str, Any]) -> str:
@@ -15,55 +17,83 @@ def _driver_text(d: dict[str, Any]) -> str:
     return f"{d['driver']}" + (f" ({where})" if where else "")
 
 
-def runtime_detail(
-    world: WorldCore, rows: list[dict[str, Any]], status: str | None, workflow: str | None
-) -> list[dict[str, Any]]:
-    """Rows of ``little runs`` with the driver of running runs and the runtime's statuses."""
+def _row(i: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": i.run_id,
+        "workflow": i.workflow,
+        "status": i.status,
+        "parent_run_id": i.parent_run_id,
+        "created_at": i.created_at,
+        "updated_at": i.updated_at,
+    }
+
+
+def _waiting_row(rec: ControlRecord) -> dict[str, Any]:
+    return {
+        "run_id": rec.run_id,
+        "workflow": rec.workflow,
+        "status": rec.state,
+        "parent_run_id": None,
+        "created_at": rec.created_at,
+        "updated_at": rec.created_at,
+        "queue": rec.queue,
+        "reason": rec.cancel_reason,
+        "driver": f"(queue {rec.queue})" if rec.state == "enqueued" else f"({rec.cancel_reason})",
+    }
+
+
+def _has_control(world: WorldCore) -> bool:
+    """Whether the world keeps control records (a Postgres world always; a data directory once used)."""
     data_dir = world.data_dir
-    shared = "control" in world.extensions  # a Postgres world's control store is always there
-    if not shared and (data_dir is None or not (data_dir / "runtime.db").exists()):
-        for r in rows:
-            if r["status"] == "running":
-                r["driver"] = _driver_text(driver_of(world, r["run_id"]))
-        return rows
-    ctl = control_of(world)
-    recs = ctl.records([r["run_id"] for r in rows])
-    for r in rows:
-        rec = recs.get(r["run_id"])
-        st = run_status(world, r["run_id"]) if rec is not None else None
-        if st is not None:
-            r["status"] = st.status
-            r["reason"] = st.reason
-            r["queue"] = st.queue
+    return "control" in world.extensions or (data_dir is not None and (data_dir / "runtime.db").exists())
+
+
+def list_runs(
+    world: WorldCore, *, status: str | None, workflow: str | None, limit: int | None, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The rows of ``little runs``, newest first, and how many runs the page left out.
+
+    The runs come from one query of the log and one of the control store (runs
+    that never started); only the rows shown are completed with their
+    control records (one query) and the drivers of running runs.
+    """
+    shared = _has_control(world)
+    entries: list[RunInfo | ControlRecord] = list(world.runs(status=status, workflow=workflow))
+    if shared and status in (None, "enqueued", "cancelled"):
+        known = {e.run_id for e in entries}
+        waiting = [
+            rec
+            for rec in control_of(world).unstarted()
+            if rec.run_id not in known
+            and (workflow is None or rec.workflow == workflow)
+            and (status is None or rec.state == status)
+        ]
+        if waiting:
+            entries = sorted([*entries, *waiting], key=lambda e: -e.created_at)  # stable: log order on ties
+    page = entries[offset:] if limit is None else entries[offset : offset + limit]
+    return _detail(world, page, shared), len(entries) - len(page)
+
+
+def _detail(world: WorldCore, page: list[RunInfo | ControlRecord], shared: bool) -> list[dict[str, Any]]:
+    """Rows of the page with the runtime's status, reason, queue and the driver of running runs."""
+    recs = control_of(world).records([e.run_id for e in page]) if shared else {}
+    rows = []
+    for e in page:
+        if isinstance(e, ControlRecord):
+            rows.append(_waiting_row(e))
+            continue
+        r = _row(e)
+        rec = recs.get(e.run_id)
+        if rec is not None or e.status == "cancelled":
+            st = status_of(world, e.run_id, e, rec)
+            r["status"], r["reason"], r["queue"] = st.status, st.reason, st.queue
         if r["status"] == "running" and r["parent_run_id"] is None:
             d = driver_of(world, r["run_id"])
             r["driver"] = _driver_text(d)
-            r["driver_pid"], r["driver_host"], r["orphaned"] = d["pid"], d["host"], d["driver"] == "orphaned"
+            if shared:
+                r["driver_pid"], r["driver_host"] = d["pid"], d["host"]
+                r["orphaned"] = d["driver"] == "orphaned"
         elif r["status"] == "cancelled" and r.get("reason"):
             r["driver"] = f"({r['reason']})"
-    if status in (None, "enqueued", "cancelled"):
-        known = {r["run_id"] for r in rows}
-        for rec in _waiting(ctl):
-            if rec.run_id in known or (workflow is not None and rec.workflow != workflow):
-                continue
-            if status is not None and rec.state != status:
-                continue
-            rows.append(
-                {
-                    "run_id": rec.run_id,
-                    "workflow": rec.workflow,
-                    "status": rec.state,
-                    "parent_run_id": None,
-                    "created_at": rec.created_at,
-                    "updated_at": rec.created_at,
-                    "queue": rec.queue,
-                    "reason": rec.cancel_reason,
-                    "driver": f"(queue {rec.queue})" if rec.state == "enqueued" else f"({rec.cancel_reason})",
-                }
-            )
+        rows.append(r)
     return rows
-
-
-def _waiting(ctl: Any) -> list[Any]:
-    """Control records of runs that never started: enqueued, or cancelled while enqueued."""
-    return list(ctl.unstarted())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from collections.abc import AsyncIterator, Generator
 from typing import Any
@@ -13,7 +14,7 @@ from .._recovery import record_cancelled, recover_log
 from .._spec import Spec
 from .._world import WorldCore
 from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
-from ._driver import control_of, default_driver, live_guard, runtime_of, waker
+from ._driver import HOST, control_of, default_driver, live_guard, runtime_of, waker
 from ._status import RunStatus, run_status
 
 _POLL_MIN = 0.0005
@@ -237,11 +238,24 @@ def handle(run_id: str, *, world: WorldCore) -> RunHandle:
     return RunHandle(run_id, world, runtime_of(world).known.get(name) if name else None)
 
 
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host (one of another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def driver_of(world: WorldCore, run_id: str) -> dict[str, Any]:
     """Who drives a running run: ``{"driver": "live" | "orphaned", "pid": ..., "host": ...}``.
 
     A run whose lock can be taken has no live driver (the kernel frees the
-    lock of a dead process): it is orphaned, and any worker resumes it.
+    lock of a dead process): it is orphaned, and any worker resumes it. A
+    driver on this host whose process is gone is orphaned at once, even
+    while its lease (Postgres) has not run out yet.
     """
     locks = world.locks
     name = f"run:{run_id}"
@@ -249,6 +263,8 @@ def driver_of(world: WorldCore, run_id: str) -> dict[str, Any]:
     pid, host = (rec.pid, rec.host) if rec is not None else (None, None)
     if live_guard(world, run_id) is not None:
         return {"driver": "live", "pid": pid, "host": host}
+    if pid and host == HOST and not process_alive(pid):
+        return {"driver": "orphaned", "pid": pid, "host": host}
     holder = getattr(locks, "holder", None)
     if pid is None and holder is not None:
         pid = holder(name)

@@ -115,9 +115,11 @@ class Schedule:
         input: The input of every tick's run (validated now).
         timezone: The IANA zone of the cron expression.
         queue: A ``Queue`` or queue name the runs are enqueued on (``None``: a worker drives them).
-        catch_up: For ticks that passed while no worker ran: ``"latest"`` starts
-            the most recent one only, ``"all"`` starts every one, ``"none"`` starts
-            none (a tick is missed once it is ``MISSED_AFTER`` seconds late).
+        catch_up: For missed ticks (more than ``MISSED_AFTER`` seconds late, as
+            after an outage or a pause): ``"latest"`` starts the most recent one
+            when no later tick starts, ``"all"`` starts every one, ``"none"`` starts
+            none. A tick at most ``MISSED_AFTER`` seconds late (a worker restart, a
+            long pass) always starts.
 
     Raises:
         ConfigurationError: Not exactly one of ``cron`` and ``every``, a bad cron
@@ -237,6 +239,36 @@ def keeps_schedules(world: WorldCore) -> bool:
     )
 
 
+def _due_ticks(rec: ScheduleRecord, last_tick: float, now: float) -> tuple[list[float], float | None]:
+    """The ticks to start now, and the newest tick this pass handles (``None``: none is due).
+
+    A tick at most ``MISSED_AFTER`` seconds late always starts (a worker
+    restart or a long pass delays it, it is not missed); older ones follow
+    ``catch_up``: ``all`` starts each, ``latest`` the newest of them when no
+    later tick starts (that later run stands for them), ``none`` none. At
+    most ``MAX_TICKS_PER_PASS`` start in one pass; the next pass goes on.
+    """
+    missed_before = now - MISSED_AFTER
+    after = last_tick
+    if rec.catch_up != "all" and rec.every is not None:
+        # only the newest missed tick matters: skip the older ones without walking them
+        after = max(after, math.floor(missed_before / rec.every) * rec.every - 2 * rec.every)
+    chosen: list[float] = []
+    newest_missed: float | None = None
+    handled: float | None = None
+    for t in ticks(rec, after, now):
+        if t >= missed_before or rec.catch_up == "all":
+            if len(chosen) >= MAX_TICKS_PER_PASS:
+                break
+            chosen.append(t)
+        else:
+            newest_missed = t
+        handled = t
+    if rec.catch_up == "latest" and newest_missed is not None and not chosen:
+        chosen.insert(0, newest_missed)
+    return chosen, handled
+
+
 def schedule_pass(world: WorldCore, workflows: Iterable[str], now: float) -> list[str]:
     """Start the due ticks of every unpaused schedule of a known workflow; return the run ids started.
 
@@ -253,22 +285,12 @@ def schedule_pass(world: WorldCore, workflows: Iterable[str], now: float) -> lis
         if rec.last_tick is None:  # a new schedule: its ticks start from now
             store.advance(rec.name, None, now, now)
             continue
-        due = []
-        for t in ticks(rec, rec.last_tick, now):
-            due.append(t)
-            if len(due) >= MAX_TICKS_PER_PASS:
-                break
-        if not due:
+        chosen, handled = _due_ticks(rec, rec.last_tick, now)
+        if handled is None:
             continue
-        if rec.catch_up == "all":
-            chosen = due
-        elif rec.catch_up == "latest":
-            chosen = due[-1:]
-        else:
-            chosen = [t for t in due[-1:] if now - t <= MISSED_AFTER]
         for t in chosen:
             started.append(start_tick(world, rec, t))
-        store.advance(rec.name, rec.last_tick, due[-1], now)
+        store.advance(rec.name, rec.last_tick, handled, now)
     return started
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from .._recovery import recover_log
 from .._world import WorldCore
 from ..errors import RunNotFoundError
+from ..store._control import ControlRecord
+from ..store._protocol import RunInfo
 from ._driver import control_of
 
 STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
@@ -47,6 +49,17 @@ def run_status(world: WorldCore, run_id: str) -> RunStatus:
         raise RunNotFoundError(
             f"no run {run_id!r} in {world._where()}; list runs with `little runs`.", run_id=run_id
         )
+    return status_of(world, run_id, info, rec)
+
+
+def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlRecord | None) -> RunStatus:
+    """``run_status`` from what the caller read already (``little runs`` reads many runs at once).
+
+    The one source of a run's status and reason: a cancelled run's reason is
+    the one its ``run.cancelled`` event records (a child cancelled by its
+    parent's driver has no control record that could say it), a pending
+    cancellation's the one its control record holds.
+    """
     if info is not None:
         status = info.status
         if rec is not None and rec.resume == status and rec.state in ("enqueued", "claimed"):

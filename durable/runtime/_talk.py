@@ -22,7 +22,7 @@ from .._serde import ANY, to_json
 from .._snapshots import decode_state
 from .._talk import check_topic, record_send
 from .._world import WorldCore
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, RunFinishedError
 from ..store._talk_stores import messages_for
 from ._status import run_status
 
@@ -47,7 +47,8 @@ async def send(run_id: str, value: Any, *, topic: str | None = None, world: Worl
     each call sends one message.
 
     Args:
-        run_id: The addressee: a run of ``world`` (enqueued, running or waiting).
+        run_id: The addressee: a run of ``world`` that has not finished (enqueued,
+            running, interrupted, or waiting for a message).
         value: The message (JSON through pydantic); ``None`` is refused.
         topic: The topic (``None``: the default topic).
         world: The addressee's world (inside a run, the run's own by default).
@@ -55,6 +56,9 @@ async def send(run_id: str, value: Any, *, topic: str | None = None, world: Worl
     Raises:
         ConfigurationError: ``value`` is ``None``, a bad topic, or no world.
         RunNotFoundError: The world has no run ``run_id``.
+        RunFinishedError: The run has finished (completed, failed or cancelled):
+            nothing would read the message, so it is not stored. Inside a run
+            the sender's body gets the error and nothing is recorded.
     """
     check_topic(topic, "durable.send()")
     if value is None:
@@ -69,18 +73,43 @@ async def send(run_id: str, value: Any, *, topic: str | None = None, world: Worl
         world = scope.run.world
     if not isinstance(run_id, str) or not run_id:
         raise ConfigurationError(f"durable.send() takes a run id string, not {run_id!r}.")
-    run_status(world, run_id)  # RunNotFoundError for an unknown run
     data = encode(to_json(ANY, value, what="the message", run_id=run_id, path=None))
     store = messages_for(world.log, world.extensions)
     target_world = world
 
     async def deliver(message_id: str) -> None:
+        # Checked when the message is stored, not when a recorded send replays:
+        # the addressee may have finished (or gone) since.
+        _check_open(target_world, run_id)
         store.send(run_id, topic, data, message_id, target_world.clock())
 
     if scope is None:
         await deliver(f"msg_{uuid.uuid4().hex}")
     else:
         await record_send(scope, run_id, topic, deliver)
+
+
+def _check_open(world: WorldCore, run_id: str) -> None:
+    """Refuse a message that nothing would ever read.
+
+    Raises:
+        RunNotFoundError: The world has no such run.
+        RunFinishedError: The run has finished.
+    """
+    status = run_status(world, run_id).status
+    if status not in ("completed", "failed", "cancelled"):
+        return
+    advice = (
+        "start a new run to send it to"
+        if status == "completed"
+        else "start a new run to send it to, or let this one continue first with "
+        f"`durable.resume_run({run_id!r}, world=...)` (or `little resume`) and send again"
+    )
+    raise RunFinishedError(
+        f"run {run_id!r} has finished ({status}): it will never read a message, so none was sent; {advice}.",
+        run_id=run_id,
+        status=status,
+    )
 
 
 class LogTail:

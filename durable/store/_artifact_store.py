@@ -75,6 +75,13 @@ class ArtifactStore(Protocol):
             The bytes, or ``None`` when the store has no such payload.
         """
 
+    def delete(self, sha256: str) -> None:
+        """Remove the payload and its manifest (``gc``, once no kept run references it); absent is fine.
+
+        Args:
+            sha256: Its tag, ``sha256:<hex>``.
+        """
+
     def resolve(self, location: str | None) -> Path | None:
         """The file behind a location.
 
@@ -128,6 +135,11 @@ class FileArtifacts:
         except FileNotFoundError:
             return None
 
+    def delete(self, sha256: str) -> None:
+        blob = self._blob(hex_of(sha256))
+        for path in (blob, blob.with_name(blob.name + ".json")):
+            path.unlink(missing_ok=True)
+
     def resolve(self, location: str | None) -> Path | None:
         if location is None:
             return None
@@ -156,6 +168,11 @@ class MemoryArtifacts:
 
     def get(self, sha256: str) -> bytes | None:
         return self.blobs.get(sha256)
+
+    def delete(self, sha256: str) -> None:
+        with self._lock:
+            self.blobs.pop(sha256, None)
+            self.manifests.pop(sha256, None)
 
     def resolve(self, location: str | None) -> Path | None:
         return None

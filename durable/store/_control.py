@@ -159,6 +159,9 @@ class RunControl(Protocol):
     def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
         """``finish`` for several runs (run id, state) in one transaction."""
 
+    def delete(self, run_ids: Sequence[str]) -> None:
+        """Remove the records of these runs (``gc`` of finished runs); an unknown id is skipped."""
+
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         """Record a cancellation; an enqueued run becomes ``cancelled`` at once. Returns the record."""
 
@@ -295,6 +298,12 @@ class MemoryControl:
                 old = self._records.get(run_id)
                 if old is not None:
                     self._put(dataclasses.replace(old, state=state, cancel_reason=None, resume=None))
+
+    def delete(self, run_ids: Sequence[str]) -> None:
+        with self._mutex:
+            for run_id in run_ids:
+                if self._records.pop(run_id, None) is not None:
+                    self._version += 1
 
     @announcing
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:

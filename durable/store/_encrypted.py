@@ -365,5 +365,9 @@ class EncryptedArtifacts:
                     ) from None
         return None
 
+    def delete(self, sha256: str) -> None:
+        for digest in self.codec.digests(sha256.encode()):
+            self.inner.delete("sha256:" + digest)
+
     def resolve(self, location: str | None) -> Path | None:
         return self.inner.resolve(location)

@@ -209,6 +209,9 @@ class EncryptedOutbox:
     def entries(self, state: str | None = None, run_id: str | None = None) -> list[OutboxEntry]:
         return self._open_all(self.inner.entries(state, run_id))
 
+    def delete_run(self, run_id: str) -> None:
+        self.inner.delete_run(run_id)
+
 
 def _reseal(old: Codec | None, new: Codec | None, text: str, ad: bytes, what: str, run_id: str) -> str:
     plain = open_text(old, text, ad, what, run_id) if old is not None else text

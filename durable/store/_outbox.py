@@ -99,6 +99,9 @@ class OutboxStore(Protocol):
     def entries(self, state: str | None = None, run_id: str | None = None) -> list[OutboxEntry]:
         """Entries, oldest first, optionally of one state or one run."""
 
+    def delete_run(self, run_id: str) -> None:
+        """Remove every entry of the run (``gc`` of a finished run)."""
+
 
 class MemoryOutbox:
     """Outbox entries held in this process beside a ``MemoryLog`` (``memory_world``)."""
@@ -153,3 +156,8 @@ class MemoryOutbox:
             if (state is None or e.state == state) and (run_id is None or e.run_id == run_id)
         ]
         return sorted(rows, key=lambda e: e.created_at)
+
+    def delete_run(self, run_id: str) -> None:
+        with self._mutex:
+            for key in [k for k, e in self._entries.items() if e.run_id == run_id]:
+                del self._entries[key]

@@ -55,6 +55,14 @@ class PostgresArtifacts:
 
         return self.db.run(op)
 
+    def delete(self, sha256: str) -> None:
+        """Remove the payload's row (absent is fine)."""
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(self.db.sql("DELETE FROM {s}.artifacts WHERE sha256 = %s"), (sha256,))
+
+        self.db.run(op)
+
     def resolve(self, location: str | None) -> Path | None:
         """Always ``None``: payloads live in the database, not in files."""
         return None

@@ -232,6 +232,15 @@ class PostgresControl:
 
         self.db.run(op, run_id=ends[0][0])
 
+    def delete(self, run_ids: Sequence[str]) -> None:
+        if not run_ids:
+            return
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(self.db.sql("DELETE FROM {s}.control WHERE run_id = ANY(%s)"), (list(run_ids),))
+
+        self.db.run(op, run_id=run_ids[0])
+
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         def op(conn: Connection[Any], attempt: int) -> ControlRecord:
             with conn.transaction():

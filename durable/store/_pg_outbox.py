@@ -137,3 +137,11 @@ class PostgresOutbox:
             text += " AND run_id = %s"
             args.append(run_id)
         return self._rows(text + " ORDER BY created_at, key", tuple(args), run_id)
+
+    def delete_run(self, run_id: str) -> None:
+        query = self.db.sql("DELETE FROM {s}.outbox WHERE run_id = %s")
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(query, (run_id,))
+
+        self.db.run(op, run_id=run_id)

@@ -280,6 +280,10 @@ class SqliteControl:
                 [(state, run_id) for run_id, state in ends],
             )
 
+    def delete(self, run_ids: Sequence[str]) -> None:
+        with self._tx():
+            self._db.executemany("DELETE FROM control WHERE run_id = ?", [(r,) for r in run_ids])
+
     @announcing
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         with self._tx():

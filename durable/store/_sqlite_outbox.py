@@ -154,3 +154,6 @@ class SqliteOutbox:
             sql += " AND run_id = ?"
             args.append(run_id)
         return self._rows(sql + " ORDER BY created_at, key", tuple(args))
+
+    def delete_run(self, run_id: str) -> None:
+        self._tx(lambda db: db.execute("DELETE FROM outbox WHERE run_id = ?", (run_id,)), run_id)

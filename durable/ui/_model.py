@@ -16,7 +16,7 @@ from .._run_calls import read_calls
 from .._run_diff import align, first_seqs
 from .._timetravel import checkpoints
 from .._world import WorldCore
-from ..cli._runtime_rows import runtime_detail
+from ..cli._runtime_rows import list_runs as runs_page
 from ..errors import DurableError, RunNotFoundError
 from ..runtime._driver import control_of
 from ..runtime._handle import driver_of
@@ -55,19 +55,7 @@ def list_runs(
     limit: int = 200,
 ) -> list[dict[str, Any]]:
     """Runs newest first with the inspector's status, filtered by status, workflow and a search text."""
-    infos = world.runs(limit=limit)
-    rows: list[dict[str, Any]] = [
-        {
-            "run_id": i.run_id,
-            "workflow": i.workflow,
-            "status": i.status,
-            "parent_run_id": i.parent_run_id,
-            "created_at": i.created_at,
-            "updated_at": i.updated_at,
-        }
-        for i in infos
-    ]
-    rows = runtime_detail(world, rows, None, None)
+    rows, _ = runs_page(world, status=None, workflow=None, limit=limit, offset=0)
     for r in rows:
         if r["status"] == "running" and r.get("parent_run_id") is not None:
             r["orphaned"] = driver_of(world, str(r["run_id"]))["driver"] == "orphaned"

@@ -246,3 +246,65 @@ async def test_gc_of_a_finished_run_forgets_its_messages(worlds: Worlds) -> None
     assert len(store.messages("old")) == 2
     assert durable.gc(world=world, older_than=0) == ["old"]
     assert store.messages("old") == []
+
+
+@durable.workflow
+async def quick() -> str:
+    return "done"
+
+
+@durable.workflow
+async def polite_sender(target: str) -> str:
+    try:
+        await durable.send(target, "late")
+    except durable.RunFinishedError as exc:
+        return f"refused: {exc.status}"
+    return "sent"
+
+
+async def test_sending_to_a_finished_run_raises_run_finished_and_stores_nothing(worlds: Worlds) -> None:
+    """A message to a completed run is refused with its status and what to do; the mailbox stays empty."""
+    world = worlds.open()
+    assert await durable.run_workflow(quick, world=world, run_id="over") == "done"
+    with pytest.raises(durable.RunFinishedError, match=r"run 'over' has finished \(completed\)") as err:
+        await durable.send("over", "hi", world=world)
+    assert (err.value.run_id, err.value.status) == ("over", "completed")
+    assert "start a new run" in str(err.value)
+    with pytest.raises(durable.RunFinishedError):
+        await durable.handle("over", world=world).send("hi")
+    assert messages_for(world.log, world.extensions).messages("over") == []
+
+
+async def test_sending_to_a_cancelled_run_says_to_resume_it_first(worlds: Worlds) -> None:
+    """A cancelled run refuses messages too, and the error names resume_run, which lets it take them again."""
+    world = worlds.open()
+    h = durable.start_workflow(idle, world=world, run_id="stopped")
+    await _until(lambda: world.log.info("stopped") is not None)
+    await h.cancel()
+    with pytest.raises(durable.RunCancelledError):
+        await h.result(timeout=30)
+    with pytest.raises(durable.RunFinishedError, match="resume_run") as err:
+        await h.send("hi")
+    assert err.value.status == "cancelled"
+    await durable.resume_run("stopped", world=world, workflows=[idle])
+    await h.send("hi", topic="never")  # running again: accepted
+    assert len(messages_for(world.log, world.extensions).messages("stopped")) == 1
+    await h.cancel()
+
+
+async def test_a_send_inside_a_run_to_a_finished_run_records_nothing(worlds: Worlds) -> None:
+    """The sender's body gets RunFinishedError; no message.sent is recorded, and its resume decides again."""
+    world = worlds.open()
+    assert await durable.run_workflow(quick, world=world, run_id="over") == "done"
+    assert await durable.run_workflow(polite_sender, "over", world=world, run_id="p") == "refused: completed"
+    assert [e.type for e in world.events("p") if e.type == "message.sent"] == []
+    assert messages_for(world.log, world.extensions).messages("over") == []
+
+
+async def test_a_recorded_send_replays_after_its_target_finished(worlds: Worlds) -> None:
+    """A sender that sent while its target ran replays the recorded send once the target has finished."""
+    world = worlds.open()
+    target = durable.start_workflow(inbox, 1, world=world, run_id="target")
+    assert await durable.run_workflow(sender, "target", world=world, run_id="s") == "sent"
+    assert await target.result(timeout=30) == [{"from": "sender"}]
+    assert await durable.run_workflow(sender, "target", world=worlds.open(), run_id="s") == "sent"

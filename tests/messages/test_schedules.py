@@ -180,3 +180,63 @@ def test_little_schedules_shows_each_schedule_with_its_next_tick(
     assert main(["schedules", "--data-dir", str(tmp_path / "data")]) == 0
     out = capsys.readouterr().out
     assert "nightly" in out and "0 3 * * *" in out and "T03:00:00Z" in out
+
+
+@pytest.mark.parametrize("mode", ["latest", "all", "none"])
+def test_ticks_late_by_at_most_missed_after_start_whatever_catch_up(worlds: Worlds, mode: str) -> None:
+    """A pass 8 s late on a 1 s schedule starts all eight ticks: none is missed yet."""
+    world, now = clocked(worlds, T0)
+    world.schedules.create(Schedule("s", nightly, every=1, input="x", catch_up=mode))
+    assert schedule_pass(world, ["nightly"], now[0]) == []
+    now[0] = T0 + 8
+    ids = schedule_pass(world, ["nightly"], now[0])
+    assert ids == [tick_id("s", T0 + k) for k in range(1, 9)]
+    assert tick_runs(world) == sorted(ids)
+
+
+@pytest.mark.parametrize(
+    ("mode", "first"), [("latest", []), ("all", [10, 20, 30]), ("none", [])], ids=["latest", "all", "none"]
+)
+def test_only_ticks_more_than_missed_after_late_follow_catch_up(
+    worlds: Worlds, mode: str, first: list[int]
+) -> None:
+    """100 s without a pass, ticks every 10 s: 40..100 start (<= 60 s late); older ones follow catch_up."""
+    world, now = clocked(worlds, T0)
+    world.schedules.create(Schedule("s", nightly, every=10, input="x", catch_up=mode))
+    schedule_pass(world, ["nightly"], now[0])
+    now[0] = T0 + 100
+    ids = schedule_pass(world, ["nightly"], now[0])
+    assert ids == [tick_id("s", T0 + k) for k in [*first, 40, 50, 60, 70, 80, 90, 100]]
+    assert schedule_pass(world, ["nightly"], now[0]) == []
+
+
+def test_latest_starts_the_newest_missed_tick_when_no_later_one_is_due(worlds: Worlds) -> None:
+    """Ticks every 100 s, 150 s without a pass: both are missed and latest starts the newer only."""
+    world, now = clocked(worlds, T0)
+    world.schedules.create(Schedule("s", nightly, every=100, input="x"))
+    schedule_pass(world, ["nightly"], now[0])
+    now[0] = T0 + 270
+    assert schedule_pass(world, ["nightly"], now[0]) == [tick_id("s", T0 + 200)]
+
+
+async def test_a_worker_restarted_within_missed_after_starts_every_tick_it_was_down_for(
+    worlds: Worlds,
+) -> None:
+    """Stop a worker, let 8 s of 1 s ticks pass on the clock, start another: every tick runs once."""
+    world, now = clocked(worlds, T0)
+    beat = Schedule("beat", nightly, every=1, input="b")  # catch_up="latest", the default
+    async with durable.Worker(world, workflows=[], schedules=[beat]):
+        for _ in range(10_000):
+            if (rec := world.schedules.store.get("beat")) is not None and rec.last_tick is not None:
+                break
+            await asyncio.sleep(0.005)
+    now[0] = T0 + 8
+    wanted = [tick_id("beat", T0 + k) for k in range(1, 9)]
+    async with durable.Worker(world, workflows=[], schedules=[beat]):
+        for _ in range(20_000):
+            infos = [world.log.info(rid) for rid in wanted]
+            if all(i is not None and i.status == "completed" for i in infos):
+                break
+            await asyncio.sleep(0.005)
+    assert [await durable.handle(rid, world=world).result() for rid in wanted] == ["ran b"] * 8
+    assert tick_runs(world) == []  # every tick's run finished; no other tick started

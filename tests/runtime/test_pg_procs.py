@@ -218,3 +218,26 @@ def test_a_cancel_from_the_client_stops_a_run_in_a_worker_process(cluster: Clust
     with pytest.raises(durable.RunCancelledError):
         asyncio.run(h.result(timeout=30))
     assert cluster.world.events(h.run_id)[-1].type == "run.cancelled"
+
+
+def test_a_sigkilled_workers_run_shows_its_driver_as_not_live_at_once(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker on this host SIGKILLed with 60 s of lease left: its run shows orphaned at once, not live."""
+    from durable.cli import main
+    from durable.runtime._handle import driver_of
+
+    a = cluster.worker(DURABLE_TEST_HOLD="60", DURABLE_TEST_LEASE="60")
+    h = durable.start_workflow(app.three_steps, 4, world=cluster.world, queue=app.queue)
+    wait_for(lambda: any(b["body"] == "slow" and b["pid"] == a.pid for b in cluster.bodies()))
+    assert driver_of(cluster.world, h.run_id)["driver"] == "live"
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    assert driver_of(cluster.world, h.run_id) == {
+        "driver": "orphaned",
+        "pid": a.pid,
+        "host": os.uname().nodename,
+    }
+    assert main(["runs", "--dsn", cluster.dsn, "--schema", cluster.schema, "--json"]) == 0
+    (row,) = [r for r in json.loads(capsys.readouterr().out) if r["run_id"] == h.run_id]
+    assert row["orphaned"] is True and row["driver"].startswith("orphaned")
