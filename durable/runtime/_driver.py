@@ -356,7 +356,8 @@ class Driver:
 def say_blocked(world: WorldCore, run_id: str, reason: str, exc: BaseException | None) -> None:
     """The one warning a run gets when it becomes ``blocked``: why, and the commands that unblock it."""
     data = json.loads(blocked_text(reason, exc))
-    log.warning("%s", blocked_error(world, run_id, data))
+    rec = runtime_of(world).control.get(run_id)
+    log.warning("%s", blocked_error(world, run_id, data, rec.queue if rec is not None else None))
 
 
 def _recorded_failure(world: WorldCore, run_id: str) -> bool:

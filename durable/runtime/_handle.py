@@ -113,7 +113,12 @@ class RunHandle:
             )
         if st.status == "blocked":
             ctl = control_of(self.world).get(rid)
-            raise blocked_error(self.world, rid, blocked_data(ctl.blocked if ctl is not None else None))
+            raise blocked_error(
+                self.world,
+                rid,
+                blocked_data(ctl.blocked if ctl is not None else None),
+                ctl.queue if ctl is not None else None,
+            )
         rec = recover_log(self.world.log, rid)
         terminal = rec.terminal
         if terminal is None:  # failed before its first event (a control record only)

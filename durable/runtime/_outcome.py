@@ -116,35 +116,59 @@ def where_args(world: WorldCore) -> str:
     return "" if schema == "durable" else f" --schema {shlex.quote(schema)}"
 
 
-def fixes(world: WorldCore, run_id: str, status: str, data: dict[str, Any]) -> list[str]:
-    """The commands that move a ``blocked``, ``failed`` or ``interrupted`` run again (``data``: why)."""
+def workflow_target(world: WorldCore, run_id: str) -> str | None:
+    """``MODULE:FUNCTION`` of the run's workflow, as its manifest names the code (``None``: unknown)."""
+    first = next(iter(world.log.iter_rows(run_id)), None)
+    if first is None or first[1] != "run.started":
+        return None
+    qualname = ((json.loads(first[2]).get("manifest") or {}).get("workflow") or {}).get("qualname")
+    if not isinstance(qualname, str) or "." not in qualname or "<" in qualname:
+        return None
+    module, _, fn = qualname.rpartition(".")
+    return None if module == "__main__" else f"{module}:{fn}"
+
+
+def fixes(
+    world: WorldCore, run_id: str, status: str, data: dict[str, Any], queue: str | None = None
+) -> list[str]:
+    """The commands that move a ``blocked``, ``failed`` or ``interrupted`` run again (``data``: why).
+
+    A command that needs the workflow's code in the ``little`` process (the
+    return type of a resolved tool, or driving a run that has no queue) names
+    it with ``--workflow``, as the run's manifest records it.
+    """
+    if status not in ("interrupted", "failed", "blocked"):
+        return []
     w, rid = where_args(world), shlex.quote(run_id)
+    target = workflow_target(world, run_id)
+    code = f" --workflow {shlex.quote(target)}" if target is not None else ""
+    here = code if queue is None else ""  # a queued run goes back on its queue instead
     cancel = f"little cancel {rid}{w}"
     if status == "interrupted":
-        return [f"little answer {rid} JSON{w}", cancel]
+        return [f"little answer {rid} JSON{here}{w}", cancel]
     if status == "failed":
         drift = data.get("drift_keys") or []
         if drift:
             keys = " ".join(shlex.quote(k) for k in drift)
-            return [f"little resume {rid} --accept-drift {keys}{w}"]
-        return [f"little resume {rid}{w}"]
-    if status != "blocked":
-        return []
+            return [f"little resume {rid} --accept-drift {keys}{here}{w}"]
+        return [f"little resume {rid}{here}{w}"]
     reason = data.get("reason")
     if reason == UNKNOWN_COMMIT and data.get("key"):
         key = shlex.quote(str(data["key"]))
         return [
-            f"little resolve {rid} {key} --happened --result JSON{w}",
-            f"little resolve {rid} {key} --not-happened{w}",
+            f"little resolve {rid} {key} --happened --result JSON{code}{w}",
+            f"little resolve {rid} {key} --not-happened{here}{w}",
             cancel,
         ]
-    return [f"little resume {rid}{w}", cancel]
+    return [f"little resume {rid}{here}{w}", cancel]
 
 
-def blocked_error(world: WorldCore, run_id: str, data: dict[str, Any]) -> RunBlockedError:
-    """The ``RunBlockedError`` of a blocked run (``data``: its record's ``blocked``)."""
+def blocked_error(
+    world: WorldCore, run_id: str, data: dict[str, Any], queue: str | None = None
+) -> RunBlockedError:
+    """The ``RunBlockedError`` of a blocked run (``data``: its record's ``blocked``; ``queue``: its queue)."""
     reason = str(data.get("reason") or RECOVERY_EXHAUSTED)
-    how = fixes(world, run_id, "blocked", data)
+    how = fixes(world, run_id, "blocked", data, queue)
     said = {
         UNKNOWN_COMMIT: f"a plain tool (key {data.get('key')!r}) was in flight when its driver died",
         NONDETERMINISM: "the code reached a call the log does not match",

@@ -65,7 +65,7 @@ class _Held:
         if self.lock is None:
             raise ConfigurationError(
                 f"run {rid!r} is being driven right now, so nothing about it can be decided from "
-                f"outside; wait for it to stop (`little status {rid}`), or cancel it."
+                f"outside; wait for it to stop (`little runs`), or cancel it."
             )
         try:
             token = world.log.fence(rid)
@@ -147,7 +147,7 @@ def resolve_commit(
             listed = ", ".join(repr(k) for k in open_) or "none"
             raise ConfigurationError(
                 f"run {run_id!r} has no unconfirmed call at key {key!r} (unconfirmed: {listed}); "
-                "`little status RUN_ID` names the key of a blocked run. Nothing was written."
+                "`little doctor` names the key of a blocked run. Nothing was written."
             )
         spec = find_workflow(world, (rec.started or {}).get("workflow", ""), workflows)
         data = _receipt_result(run_id, key, rec, spec, result) if happened else None

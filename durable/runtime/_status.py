@@ -86,7 +86,7 @@ def run_status(world: WorldCore, run_id: str) -> RunStatus:
             error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
     elif rec is not None:
         reason = rec.cancel_reason
-    how = fixes(world, run_id, status, {**why, "reason": reason}) if status != "cancelled" else []
+    how = fixes(world, run_id, status, {**why, "reason": reason}, rec.queue if rec is not None else None)
     if rec is None:
         return RunStatus(status, reason, error=error, fixes=how)
     return RunStatus(
