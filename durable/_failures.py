@@ -73,7 +73,13 @@ def rebuild_error(
             return cls(*args) if args is not None else cls(message)
         except Exception:
             pass
-    if cls in (NonRetryableError, StepTimeoutError, ConfigurationError, SerializationError, NondeterminismError):
+    if cls in (
+        NonRetryableError,
+        StepTimeoutError,
+        ConfigurationError,
+        SerializationError,
+        NondeterminismError,
+    ):
         return cls(message, run_id=run_id, path=path)  # type: ignore[no-any-return]
     if cls is MaxVisitsExceededError:
         return MaxVisitsExceededError(message, run_id=run_id, path=path or "", step=path or "", limit=0)

@@ -261,7 +261,9 @@ def check_recovery_attempts(what: str, n: Any) -> None:
         ConfigurationError: It is not.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ConfigurationError(f"{what} must be an int >= 0 (recoveries before the run is blocked), not {n!r}.")
+        raise ConfigurationError(
+            f"{what} must be an int >= 0 (recoveries before the run is blocked), not {n!r}."
+        )
 
 
 def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None:

@@ -138,7 +138,7 @@ def _resume_args(p: argparse.ArgumentParser) -> None:
         "keys",
         nargs="*",
         metavar="KEY",
-        help="with --accept-drift: the drift keys to accept, as `little doctor` or the run's error lists them",
+        help="with --accept-drift: the drift keys to accept (`little doctor` lists them)",
     )
     p.add_argument(
         "--accept-drift",
@@ -156,7 +156,9 @@ def _check_resume(a: argparse.Namespace) -> None:
     if a.keys and not a.accept_drift:
         raise CliError("drift keys go after --accept-drift: little resume RUN_ID --accept-drift KEY ...")
     if a.accept_drift and not a.keys:
-        raise CliError("--accept-drift takes the drift keys to accept: little resume RUN_ID --accept-drift KEY ...")
+        raise CliError(
+            "--accept-drift takes the drift keys to accept: little resume RUN_ID --accept-drift KEY ..."
+        )
 
 
 @command(

@@ -32,7 +32,9 @@ async def _drive_here(world: WorldCore, run_id: str) -> str:
 def _after(world: WorldCore, run_id: str, status: str) -> dict[str, Any]:
     out: dict[str, Any] = {"run_id": run_id, "status": status}
     if status == "running":
-        out["note"] = "a worker that knows its workflow drives it (pass --workflow MODULE:FUNCTION to drive it here)"
+        out["note"] = (
+            "a worker that knows its workflow drives it (pass --workflow MODULE:FUNCTION to drive it here)"
+        )
     elif status == "enqueued":
         out["note"] = "back on its queue: a worker serving the queue drives it"
     return out
@@ -40,7 +42,9 @@ def _after(world: WorldCore, run_id: str, status: str) -> dict[str, Any]:
 
 def _resolve_args(p: argparse.ArgumentParser) -> None:
     run_id_arg(p)
-    p.add_argument("key", help="the key of the unconfirmed tool call, as `little doctor` or the error names it")
+    p.add_argument(
+        "key", help="the key of the unconfirmed tool call, as `little doctor` or the error names it"
+    )
     p.add_argument("--happened", action="store_true", help="the call took place: --result is its receipt")
     p.add_argument("--not-happened", action="store_true", help="the call did not take place: call it again")
     p.add_argument("--result", metavar="JSON", help="with --happened: what the tool returned, as JSON")

@@ -47,8 +47,7 @@ class RunHandle:
         return self
 
     async def status(self) -> str:
-        """One of ``enqueued``, ``running``, ``interrupted``, ``blocked``, ``completed``, ``failed``,
-        ``cancelled``."""
+        """The run's status, one of ``STATUSES`` (``blocked``: it waits for a decision)."""
         return run_status(self.world, self.run_id).status
 
     async def status_detail(self) -> RunStatus:

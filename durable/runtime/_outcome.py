@@ -1,4 +1,4 @@
-"""How a drive ends: every error a drive can raise is final (``failed``) or waits for a decision (``blocked``).
+"""How a drive ends: each error a drive raises is final (``failed``) or waits for a decision (``blocked``).
 
 The driver asks ``classify`` what an error means, then records it:
 ``failed`` as a ``run.failed`` event in the run's log (so every surface
@@ -101,7 +101,10 @@ def cause_of(run_id: str, data: dict[str, Any]) -> BaseException | None:
     if not data.get("error_type"):
         return None
     return rebuild_error(
-        data["error_type"], data.get("error_message") or "", run_id=run_id, path=data.get("key") or data.get("path")
+        data["error_type"],
+        data.get("error_message") or "",
+        run_id=run_id,
+        path=data.get("key") or data.get("path"),
     )
 
 

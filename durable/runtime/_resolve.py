@@ -27,7 +27,6 @@ from ..errors import ConfigurationError, RunNotFoundError
 from ._driver import HOST, control_of, default_driver, runtime_of
 
 
-
 class _NoInfo:
     workflow = ""
 
@@ -188,9 +187,7 @@ def answer_run(
     return spec
 
 
-def record_resume(
-    world: WorldCore, run_id: str, accept_drift: list[str], by: str | None = None
-) -> None:
+def record_resume(world: WorldCore, run_id: str, accept_drift: list[str], by: str | None = None) -> None:
     """Record a ``resume`` of a blocked or failed run (and the drift keys it accepts) in its log."""
     held = _Held(world, run_id)
     with held as run:

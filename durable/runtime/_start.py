@@ -298,9 +298,9 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
                 log.warning("run %s of workflow %r is left alone: this worker does not know it", rid, wf_name)
             continue
         cut = old.drives if old is not None and old.state == "claimed" else 0
-        if old is not None and old.owner and old.owner != driver.owner and old.driven_at is not None:
-            if now - old.driven_at < CLAIM_GRACE:
-                continue  # just claimed: its driver takes the lock now
+        just_claimed = old is not None and old.driven_at is not None and now - old.driven_at < CLAIM_GRACE
+        if just_claimed and old is not None and old.owner and old.owner != driver.owner:
+            continue  # just claimed: its driver takes the lock now
         if old is not None and cut >= 1 and now < (old.driven_at or 0.0) + backoff(cut):
             continue
         lock = driver.lock(rid)

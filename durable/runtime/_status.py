@@ -89,9 +89,7 @@ def run_status(world: WorldCore, run_id: str) -> RunStatus:
     how = fixes(world, run_id, status, {**why, "reason": reason}, rec.queue if rec is not None else None)
     if rec is None:
         return RunStatus(status, reason, error=error, fixes=how)
-    return RunStatus(
-        status, reason or None, rec.queue, rec.owner, rec.pid, rec.host, error, how, rec.drives
-    )
+    return RunStatus(status, reason or None, rec.queue, rec.owner, rec.pid, rec.host, error, how, rec.drives)
 
 
 def _cancel_reason(world: WorldCore, run_id: str) -> str | None:

@@ -305,9 +305,7 @@ class SqliteControl:
 
     def uncount(self, run_id: str) -> None:
         with self._tx():
-            self._db.execute(
-                "UPDATE control SET drives = MAX(drives - 1, 0) WHERE run_id = ?", (run_id,)
-            )
+            self._db.execute("UPDATE control SET drives = MAX(drives - 1, 0) WHERE run_id = ?", (run_id,))
 
     @announcing
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:

@@ -44,7 +44,7 @@ def test_an_error_no_redrive_can_fix_fails_the_run_once_and_for_all(
     assert st.status == "failed"
     assert st.error is not None and st.error["error_type"].endswith(error)
     assert st.fixes and st.fixes[0].startswith(f"little resume {h.run_id}")
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(Exception) as raised:  # noqa: PT011  (the type is the parameter: checked below)
         asyncio.run(h.result(timeout=5))
     assert type(raised.value).__name__ == error
     events = procs.events(h.run_id)
@@ -209,4 +209,8 @@ def test_doctor_says_nothing_on_a_healthy_world_and_lists_each_stuck_run(procs: 
 
 def _where(procs: Procs) -> str:
     """What the fixes add to reach the world (a data directory outside the working directory)."""
-    return f" --data-dir {procs.tmp / 'data'}" if procs.kind == "sqlite" else f" --schema {procs.env['DURABLE_TEST_SCHEMA']}"
+    return (
+        f" --data-dir {procs.tmp / 'data'}"
+        if procs.kind == "sqlite"
+        else f" --schema {procs.env['DURABLE_TEST_SCHEMA']}"
+    )

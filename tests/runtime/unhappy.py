@@ -1,4 +1,4 @@
-"""Worker processes of ``tests.helpers.procs.unhappy_app`` on SQLite or Postgres, for the unhappy-path tests."""
+"""Worker processes of ``tests.helpers.procs.unhappy_app`` on SQLite or Postgres (unhappy-path tests)."""
 
 from __future__ import annotations
 
