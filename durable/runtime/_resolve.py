@@ -45,7 +45,7 @@ def decided_by(by: str | None = None) -> str:
 def find_workflow(world: WorldCore, name: str, workflows: Iterable[Any] = ()) -> Spec | None:
     """The spec of the workflow recorded as ``name``: one of ``workflows``, or one this world object knows."""
     for wf in workflows:
-        spec = _workflow_spec(wf)
+        spec = wf if isinstance(wf, Spec) else _workflow_spec(wf)
         if spec.name == name:
             return spec
     return runtime_of(world).known.get(name)

@@ -21,7 +21,7 @@ from ._driver import HOST, Driver, control_of, default_driver, runtime_of, say_b
 from ._handle import RunHandle
 from ._outcome import RECOVERY_EXHAUSTED, blocked_text
 from ._queue import queue_name
-from ._resolve import record_resume
+from ._resolve import find_workflow, record_resume
 from ._status import run_status
 
 log = logging.getLogger("durable.runtime")
@@ -204,7 +204,7 @@ async def resume_run(
         _nudge(world)
         return RunHandle(run_id, world)
     name = got.workflow or (info.workflow if info is not None else "")
-    spec = _find_spec(world, name, workflows)
+    spec = find_workflow(world, name, workflows)
     if spec is None:
         log.warning(
             "run %s is not driven by this process, which does not know workflow %r: a worker "
@@ -219,14 +219,6 @@ async def resume_run(
         got = ctl.adopt(run_id, name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
         driver.spawn(spec, got, lock)
     return RunHandle(run_id, world, spec)
-
-
-def _find_spec(world: WorldCore, name: str, workflows: Iterable[Any]) -> Spec | None:
-    for wf in workflows:
-        spec = _workflow_spec(wf)
-        if spec.name == name:
-            return spec
-    return runtime_of(world).known.get(name)
 
 
 def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:

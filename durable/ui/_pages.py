@@ -170,6 +170,38 @@ def timeline_table(items: list[Item], last_seq: int, started_at: float | None = 
     )
 
 
+def _blocked(d: dict[str, Any]) -> list[str]:
+    """A blocked run's reason, error, the commands that unblock it, and its resolution forms."""
+    b = d.get("blocked")
+    if not b:
+        return []
+    rid = d["run_id"]
+    fixes = "".join(f"<li><code>{e(f)}</code></li>" for f in b["fixes"])
+    out = [
+        f'<div class="run-blocked"><strong>blocked</strong> (<span class="reason">{e(b["reason"])}</span>)'
+        + (f': <span class="message">{e(b["error"])}</span>' if b["error"] else "")
+        + f'<p>From the shell:</p><ul class="fixes">{fixes}</ul></div>'
+    ]
+    if b["reason"] == "unknown_commit" and b.get("key"):
+        key = e(b["key"])
+        hidden = (
+            f'<input type="hidden" name="id" value="{e(rid)}"><input type="hidden" name="key" value="{key}">'
+        )
+        out.append(
+            '<section id="resolve"><h2>Did the call happen?</h2>'
+            f"<p>Check the external system for idempotency key <code>{e(rid)}:{key}</code>.</p>"
+            f'<form class="resolve" method="get" action="/confirm/resolve">{hidden}'
+            '<input type="hidden" name="happened" value="1">'
+            '<label>its result (JSON) <textarea name="result" rows="2">null</textarea></label>'
+            '<button type="submit" data-action="resolve-happened">it happened…</button></form>'
+            f'<form class="resolve" method="get" action="/confirm/resolve">{hidden}'
+            '<input type="hidden" name="happened" value="0">'
+            '<button type="submit" data-action="resolve-not-happened">it did not happen: call it again…</button>'
+            "</form></section>"
+        )
+    return out
+
+
 def _action_link(action: str, run_id: str, label: str, extra: dict[str, str] | None = None) -> str:
     q = urlencode({"id": run_id, **(extra or {})})
     return f'<a class="action" data-action="{e(action)}" href="/confirm/{e(action)}?{e(q)}">{e(label)}</a>'
@@ -215,13 +247,29 @@ def run_body(d: dict[str, Any]) -> str:
             f'<div class="run-error"><strong>failed</strong> at <code>{e(d["error"]["path"] or "<workflow>")}</code>: '
             f'<span class="message">{e(d["error"]["text"])}</span></div>'
         )
+    out.extend(_blocked(d))
     actions = []
-    if d["raw_status"] in ("running", "enqueued"):
+    if d["raw_status"] in ("running", "enqueued", "blocked"):
         actions.append(_action_link("cancel", rid, "cancel"))
-    if d["raw_status"] in ("cancelled", "failed"):
+    drift = (d.get("error") or {}).get("drift_keys") or []
+    if d["raw_status"] == "failed" and drift:
+        actions.append(_action_link("resume", rid, "accept the drift and resume", {"drift": " ".join(drift)}))
+    elif d["raw_status"] in ("cancelled", "failed") or (
+        d["raw_status"] == "blocked" and (d.get("blocked") or {}).get("reason") != "unknown_commit"
+    ):
         actions.append(_action_link("resume", rid, "resume"))
     if actions:
         out.append(f'<p class="actions">{" ".join(actions)}</p>')
+    if d.get("resolutions"):
+        rows = "".join(
+            f"<tr><td>{e(r['decision'])}</td><td><code>{e(r['key'] or '')}</code></td>"
+            f"<td>{e(r['by'])}</td><td>{e(r['when'])}</td></tr>"
+            for r in d["resolutions"]
+        )
+        out.append(
+            '<section id="resolutions"><h2>Decisions</h2>'
+            f"<table><tr><th>decision</th><th>key</th><th>by</th><th>when</th></tr>{rows}</table></section>"
+        )
     if d["waiting"]:
         forms = []
         for w in d["waiting"]:

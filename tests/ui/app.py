@@ -49,3 +49,19 @@ async def parent(topic: str) -> str:
 @durable.workflow
 async def child(topic: str) -> str:
     return await draft(topic)
+
+
+CUT = {"armed": False}
+"""While armed, ``charge_card`` dies mid-call: its intent is durable, its receipt never written."""
+
+
+@durable.tool
+async def charge_card(cents: int) -> str:
+    if CUT["armed"]:
+        raise KeyboardInterrupt  # stands for the driver dying inside the call
+    return f"charged {cents}"
+
+
+@durable.workflow
+async def charging(cents: int) -> str:
+    return f"paid: {await charge_card(cents)}"
