@@ -154,3 +154,37 @@ def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
     assert ctl.get("old") is not None
     assert "traceparent" in {r[1] for r in ctl._db.execute("PRAGMA table_info(control)")}
     ctl.close()
+
+
+async def test_the_control_store_counts_drives_until_an_outcome_and_keeps_blocked_runs_apart(
+    world: durable.World,
+) -> None:
+    """A claim and an adoption count a drive; finish and reopen start again; a blocked run is no claim."""
+    from durable.store._control import ControlRecord, QueueLimits
+
+    ctl = control_of(world)
+    ctl.submit(ControlRecord("c", "wf", queue="q", created_at=1.0))
+    (got,) = ctl.claim(QueueLimits("q"), owner="w1", pid=1, host="h", room=1, now=2.0)
+    assert (got.drives, got.driven_at) == (1, 2.0)
+    assert ctl.get("c") == got
+    again = ctl.adopt("c", "wf", owner="w2", pid=2, host="h", now=3.0)
+    assert (again.drives, again.driven_at) == (2, 3.0)
+    ctl.uncount("c")
+    assert ctl.get("c").drives == 1  # type: ignore[union-attr]
+    ctl.block("c", '{"reason": "recovery_exhausted"}')
+    assert [r.run_id for r in ctl.blocked_records()] == ["c"]
+    assert "c" not in {r.run_id for r in ctl.claimed()}
+    ctl.submit(ControlRecord("d", "wf", queue="q", created_at=4.0))
+    free = ctl.claim(QueueLimits("q", concurrency=1), owner="w", pid=1, host="h", room=1, now=4.0)
+    assert [r.run_id for r in free] == ["d"]  # the blocked run holds no slot of its queue
+    ctl.finish("d", "done")
+    reopened = ctl.reopen("c", None)
+    assert reopened is not None and (reopened.state, reopened.drives, reopened.blocked) == (
+        "enqueued",
+        0,
+        None,
+    )
+    ctl.claim(QueueLimits("q"), owner="w1", pid=1, host="h", room=1, now=5.0)
+    ctl.finish("c", "done")
+    done = ctl.get("c")
+    assert done is not None and (done.state, done.drives) == ("done", 0)
