@@ -12,6 +12,7 @@ import durable
 from durable import ConfigurationError, Queue, RunBlockedError, Worker
 from durable.runtime import run_status
 from durable.runtime._start import backoff
+from tests.runtime.test_runtime import until
 
 BODIES: list[str] = []
 
@@ -46,10 +47,6 @@ async def paying(cents: int) -> str:
     return f"done: {await pay(cents)}"
 
 
-async def until(cond: Any) -> None:
-    """Poll ``cond()`` until it is true (the test's own wait bound fails a hang)."""
-    while not cond():
-        await asyncio.sleep(0.005)
 
 
 CUT = {"armed": False}
