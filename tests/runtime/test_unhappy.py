@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -45,8 +44,6 @@ async def pay(cents: int) -> str:
 @durable.workflow
 async def paying(cents: int) -> str:
     return f"done: {await pay(cents)}"
-
-
 
 
 CUT = {"armed": False}
