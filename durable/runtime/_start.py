@@ -293,7 +293,8 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
         just_claimed = old is not None and old.driven_at is not None and now - old.driven_at < CLAIM_GRACE
         if just_claimed and old is not None and old.owner and old.owner != driver.owner:
             continue  # just claimed: its driver takes the lock now
-        if old is not None and cut >= 1 and now < (old.driven_at or 0.0) + backoff(cut):
+        exhausted = cut > recovery_limit(driver, spec)
+        if old is not None and not exhausted and now < (old.driven_at or 0.0) + backoff(cut):
             continue
         lock = driver.lock(rid)
         if lock is None:
