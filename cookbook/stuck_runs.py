@@ -161,7 +161,9 @@ async def main() -> None:
     assert await asyncio.to_thread(little, doctor) == 1  # exit 1: something is stuck
     await durable.handle("poison-1", world=world).cancel()
     assert await asyncio.to_thread(little, doctor) == 0
-    decided = [e for rid in ("order-1", "order-2", "review-1") for e in world.events(rid) if e.type == "run.resolved"]
+    decided = [
+        e for rid in ("order-1", "order-2", "review-1") for e in world.events(rid) if e.type == "run.resolved"
+    ]
     print("decisions recorded:", [(e.run_id, e.decision, e.by) for e in decided])  # type: ignore[union-attr]
     world.close()
 

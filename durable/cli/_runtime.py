@@ -15,6 +15,7 @@ from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..runtime import Queue, Worker, cancel_run, resume_run, run_status
 from ..runtime._driver import default_driver
+from ..runtime._handle import driver_of
 from ._registry import CliError, command, run_id_arg
 
 
@@ -176,15 +177,18 @@ def _resume(world: WorldCore, a: argparse.Namespace) -> Any:
             await asyncio.wait([task])  # driven here, in the foreground, to its outcome
         st = await h.status_detail()
         out: dict[str, Any] = {"run_id": a.run_id, "status": st.status}
-        if before not in ("cancelled", "failed", "blocked"):
-            out["note"] = f"the run is {before}: there is nothing to resume"
-        elif st.status == "running" and task is None:
+        if st.status == "running" and task is None:
+            d = driver_of(world, a.run_id)
             out["note"] = (
-                "nothing drives it in this process: a worker that knows its workflow does "
+                f"a live driver drives it (pid {d['pid']} on {d['host']})"
+                if d["driver"] == "live"
+                else "nothing drives it in this process: a worker that knows its workflow does "
                 "(`little worker MODULE:FUNCTION`), or pass --workflow MODULE:FUNCTION to drive it here"
             )
         elif st.status == "enqueued":
             out["note"] = f"back on queue {st.queue!r}: a worker serving it drives the run"
+        elif before not in ("cancelled", "failed", "blocked", "running"):
+            out["note"] = f"the run is {before}: there is nothing to resume"
         if st.fixes and st.status in ("failed", "blocked"):
             out["fixes"] = st.fixes
         return out

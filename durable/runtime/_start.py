@@ -185,6 +185,9 @@ async def resume_run(
     """
     keys = sorted(_drift_keys(accept_drift))
     st = run_status(world, run_id)
+    if st.status == "running" and st.queue is None and run_id not in default_driver(world).tasks:
+        _drive_if_undriven(world, run_id, workflows)  # asked before, and nobody drives it
+        return RunHandle(run_id, world)
     if st.status not in ("cancelled", "failed", "blocked"):
         return RunHandle(run_id, world)
     ctl = control_of(world)
@@ -219,6 +222,24 @@ async def resume_run(
         got = ctl.adopt(run_id, name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
         driver.spawn(spec, got, lock)
     return RunHandle(run_id, world, spec)
+
+
+def _drive_if_undriven(world: WorldCore, run_id: str, workflows: Iterable[Any]) -> None:
+    """Drive a running run here when no live process holds it and this process knows its workflow."""
+    info = world.log.info(run_id)
+    rec = control_of(world).get(run_id)
+    name = (rec.workflow if rec is not None else "") or (info.workflow if info is not None else "")
+    spec = find_workflow(world, name, workflows)
+    if spec is None:
+        return
+    driver = default_driver(world)
+    lock = driver.lock(run_id)
+    if lock is None:
+        return  # a live driver has it
+    got = control_of(world).adopt(
+        run_id, name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
+    )
+    driver.spawn(spec, got, lock)
 
 
 def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:

@@ -88,6 +88,14 @@ async def non_retryable(x: int) -> int:
     raise durable.NonRetryableError("the card was declined")
 
 
+@durable.workflow
+async def flaky(x: int) -> int:
+    note(wf="flaky")
+    if not (here() / "fixed").exists():
+        raise ValueError("not fixed yet")
+    return x
+
+
 @durable.tool
 async def charge(cents: int) -> str:
     """A plain tool: neither idempotent nor reconcilable. It hangs until ``go`` exists."""
@@ -155,6 +163,7 @@ WORKFLOWS = [
     configuration,
     plain_error,
     non_retryable,
+    flaky,
     unknown_commit,
     nondeterminism,
     drift,
