@@ -26,6 +26,7 @@ Run it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -83,7 +84,7 @@ def die(data: Path, what: str, run_id: str) -> None:
         if what == "checkout":
             await durable.run_workflow(checkout, 1250, world=world, run_id=run_id)
         elif what == "poison-recover":
-            while not await durable.recover_runs(world, [poison]):  # its second drive, once due
+            while not await durable.recover_runs(world, [poison]):  # noqa: ASYNC110  (its second drive, once due)
                 await asyncio.sleep(0.05)
         else:
             durable.start_workflow(poison, 1, world=world, run_id=run_id)
@@ -101,10 +102,11 @@ def child(data: Path, what: str, run_id: str, **env: str) -> None:
 
 
 async def blocked(world: durable.World, run_id: str) -> durable.RunStatus:
-    """Wait until the run is blocked; its status with reason, error and fixes."""
-    while (st := durable.runtime.run_status(world, run_id)).status != "blocked":
-        await asyncio.sleep(0.02)
-    return st
+    """Wait until the run is blocked (its result() raises RunBlockedError); its status and fixes."""
+    h = durable.handle(run_id, world=world)
+    with contextlib.suppress(durable.RunBlockedError):
+        await h.result(timeout=30)
+    return await h.status_detail()
 
 
 async def main() -> None:
@@ -138,8 +140,8 @@ async def main() -> None:
     # 2. nondeterminism: the code changes while a run waits for an answer.
     async with durable.Worker(world, workflows=[review], queues=["reviews"]):
         r = durable.start_workflow(review, 7, world=world, run_id="review-1", queue="reviews")
-        while await r.status() != "interrupted":
-            await asyncio.sleep(0.02)
+        with contextlib.suppress(durable.RunInterrupted):
+            await r.result(timeout=30)  # it waits for the answer
         CODE["shape"] = "right"  # a deploy that calls another step first
         await r.answer("yes")
         st = await blocked(world, "review-1")
