@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._codec import Codec
+from .._logging import INFO, note
 from .._runner import drive
 from .._spec import Spec
 from .._world import WorldCore
@@ -204,6 +205,7 @@ class Driver:
     async def _drive(self, spec: Spec, rec: ControlRecord, lock: object, guard: RunGuard) -> None:
         world, rid = self.world, rec.run_id
         state: str | None = "done"
+        note(INFO, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
         try:
             first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
             recorded = json.loads(first[2]) if first is not None and first[1] == "run.started" else None

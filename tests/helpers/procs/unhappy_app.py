@@ -173,7 +173,9 @@ WORKFLOWS = [
 
 
 async def serve() -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    level = logging.INFO if os.environ.get("DURABLE_TEST_INFO") else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("durable").setLevel(level)
     world = open_world()
     worker = durable.Worker(world, workflows=WORKFLOWS, queues=[unhappy], name=f"unhappy-{os.getpid()}")
     await worker.start()
