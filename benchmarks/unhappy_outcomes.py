@@ -6,8 +6,9 @@ each error class the script provokes the error (a plain tool cut by SIGKILL,
 code that changes under a waiting run, a drift, a run that kills its worker
 every time), waits for the run's outcome, and counts its drives from the
 workers' log (every ``… drives run RUN_ID`` line is one drive). It then
-lets the workers run two more runs (several recovery passes) and counts again: a run that is driven in a loop shows up as more
-drives after its outcome.
+lets the workers run two more runs (several recovery passes) and counts
+again: a run that is driven in a loop shows up as more drives after its
+outcome.
 
 Run it from the repository root:
 
