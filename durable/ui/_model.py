@@ -21,7 +21,7 @@ from ..runtime._driver import control_of
 from ..runtime._handle import driver_of
 from ..runtime._status import run_status
 
-STATUSES = ("running", "orphaned", "waiting", "interrupted", "completed", "failed", "cancelled")
+STATUSES = ("running", "orphaned", "waiting", "interrupted", "blocked", "completed", "failed", "cancelled")
 """The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
 
 RESUME_MARKS = ("interrupt.resumed", "run.resumed", "run.retried", "drift.accepted")

@@ -248,3 +248,19 @@ def test_max_recovery_attempts_is_not_part_of_the_manifest() -> None:
     ma = run_manifest(a, {}, manifest_cache(durable.memory_world()), None)
     mb = run_manifest(b, {}, manifest_cache(durable.memory_world()), None)
     assert manifest_hash(ma) == manifest_hash(mb)
+
+
+async def test_the_log_says_only_what_is_true_about_an_answered_queued_run(
+    world: durable.World, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An answered queued run is claimed from its queue again: no line says its driver is gone."""
+    caplog.set_level("INFO", logger="durable")
+    async with Worker(world, workflows=[asks], queues=[Queue("q")]):
+        h = durable.start_workflow(asks, 1, world=world, queue="q")
+        with pytest.raises(durable.RunInterrupted):
+            await h.result(timeout=10)
+        await h.answer(1)
+        assert await h.result(timeout=10) == 2
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("claimed run" in m for m in said) == 2
+    assert not [m for m in said if "driver is gone" in m or "recovered run" in m]
