@@ -79,7 +79,7 @@ def reopened(old: ControlRecord, state: str, resume: str | None) -> ControlRecor
     )
 
 
-ACTIVE = ("enqueued", "claimed")
+ACTIVE = ("enqueued", "claimed", "blocked")
 """States of a control record whose run has not finished (its dedup id is taken)."""
 
 

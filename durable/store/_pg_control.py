@@ -96,7 +96,7 @@ class PostgresControl:
                     row = conn.execute(
                         self.db.sql(
                             f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
-                            "AND dedup_id = %s AND state IN ('enqueued', 'claimed') LIMIT 1"
+                            "AND dedup_id = %s AND state IN ('enqueued', 'claimed', 'blocked') LIMIT 1"
                         ),
                         (record.queue, record.dedup_id),
                     ).fetchone()

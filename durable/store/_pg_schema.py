@@ -169,6 +169,8 @@ ALTER TABLE {s}.events ALTER COLUMN written_at SET DEFAULT EXTRACT(EPOCH FROM no
 ALTER TABLE {s}.control ADD COLUMN drives INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE {s}.control ADD COLUMN driven_at DOUBLE PRECISION;
 ALTER TABLE {s}.control ADD COLUMN blocked TEXT;
+DROP INDEX {s}.control_dedup;
+CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enqueued', 'claimed', 'blocked');
 """,
     ),
 ]

@@ -202,7 +202,7 @@ class SqliteControl:
             if record.dedup_id is not None:
                 row = self._db.execute(
                     f"SELECT {_COLUMNS} FROM control WHERE queue IS ? AND dedup_id = ? "
-                    "AND state IN ('enqueued', 'claimed') LIMIT 1",
+                    "AND state IN ('enqueued', 'claimed', 'blocked') LIMIT 1",
                     (record.queue, record.dedup_id),
                 ).fetchone()
                 if row is not None:

@@ -159,11 +159,14 @@ def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
 async def test_the_control_store_counts_drives_until_an_outcome_and_keeps_blocked_runs_apart(
     world: durable.World,
 ) -> None:
-    """A claim and an adoption count a drive; finish and reopen start again; a blocked run is no claim."""
+    """A claim and an adoption count a drive; finish and reopen start again; a blocked run is no claim.
+
+    A blocked run is unfinished: it keeps its dedup id.
+    """
     from durable.store._control import ControlRecord, QueueLimits
 
     ctl = control_of(world)
-    ctl.submit(ControlRecord("c", "wf", queue="q", created_at=1.0))
+    ctl.submit(ControlRecord("c", "wf", queue="q", dedup_id="once", created_at=1.0))
     (got,) = ctl.claim(QueueLimits("q"), owner="w1", pid=1, host="h", room=1, now=2.0)
     assert (got.drives, got.driven_at) == (1, 2.0)
     assert ctl.get("c") == got
@@ -174,6 +177,7 @@ async def test_the_control_store_counts_drives_until_an_outcome_and_keeps_blocke
     ctl.block("c", '{"reason": "recovery_exhausted"}')
     assert [r.run_id for r in ctl.blocked_records()] == ["c"]
     assert "c" not in {r.run_id for r in ctl.claimed()}
+    assert ctl.submit(ControlRecord("c2", "wf", queue="q", dedup_id="once")).run_id == "c"  # unfinished
     ctl.submit(ControlRecord("d", "wf", queue="q", created_at=4.0))
     free = ctl.claim(QueueLimits("q", concurrency=1), owner="w", pid=1, host="h", room=1, now=4.0)
     assert [r.run_id for r in free] == ["d"]  # the blocked run holds no slot of its queue
