@@ -79,7 +79,7 @@ def run_status(world: WorldCore, run_id: str) -> RunStatus:
         why = blocked_data(rec.blocked)
         reason = why.get("reason")
         error = {k: why[k] for k in ("error_type", "error_message", "key") if k in why} or None
-    elif status in ("failed", "interrupted") and info is not None:
+    elif status == "failed" and info is not None:
         terminal = recover_log(world.log, run_id).terminal
         if terminal is not None and terminal[0] == "run.failed":
             why = terminal[1]
