@@ -202,10 +202,13 @@ def decide_effect(
     raise UnknownCommitError(
         f"run {run_id!r}: tool {attempted.name!r} (key {key!r}) was started before the crash and "
         "never confirmed, so it may or may not have happened. It is not idempotent and has no "
-        "reconcile=, so durable will not call it again. Check the external system for "
-        f"idempotency key {run_id}:{key}. Then either start a new run, or make calling it "
-        "again safe (mark the tool idempotent=True, or give it a reconcile= function) and "
-        "resume with the accept_drift=[...] keys that resume's CapabilityDriftError lists.",
+        "reconcile=, so durable will not call it again on its own. Check the external system for "
+        f"idempotency key {run_id}:{key}, then record what you found: "
+        f"durable.handle({run_id!r}, world=...).resolve({key!r}, happened=True, result=...) "
+        "(or happened=False to call it again with the same key), from the shell "
+        f"`little resolve {run_id} '{key}' --happened --result JSON` or `--not-happened`. Or make "
+        "calling it again safe (idempotent=True, or a reconcile= function) and resume with the "
+        "accept_drift=[...] keys that resume's CapabilityDriftError lists.",
         run_id=run_id,
         key=key,
     )

@@ -133,7 +133,11 @@ R = TypeVar("R")
 def workflow(fn: Callable[P, R], /) -> Callable[P, R]: ...
 @overload
 def workflow(
-    *, name: str | None = None, version: str | int | None = None, uses: list[Any] | None = None
+    *,
+    name: str | None = None,
+    version: str | int | None = None,
+    uses: list[Any] | None = None,
+    max_recovery_attempts: int | None = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def workflow(
     fn: Any = None,
@@ -142,6 +146,7 @@ def workflow(
     name: str | None = None,
     version: str | int | None = None,
     uses: list[Any] | None = None,
+    max_recovery_attempts: int | None = None,
 ) -> Any:
     """Mark a function as a workflow: the body of a durable run.
 
@@ -153,8 +158,15 @@ def workflow(
         name: The workflow's name in the log (default: the function's name).
         version: A manual drift marker: change it to make resumes fail closed.
         uses: Capabilities (tools, model calls, steps, workflows) the manifest covers.
+        max_recovery_attempts: Recoveries of one run (drives cut because its worker died)
+            before the run is ``blocked`` with reason ``recovery_exhausted``; it wins over
+            the worker's ``Worker(max_recovery_attempts=...)``. Not part of the manifest.
     """
-    return make_decorator("workflow", fn, {"name": name, "version": version, "uses": uses})
+    return make_decorator(
+        "workflow",
+        fn,
+        {"name": name, "version": version, "uses": uses, "max_recovery_attempts": max_recovery_attempts},
+    )
 
 
 @overload

@@ -98,6 +98,26 @@ def run_resumed(reason: str) -> Json:
     return {"reason": reason}
 
 
+def run_resolved(
+    decision: str,
+    by: str,
+    decided_at: float,
+    *,
+    key: str | None = None,
+    result: Any = None,
+    drift_keys: list[str] | None = None,
+) -> Json:
+    """``run.resolved``: a person's decision about the run, with who and when."""
+    out: Json = {"decision": decision, "by": by, "decided_at": decided_at}
+    if key is not None:
+        out["key"] = key
+    if decision == "happened":
+        out["result"] = result
+    if drift_keys:
+        out["drift_keys"] = list(drift_keys)
+    return out
+
+
 def run_retried(paths: list[str]) -> Json:
     """``run.retried``: failures of these paths are forgotten."""
     return {"paths": paths}

@@ -10,7 +10,18 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .errors import DurableError, NonRetryableError, StepFailedError, StepTimeoutError
+from .errors import (
+    CapabilityDriftError,
+    ConfigurationError,
+    DurableError,
+    MaxVisitsExceededError,
+    NondeterminismError,
+    NonRetryableError,
+    SerializationError,
+    StepFailedError,
+    StepTimeoutError,
+    UnknownCommitError,
+)
 
 
 def recordable(exc: BaseException) -> bool:
@@ -62,10 +73,20 @@ def rebuild_error(
             return cls(*args) if args is not None else cls(message)
         except Exception:
             pass
-    if cls is NonRetryableError:
-        return NonRetryableError(message, run_id=run_id, path=path)
-    if cls is StepTimeoutError:
-        return StepTimeoutError(message, run_id=run_id, path=path)
+    if cls in (
+        NonRetryableError,
+        StepTimeoutError,
+        ConfigurationError,
+        SerializationError,
+        NondeterminismError,
+    ):
+        return cls(message, run_id=run_id, path=path)  # type: ignore[no-any-return]
+    if cls is MaxVisitsExceededError:
+        return MaxVisitsExceededError(message, run_id=run_id, path=path or "", step=path or "", limit=0)
+    if cls is UnknownCommitError:
+        return UnknownCommitError(message, run_id=run_id, key=path or "")
+    if cls is CapabilityDriftError:
+        return CapabilityDriftError(message, run_id=run_id, changes=[])
     return StepFailedError(
         f"{path or 'run'} failed earlier in run {run_id!r} with {type_name}: {message}",
         run_id=run_id,

@@ -102,6 +102,8 @@ class Recorded:
         talk: Per key, the last record of a call that talks to the outside (``recv``,
             ``send``, ``set_event``, ``write_stream``, ``close_stream``), its data with
             ``kind`` added; a finished ``recv`` also has ``done``.
+        drift_keys: Drift keys a ``run.resolved`` accepted that no ``drift.accepted`` has
+            recorded yet: the next drive accepts them.
     """
 
     started: Json | None = None
@@ -125,6 +127,7 @@ class Recorded:
     state_version: int = 0
     cycle_completed: Json | None = None
     talk: dict[str, Json] = field(default_factory=dict)
+    drift_keys: list[str] = field(default_factory=list)
     _positions: dict[tuple[str, int], Call] | None = None
 
     @classmethod
@@ -229,6 +232,9 @@ class Recorded:
                 rec.fanouts[d["path"]] = d
             elif type_ == "drift.accepted":
                 rec.accept(d)
+                rec.drift_keys = []
+            elif type_ == "run.resolved":
+                rec.resolve(d)
             elif type_ == "run.retried":
                 for p in d.get("paths", ()):
                     rec.clear_failures(p)
@@ -362,6 +368,17 @@ class Recorded:
         out.streams = {k: d for k, d in self.streams.items() if d.get("terminal")}
         out.talk = {k: d for k, d in self.talk.items() if d["kind"] != "recv" or d.get("done")}
         return out
+
+    def resolve(self, d: Json) -> None:
+        """Apply a person's decision (``run.resolved``) to the index."""
+        decision, key = d.get("decision"), d.get("key")
+        if decision == "happened" and key is not None:
+            self.receipts[key] = {"key": key, "outcome": "ok", "result": d.get("result"), "resolved": True}
+        elif decision == "not_happened" and key is not None:
+            self.intents.pop(key, None)  # the call is made again, with the same key
+            self._positions = None
+        elif decision == "accept_drift":
+            self.drift_keys = [*self.drift_keys, *d.get("drift_keys", ())]
 
     def forget(self, key: str) -> None:
         """Drop what was recorded for one step path or effect key, so the call runs again."""

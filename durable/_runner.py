@@ -97,7 +97,7 @@ async def run_workflow(
     run_id: str | None = None,
     models: dict[str, str] | None = None,
     timeout: float | None = None,
-    resume: Any = _UNSET,
+    resume: Any = None,
     retry_failed: bool = False,
     accept_drift: Iterable[str] = (),
 ) -> Any:
@@ -115,7 +115,8 @@ async def run_workflow(
         run_id: The run to start or resume; a new id is made when ``None``.
         models: Model slot mapping, e.g. ``{"worker": "gpt-5"}``.
         timeout: Seconds to wait in all (lock wait included); the run stays resumable.
-        resume: The answer to the interrupt the run is waiting on.
+        resume: The answer to the interrupt the run is waiting on (``None``: no answer;
+            answer ``None`` itself with ``durable.handle(run_id, world=...).answer(None)``).
         retry_failed: Run again the steps and effects that failed for good.
         accept_drift: Drift keys, as a ``CapabilityDriftError`` prints them
             (``"tools.pay.options.idempotent"``), that this resume accepts: the
@@ -150,7 +151,7 @@ async def run_workflow(
         world,
         run_id=rid,
         models=dict(models or {}),
-        resume=resume,
+        resume=_UNSET if resume is None else resume,
         retry_failed=retry_failed,
         accept_drift=_drift_keys(accept_drift),
     )
@@ -238,7 +239,7 @@ async def _drive_held(
     token = world.log.fence(run_id)
     rec = recover_log(world.log, run_id)
     run = RunContext(world, run_id, token, rec, models)
-    run.accept_drift = how.accept_drift
+    run.accept_drift = how.accept_drift | frozenset(rec.drift_keys)  # and those a resolution accepted
     tracer = run.tracer = tracing()
     if tracer is None:
         return await _drive_run(run, spec, value, data, input_hash, parent, how)

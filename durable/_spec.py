@@ -41,6 +41,7 @@ class Spec:
         "is_asyncgen",
         "kind",
         "label",
+        "max_recovery_attempts",
         "max_visits",
         "name",
         "options",
@@ -69,6 +70,8 @@ class Spec:
         """The importable module and qualified name, the same however the module was started."""
         self.version: str | None = options.pop("version", None)
         self.max_visits: int = options.pop("max_visits", 1)
+        self.max_recovery_attempts: int | None = options.pop("max_recovery_attempts", None)
+        """A workflow's bound on recoveries of a run (``None``: the worker's); not in the manifest."""
         self.retry: RetryPolicy | None = as_policy(options.pop("retry", None))
         self.idempotent: bool = options.pop("idempotent", False)
         self.reconcile: Callable[..., Any] | None = options.pop("reconcile", None)
@@ -251,6 +254,18 @@ def unwrap(kind: str, fn: Any) -> tuple[Callable[..., Any], str]:
     return fn, ("method" if method else "function")
 
 
+def check_recovery_attempts(what: str, n: Any) -> None:
+    """Refuse a ``max_recovery_attempts`` that is not an int >= 0.
+
+    Raises:
+        ConfigurationError: It is not.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConfigurationError(
+            f"{what} must be an int >= 0 (recoveries before the run is blocked), not {n!r}."
+        )
+
+
 def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None:
     if options.get("name") is not None:
         _check_name(kind, options["name"])
@@ -259,6 +274,7 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
     mv = options.get("max_visits", 1)
     if not isinstance(mv, int) or isinstance(mv, bool) or mv < 1:
         raise ConfigurationError(f"@step max_visits must be an int >= 1, not {mv!r}.")
+    check_recovery_attempts(f"@{kind} max_recovery_attempts", options.get("max_recovery_attempts", 0))
     timeout = options.get("timeout")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:

@@ -26,6 +26,7 @@ caller can do next. The tree::
     ├── OuterLoopError              an outer-loop manifest cannot be read
     ├── RunTimeoutError             run_workflow's own timeout passed; the run stays resumable
     ├── RunCancelledError           the run was cancelled (result() of a cancelled run)
+    ├── RunBlockedError             the run waits for a person's decision (reason, cause, fixes)
     └── StepTimeoutError            one attempt of a step with timeout= took too long
 
     DurableControl(BaseException)   control flow user code must not swallow
@@ -58,6 +59,7 @@ __all__ = [
     "NonRetryableError",
     "NondeterminismError",
     "OuterLoopError",
+    "RunBlockedError",
     "RunCancelled",
     "RunCancelledError",
     "RunFailedError",
@@ -328,6 +330,34 @@ class RunCancelledError(DurableError):
     def __init__(self, message: str, *, run_id: str | None = None, reason: str = "requested"):
         super().__init__(message, run_id=run_id)
         self.reason = reason
+
+
+class RunBlockedError(DurableError):
+    """The run is ``blocked``: it cannot go on without a person's decision.
+
+    ``RunHandle.result()`` of a blocked run raises it; ``status_detail()``
+    says the same.
+
+    Attributes:
+        reason: ``"unknown_commit"``, ``"nondeterminism"``, ``"recovery_exhausted"`` or ``"budget"``.
+        cause: The error that blocked the run, rebuilt (``None`` when there is none, as for
+            ``recovery_exhausted``).
+        fixes: The exact commands that unblock it, each one line.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str | None,
+        reason: str,
+        cause: BaseException | None = None,
+        fixes: list[str] | None = None,
+    ):
+        super().__init__(message, run_id=run_id, path=getattr(cause, "path", None))
+        self.reason = reason
+        self.cause = cause
+        self.fixes = list(fixes or [])
 
 
 class StepTimeoutError(DurableError, TimeoutError):

@@ -36,6 +36,7 @@ __all__ = [
     "RunCompleted",
     "RunFailed",
     "RunInterruptedEvent",
+    "RunResolved",
     "RunRestored",
     "RunRetried",
     "RunStarted",
@@ -53,7 +54,7 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 5
+LOG_FORMAT_VERSION = 6
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
@@ -65,7 +66,9 @@ Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
 ``stream.write`` and ``stream.closed``, and the ``traceparent`` of
 ``run.started`` (the W3C trace context its first drive ran in, which later
 drives link to), and the ``ms`` of step and effect outcomes (how long the
-attempt took). This SDK reads formats 1 to 5.
+attempt took). Format 6 added ``run.resolved``, a person's decision about a
+run that was ``blocked`` or waited for an answer, and the ``drift_keys`` of a
+``run.failed`` for drift. This SDK reads formats 1 to 6.
 """
 
 
@@ -410,6 +413,8 @@ class RunFailed(_Event):
     error_message: str
     error_args: list[Any] | None = None
     path: str | None = None
+    drift_keys: list[str] | None = None
+    """The drift keys of a run that a worker left because of drift (``resume --accept-drift``)."""
 
 
 class RunCancelledEvent(_Event):
@@ -424,6 +429,25 @@ class RunResumed(_Event):
 
     type: Literal["run.resumed"] = "run.resumed"
     reason: str = "requested"
+
+
+class RunResolved(_Event):
+    """A person's decision about the run, recorded with who made it and when.
+
+    ``decision`` is ``happened`` (the unknown commit at ``key`` took place:
+    ``result`` is its receipt), ``not_happened`` (it did not: the call runs
+    again with the same key), ``accept_drift`` (``drift_keys`` are accepted
+    at the next drive), ``answer`` (the interrupt at ``key`` was answered
+    without the run's input) or ``resume`` (the run goes on as it is).
+    """
+
+    type: Literal["run.resolved"] = "run.resolved"
+    decision: Literal["happened", "not_happened", "accept_drift", "answer", "resume"]
+    key: str | None = None
+    result: Any = None
+    drift_keys: list[str] = Field(default_factory=list)
+    by: str
+    decided_at: float
 
 
 class RunInterruptedEvent(_Event):
@@ -465,7 +489,8 @@ Event = Annotated[
     | RunFailed
     | RunInterruptedEvent
     | RunCancelledEvent
-    | RunResumed,
+    | RunResumed
+    | RunResolved,
     Field(discriminator="type"),
 ]
 """Any event of the log, discriminated by its ``type``."""

@@ -69,6 +69,7 @@ _STATUS_STYLES = {
     "running": "blue",
     "enqueued": "magenta",
     "interrupted": "yellow",
+    "blocked": "bold yellow",
     "completed": "green",
     "failed": "bold red",
     "cancelled": "dim",

@@ -15,6 +15,7 @@ from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..runtime import Queue, Worker, cancel_run, resume_run, run_status
 from ..runtime._driver import default_driver
+from ..runtime._handle import driver_of
 from ._registry import CliError, command, run_id_arg
 
 
@@ -127,8 +128,24 @@ def _cancel(world: WorldCore, a: argparse.Namespace) -> Any:
     return {"run_id": a.run_id, "status": status, "reason": detail.reason}
 
 
+def workflow_of(a: argparse.Namespace) -> list[Any]:
+    """The workflow named by ``--workflow MODULE:FUNCTION``, as a list (empty without it)."""
+    return [_import(a.workflow)[1]] if getattr(a, "workflow", None) else []
+
+
 def _resume_args(p: argparse.ArgumentParser) -> None:
     run_id_arg(p)
+    p.add_argument(
+        "keys",
+        nargs="*",
+        metavar="KEY",
+        help="with --accept-drift: the drift keys to accept (`little doctor` lists them)",
+    )
+    p.add_argument(
+        "--accept-drift",
+        action="store_true",
+        help="accept the drift under the KEYs given after the run id (a run a worker left because of drift)",
+    )
     p.add_argument(
         "--workflow",
         metavar="MODULE:FUNCTION",
@@ -136,16 +153,44 @@ def _resume_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_resume(a: argparse.Namespace) -> None:
+    if a.keys and not a.accept_drift:
+        raise CliError("drift keys go after --accept-drift: little resume RUN_ID --accept-drift KEY ...")
+    if a.accept_drift and not a.keys:
+        raise CliError(
+            "--accept-drift takes the drift keys to accept: little resume RUN_ID --accept-drift KEY ..."
+        )
+
+
 @command(
-    "resume", "let a cancelled or failed run continue (a queued one goes back on its queue)", _resume_args
+    "resume",
+    "let a cancelled, failed or blocked run continue (a queued one goes back on its queue)",
+    _resume_args,
+    check=_check_resume,
 )
 def _resume(world: WorldCore, a: argparse.Namespace) -> Any:
-    async def go() -> str:
-        workflows = [_import(a.workflow)[1]] if a.workflow else []
-        h = await resume_run(a.run_id, world=world, workflows=workflows)
+    async def go() -> dict[str, Any]:
+        before = run_status(world, a.run_id).status
+        h = await resume_run(a.run_id, world=world, workflows=workflow_of(a), accept_drift=a.keys)
         task = default_driver(world).tasks.get(a.run_id)
         if task is not None:
-            await asyncio.wait([task])
-        return await h.status()
+            await asyncio.wait([task])  # driven here, in the foreground, to its outcome
+        st = await h.status_detail()
+        out: dict[str, Any] = {"run_id": a.run_id, "status": st.status}
+        if st.status == "running" and task is None:
+            d = driver_of(world, a.run_id)
+            out["note"] = (
+                f"a live driver drives it (pid {d['pid']} on {d['host']})"
+                if d["driver"] == "live"
+                else "nothing drives it in this process: a worker that knows its workflow does "
+                "(`little worker MODULE:FUNCTION`), or pass --workflow MODULE:FUNCTION to drive it here"
+            )
+        elif st.status == "enqueued":
+            out["note"] = f"back on queue {st.queue!r}: a worker serving it drives the run"
+        elif before not in ("cancelled", "failed", "blocked", "running"):
+            out["note"] = f"the run is {before}: there is nothing to resume"
+        if st.fixes and st.status in ("failed", "blocked"):
+            out["fixes"] = st.fixes
+        return out
 
-    return {"run_id": a.run_id, "status": asyncio.run(go())}
+    return asyncio.run(go())

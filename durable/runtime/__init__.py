@@ -7,6 +7,7 @@ world's control store (``durable.store.RunControl``).
 
 from __future__ import annotations
 
+from ._doctor import Finding, doctor
 from ._handle import RunHandle, cancel_run, handle
 from ._outbox import DEFAULT_POLICY, OutboxDispatcher, dispatch_outbox
 from ._queue import Queue
@@ -31,6 +32,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "MISSED_AFTER",
     "STATUSES",
+    "Finding",
     "OutboxDispatcher",
     "Queue",
     "RunHandle",
@@ -41,6 +43,7 @@ __all__ = [
     "Worker",
     "cancel_run",
     "dispatch_outbox",
+    "doctor",
     "handle",
     "recover_runs",
     "resume_run",

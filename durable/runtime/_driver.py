@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._codec import Codec
+from .._logging import INFO, note
 from .._runner import drive
 from .._spec import Spec
 from .._world import WorldCore
@@ -32,6 +33,7 @@ from ..errors import CodecError, FencedError, RunCancelled, RunCancelledError, R
 from ..store._control import ControlRecord, MemoryControl, RunControl
 from ..store._sqlite_control import SqliteControl
 from ._guard import RunGuard, WorkerStopping
+from ._outcome import BLOCKED, FAILED, blocked_error, blocked_text, classify, record_failed
 
 log = logging.getLogger("durable.runtime")
 
@@ -40,6 +42,9 @@ WATCH_INTERVAL = 0.05
 
 STOP_GRACE = 30.0
 """Seconds a stopping driver waits for its runs to reach a durable point before cancelling them."""
+
+MAX_RECOVERY_ATTEMPTS = 5
+"""Recoveries of one run (drives cut without a recorded outcome) before it is ``blocked``."""
 
 HOST = socket.gethostname()
 
@@ -155,11 +160,20 @@ class Driver:
         world: The world.
         owner: The owner's name, recorded in each claim.
         on_done: Called with the run id when a run's task ends.
+        max_recovery_attempts: Recoveries of a run before it is ``blocked`` (a workflow's
+            ``@workflow(max_recovery_attempts=...)`` wins).
     """
 
-    def __init__(self, world: WorldCore, owner: str, on_done: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        world: WorldCore,
+        owner: str,
+        on_done: Callable[[str], None] | None = None,
+        max_recovery_attempts: int = MAX_RECOVERY_ATTEMPTS,
+    ):
         self.world = world
         self.owner = owner
+        self.max_recovery_attempts = max_recovery_attempts
         self._state = runtime_of(world)
         self.control = self._state.control
         self.tasks: dict[str, asyncio.Task[None]] = {}
@@ -191,6 +205,7 @@ class Driver:
     async def _drive(self, spec: Spec, rec: ControlRecord, lock: object, guard: RunGuard) -> None:
         world, rid = self.world, rec.run_id
         state: str | None = "done"
+        note(INFO, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
         try:
             first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
             recorded = json.loads(first[2]) if first is not None and first[1] == "run.started" else None
@@ -217,19 +232,49 @@ class Driver:
             state = "cancelled"
         except RunInterrupted:
             pass
-        except (WorkerStopping, FencedError, asyncio.CancelledError):
+        except WorkerStopping:
+            state = None  # left claimed: resumable by the next worker, and this drive is not counted
+            with contextlib.suppress(Exception):
+                self.control.uncount(rid)
+        except (FencedError, asyncio.CancelledError):
             state = None  # left claimed: resumable by the next worker
         except Exception as exc:
-            if not _recorded_failure(world, rid):
-                log.warning("run %s stopped without a recorded outcome: %s", rid, str(exc).splitlines()[0])
+            state = self._settle(rid, exc)
         finally:
             try:
-                if state is None:
+                if state is None or state == BLOCKED:
                     self.world.locks.release(lock)
                 else:
                     await self._end(rid, state, lock)
             finally:
                 self._forget(rid, guard)
+
+    def _settle(self, rid: str, exc: Exception) -> str | None:
+        """Record the outcome of a drive that raised ``exc``: ``done``, ``blocked``, or ``None`` (cut).
+
+        A cut drive leaves the run claimed and counted: the next recovery
+        tries again after its backoff, and ``max_recovery_attempts`` bounds it.
+        """
+        world = self.world
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        try:
+            if _recorded_failure(world, rid):
+                return "done"
+            kind, reason = classify(exc)
+            if kind == FAILED:
+                if record_failed(world, rid, exc) or _recorded_failure(world, rid):
+                    log.warning("run %s failed: %s: %s", rid, type(exc).__name__, first)
+                    return "done"
+            elif kind == BLOCKED:
+                assert reason is not None
+                self.control.block(rid, blocked_text(reason, exc))
+                say_blocked(world, rid, reason, exc)
+                return BLOCKED
+        except Exception as again:  # the store cannot take the outcome now: the drive counts as cut
+            log.warning("run %s stopped (%s) and its outcome could not be recorded: %s", rid, first, again)
+            return None
+        log.warning("run %s stopped without a recorded outcome (%s); it will be recovered", rid, first)
+        return None
 
     def _forget(self, rid: str, guard: RunGuard) -> None:
         """Drop a run whose task ends from this driver (and tell the owner)."""
@@ -308,6 +353,13 @@ class Driver:
             self._watch.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watch
+
+
+def say_blocked(world: WorldCore, run_id: str, reason: str, exc: BaseException | None) -> None:
+    """The one warning a run gets when it becomes ``blocked``: why, and the commands that unblock it."""
+    data = json.loads(blocked_text(reason, exc))
+    rec = runtime_of(world).control.get(run_id)
+    log.warning("%s", blocked_error(world, run_id, data, rec.queue if rec is not None else None))
 
 
 def _recorded_failure(world: WorldCore, run_id: str) -> bool:

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
 from .._failures import rebuild_from
@@ -15,6 +15,7 @@ from .._spec import Spec
 from .._world import WorldCore
 from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
 from ._driver import HOST, control_of, default_driver, live_guard, runtime_of, waker
+from ._outcome import blocked_data, blocked_error
 from ._status import RunStatus, run_status
 
 _POLL_MIN = 0.0005
@@ -47,11 +48,11 @@ class RunHandle:
         return self
 
     async def status(self) -> str:
-        """One of ``enqueued``, ``running``, ``interrupted``, ``completed``, ``failed``, ``cancelled``."""
+        """The run's status, one of ``STATUSES`` (``blocked``: it waits for a decision)."""
         return run_status(self.world, self.run_id).status
 
     async def status_detail(self) -> RunStatus:
-        """The status with its cancellation reason, queue and driver."""
+        """The status with its reason, error, the commands that fix it, its queue and driver."""
         return run_status(self.world, self.run_id)
 
     async def result(self, timeout: float | None = None) -> Any:
@@ -66,7 +67,9 @@ class RunHandle:
 
         Raises:
             RunCancelledError: The run was cancelled.
-            RunInterrupted: The run waits for an answer (``run_workflow(..., resume=)``).
+            RunBlockedError: The run is blocked: it waits for a decision (``reason``,
+                ``cause``, ``fixes``).
+            RunInterrupted: The run waits for an answer (``handle.answer(value)``).
             RunTimeoutError: ``timeout`` passed first.
             Exception: The run's recorded failure, rebuilt.
         """
@@ -108,6 +111,14 @@ class RunHandle:
                 run_id=rid,
                 reason=st.reason or "requested",
             )
+        if st.status == "blocked":
+            ctl = control_of(self.world).get(rid)
+            raise blocked_error(
+                self.world,
+                rid,
+                blocked_data(ctl.blocked if ctl is not None else None),
+                ctl.queue if ctl is not None else None,
+            )
         rec = recover_log(self.world.log, rid)
         terminal = rec.terminal
         if terminal is None:  # failed before its first event (a control record only)
@@ -117,8 +128,8 @@ class RunHandle:
             return self._spec.rebuild(data["output"]) if self._spec is not None else data["output"]
         if kind == "run.interrupted":
             raise RunInterrupted(
-                f"run {rid!r} is waiting at {data['path']!r} for an answer; call run_workflow "
-                "again with resume=<answer>.",
+                f"run {rid!r} is waiting at {data['path']!r} for an answer; answer it with "
+                f"durable.handle({rid!r}, world=...).answer(value) or `little answer {rid} JSON`.",
                 run_id=rid,
                 value=data.get("value"),
                 path=data["path"],
@@ -128,6 +139,64 @@ class RunHandle:
     async def cancel(self) -> None:
         """Ask the run to stop; see ``cancel_run``."""
         cancel_run(self.world, self.run_id)
+
+    async def resolve(
+        self,
+        key: str,
+        *,
+        happened: bool,
+        result: Any = None,
+        workflows: Iterable[Any] = (),
+        by: str | None = None,
+    ) -> None:
+        """Decide an unknown commit of a blocked run: did the tool call at ``key`` happen?
+
+        ``happened=True`` records ``result`` (checked against the tool's return
+        type) as the call's receipt, so the run goes on as if the call had
+        returned it; ``happened=False`` lets the call execute again with the
+        same idempotency key. The decision is recorded in the log (``run.resolved``,
+        with ``by`` and when), and the run continues: back on its queue, or in
+        the background of this process when it knows the workflow (else a
+        worker that knows it drives it).
+
+        Args:
+            key: The key the ``UnknownCommitError`` printed (``status_detail().error["key"]``).
+            happened: Whether the call took place in the external system.
+            result: With ``happened=True``: what the tool returned, as JSON data.
+            workflows: The ``@workflow`` functions, when this process did not start or serve the run.
+            by: Who decided (default ``user@host``).
+
+        Raises:
+            ConfigurationError: ``key`` is not an unconfirmed call of the run, the run is
+                driven right now, or ``result`` does not fit the tool's return type.
+        """
+        from ._resolve import resolve_commit
+
+        spec = resolve_commit(
+            self.world, self.run_id, key, happened=happened, result=result, workflows=workflows, by=by
+        )
+        self._spec = self._spec or spec
+
+    async def answer(self, value: Any, *, workflows: Iterable[Any] = (), by: str | None = None) -> None:
+        """Answer the interrupt this run waits at, without the run's input; the run continues.
+
+        A queued run goes back on its queue; another continues in the
+        background of this process when it knows the workflow (else a worker
+        that knows it drives it). The answer is recorded in the log with who
+        gave it and when.
+
+        Args:
+            value: The answer (JSON data); ``durable.interrupt`` returns it in the run.
+            workflows: The ``@workflow`` functions, when this process did not start or serve the run.
+            by: Who answered (default ``user@host``).
+
+        Raises:
+            ConfigurationError: The run waits for no answer, or is driven right now.
+        """
+        from ._resolve import answer_run
+
+        spec = answer_run(self.world, self.run_id, value, workflows=workflows, by=by)
+        self._spec = self._spec or spec
 
     # -- talking to the run (section "talking to runs" of the docs) -------------
 
@@ -202,7 +271,7 @@ def cancel_run(world: WorldCore, run_id: str, reason: str = "requested") -> str:
     guard = live_guard(world, run_id)
     if guard is not None:
         guard.cancel(reason)
-    elif st.status in ("interrupted", "running"):
+    elif st.status in ("interrupted", "running", "blocked"):
         for rid in [*children, run_id]:
             _close_undriven(world, rid, reason)
     return run_status(world, run_id).status

@@ -11,15 +11,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._logging import INFO, note
-from .._runner import _workflow_spec, new_run_id, validate_input
+from .._runner import _drift_keys, _workflow_spec, new_run_id, validate_input
 from .._spec import Spec
 from .._tracing import traceparent
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
-from ._driver import HOST, Driver, control_of, default_driver, runtime_of, seal_input
+from ._driver import HOST, Driver, control_of, default_driver, runtime_of, say_blocked, seal_input
 from ._handle import RunHandle
+from ._outcome import RECOVERY_EXHAUSTED, blocked_text
 from ._queue import queue_name
+from ._resolve import find_workflow, record_resume
 from ._status import run_status
 
 log = logging.getLogger("durable.runtime")
@@ -128,6 +130,8 @@ def start_workflow(
         created_at=world.clock(),
         claimed_at=None if qname is not None else world.clock(),
         traceparent=traceparent(),
+        drives=0 if qname is not None else 1,
+        driven_at=None if qname is not None else world.clock(),
     )
     runtime_of(world).known[spec.name] = spec
     got = ctl.submit(rec)
@@ -148,22 +152,43 @@ def _nudge(world: WorldCore) -> None:
         ev.set()
 
 
-async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] = ()) -> RunHandle:
-    """Let a cancelled run, or one failed for good, continue.
+async def resume_run(
+    run_id: str,
+    *,
+    world: WorldCore,
+    workflows: Iterable[Any] = (),
+    accept_drift: Iterable[str] = (),
+) -> RunHandle:
+    """Let a cancelled, failed or blocked run continue.
 
     A queued run goes back on its queue (its limits apply); a run without a
     queue is driven by this process in the background (its workflow must be
-    one of ``workflows`` or known from an earlier ``start_workflow`` here).
-    A running or completed run is left as it is.
+    one of ``workflows`` or known from an earlier ``start_workflow`` here;
+    otherwise any worker that knows the workflow drives it). A failed run
+    runs its failed calls again; a blocked one starts its count of
+    recoveries again. A running or completed run is left as it is.
+
+    Args:
+        run_id: The run.
+        world: Its world.
+        workflows: The ``@workflow`` functions this process knows.
+        accept_drift: Drift keys, as ``CapabilityDriftError`` (or ``status_detail().fixes``)
+            prints them, that the next drive accepts (as ``run_workflow``'s
+            ``accept_drift``). The decision is recorded in the log with who and when.
 
     Returns:
         The run's handle.
 
     Raises:
         RunNotFoundError: The world has no such run.
+        ConfigurationError: ``accept_drift`` is not a list of keys.
     """
+    keys = sorted(_drift_keys(accept_drift))
     st = run_status(world, run_id)
-    if st.status not in ("cancelled", "failed"):
+    if st.status == "running" and st.queue is None and run_id not in default_driver(world).tasks:
+        _drive_if_undriven(world, run_id, workflows)  # asked before, and nobody drives it
+        return RunHandle(run_id, world)
+    if st.status not in ("cancelled", "failed", "blocked"):
         return RunHandle(run_id, world)
     ctl = control_of(world)
     info = world.log.info(run_id)
@@ -171,7 +196,9 @@ async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] 
     if rec is None:
         assert info is not None
         rec = ctl.adopt(run_id, info.workflow, owner="", pid=0, host="", now=world.clock())
-    resume: str | None = st.status
+    if info is not None and (keys or st.status == "blocked"):
+        record_resume(world, run_id, keys)
+    resume: str | None = None if st.status == "blocked" else st.status
     if info is None:  # cancelled while enqueued: it never started
         resume = None
     got = ctl.reopen(run_id, resume)
@@ -180,9 +207,14 @@ async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] 
         _nudge(world)
         return RunHandle(run_id, world)
     name = got.workflow or (info.workflow if info is not None else "")
-    spec = _find_spec(world, name, workflows)
+    spec = find_workflow(world, name, workflows)
     if spec is None:
-        log.warning("run %s goes back to be driven by a worker that knows %r", run_id, name)
+        log.warning(
+            "run %s is not driven by this process, which does not know workflow %r: a worker "
+            "that knows it drives it (`little worker MODULE:ATTR`)",
+            run_id,
+            name,
+        )
         return RunHandle(run_id, world)
     driver = default_driver(world)
     lock = driver.lock(run_id)
@@ -192,12 +224,22 @@ async def resume_run(run_id: str, *, world: WorldCore, workflows: Iterable[Any] 
     return RunHandle(run_id, world, spec)
 
 
-def _find_spec(world: WorldCore, name: str, workflows: Iterable[Any]) -> Spec | None:
-    for wf in workflows:
-        spec = _workflow_spec(wf)
-        if spec.name == name:
-            return spec
-    return runtime_of(world).known.get(name)
+def _drive_if_undriven(world: WorldCore, run_id: str, workflows: Iterable[Any]) -> None:
+    """Drive a running run here when no live process holds it and this process knows its workflow."""
+    info = world.log.info(run_id)
+    rec = control_of(world).get(run_id)
+    name = (rec.workflow if rec is not None else "") or (info.workflow if info is not None else "")
+    spec = find_workflow(world, name, workflows)
+    if spec is None:
+        return
+    driver = default_driver(world)
+    lock = driver.lock(run_id)
+    if lock is None:
+        return  # a live driver has it
+    got = control_of(world).adopt(
+        run_id, name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
+    )
+    driver.spawn(spec, got, lock)
 
 
 def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:
@@ -215,8 +257,29 @@ def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:
     return out
 
 
+CLAIM_GRACE = 1.0
+"""Seconds a run another driver just claimed is left to it (it takes the run's lock right after)."""
+
+
+def backoff(cut: int) -> float:
+    """Seconds before the next drive of a run whose last ``cut`` drives were cut: 0, then 1, 2, 4 ... 60."""
+    return 0.0 if cut <= 1 else min(2.0 ** (cut - 2), 60.0)
+
+
+def recovery_limit(driver: Driver, spec: Spec) -> int:
+    """A run's bound on recoveries: its workflow's ``max_recovery_attempts``, else the driver's."""
+    own: int | None = spec.max_recovery_attempts
+    return own if own is not None else driver.max_recovery_attempts
+
+
 def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> list[RunHandle]:
-    """Drive every run of a known workflow whose driver died; return their handles."""
+    """Drive every run of a known workflow whose driver died; return their handles.
+
+    A run whose drives were cut more than its ``max_recovery_attempts`` is
+    ``blocked`` (``recovery_exhausted``) instead; the recoveries of one run
+    back off (the first at once, then 1, 2, 4 ... 60 seconds after its last
+    drive began), so a run that kills its worker cannot take the worker's CPU.
+    """
     world, ctl = driver.world, driver.control
     seen: dict[str, str] = {}
     for rec in ctl.claimed():
@@ -232,15 +295,27 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
         for rid in live:
             if f"run:{rid}" not in open_:
                 del seen[rid]  # its driver holds a live lease: no lock attempt needed
+    records = ctl.records([rid for rid in seen if rid not in driver.tasks])
+    now = world.clock()
     out = []
     for rid, wf_name in seen.items():
         if rid in driver.tasks:
             continue
+        old = records.get(rid)
+        if old is not None and old.state in ("blocked", "enqueued"):
+            continue  # waits for a decision, or for a claim from its queue
         spec = specs.get(wf_name)
         if spec is None:
             if rid not in warned:
                 warned.add(rid)
                 log.warning("run %s of workflow %r is left alone: this worker does not know it", rid, wf_name)
+            continue
+        cut = old.drives if old is not None and old.state == "claimed" else 0
+        just_claimed = old is not None and old.driven_at is not None and now - old.driven_at < CLAIM_GRACE
+        if just_claimed and old is not None and old.owner and old.owner != driver.owner:
+            continue  # just claimed: its driver takes the lock now
+        exhausted = cut > recovery_limit(driver, spec)
+        if old is not None and not exhausted and now < (old.driven_at or 0.0) + backoff(cut):
             continue
         lock = driver.lock(rid)
         if lock is None:
@@ -250,24 +325,42 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
             if old is not None and old.state != "claimed" and world.log.info(rid) is None:
                 world.locks.release(lock)
                 continue
+            if old is not None and old.state == "claimed" and old.drives > recovery_limit(driver, spec):
+                _exhausted(driver, rid, old.drives)
+                world.locks.release(lock)
+                continue
             rec = ctl.adopt(rid, wf_name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
         except BaseException:
             world.locks.release(lock)
             raise
         driver.spawn(spec, rec, lock)
+        why = (
+            "no process drives it"
+            if old is not None and not old.owner
+            else f"its driver {old.owner} is gone"
+            if old is not None
+            else "its driver is gone"
+        )
         note(
             INFO,
             rid,
             None,
-            "%s recovered run %s (workflow %r): its driver is gone",
+            "%s recovered run %s (workflow %r): %s",
             driver.owner,
             rid,
             wf_name,
+            why,
             logger=log,
             worker=driver.owner,
         )
         out.append(RunHandle(rid, world, spec))
     return out
+
+
+def _exhausted(driver: Driver, run_id: str, drives: int) -> None:
+    """Block a run whose drives were cut too often (``recovery_exhausted``), with its one warning."""
+    driver.control.block(run_id, blocked_text(RECOVERY_EXHAUSTED, None))
+    say_blocked(driver.world, run_id, RECOVERY_EXHAUSTED, None)
 
 
 async def recover_runs(world: WorldCore, workflows: Iterable[Any]) -> list[RunHandle]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from .._recovery import recover_log
 from .._world import WorldCore
@@ -10,8 +11,9 @@ from ..errors import RunNotFoundError
 from ..store._control import ControlRecord
 from ..store._protocol import RunInfo
 from ._driver import control_of
+from ._outcome import blocked_data, fixes
 
-STATUSES = ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
+STATUSES = ("enqueued", "running", "interrupted", "blocked", "completed", "failed", "cancelled")
 """Every status a run reports."""
 
 
@@ -20,13 +22,19 @@ class RunStatus:
     """A run's status with the detail the runtime knows.
 
     Attributes:
-        status: One of ``enqueued``, ``running``, ``interrupted``, ``completed``,
+        status: One of ``enqueued``, ``running``, ``interrupted``, ``blocked``, ``completed``,
             ``failed``, ``cancelled``.
-        reason: Why a cancelled run (or one asked to cancel) stops: ``requested`` or ``deadline``.
+        reason: Why a cancelled run (or one asked to cancel) stops: ``requested`` or ``deadline``;
+            why a blocked run waits: ``unknown_commit``, ``nondeterminism``,
+            ``recovery_exhausted`` or ``budget``.
         queue: Its queue, when it has one.
         owner: The driver that claimed it.
         pid: The driver's process id, when known.
         host: The driver's host, when known.
+        error: The error of a failed or blocked run (``error_type``, ``error_message``,
+            and ``key`` or ``path`` when it names one), else ``None``.
+        fixes: The exact commands that move a blocked, failed or interrupted run again.
+        drives: Drives begun since the run's last recorded outcome (cut ones stay counted).
     """
 
     status: str
@@ -35,6 +43,9 @@ class RunStatus:
     owner: str | None = None
     pid: int | None = None
     host: str | None = None
+    error: dict[str, Any] | None = None
+    fixes: list[str] = field(default_factory=list)
+    drives: int = 0
 
 
 def run_status(world: WorldCore, run_id: str) -> RunStatus:
@@ -60,21 +71,38 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
     parent's driver has no control record that could say it), a pending
     cancellation's the one its control record holds.
     """
+    error: dict[str, Any] | None = None
     if info is not None:
         status = info.status
         if rec is not None and rec.resume == status and rec.state in ("enqueued", "claimed"):
             status = "enqueued" if rec.state == "enqueued" else "running"  # resume_run asked
+        elif rec is not None and rec.state == "blocked" and status == "running":
+            status = "blocked"
+        elif rec is not None and rec.state == "enqueued" and status == "running":
+            status = "enqueued"  # answered or resolved: back on its queue
     else:
         assert rec is not None
         status = {"claimed": "running", "done": "failed"}.get(rec.state, rec.state)
     reason = None
+    why: dict[str, Any] = {}
     if status == "cancelled":
         reason = _cancel_reason(world, run_id) if info is not None else (rec.cancel_reason if rec else None)
+    elif status == "blocked":
+        assert rec is not None
+        why = blocked_data(rec.blocked)
+        reason = why.get("reason")
+        error = {k: why[k] for k in ("error_type", "error_message", "key") if k in why} or None
+    elif status == "failed" and info is not None:
+        terminal = recover_log(world.log, run_id).terminal
+        if terminal is not None and terminal[0] == "run.failed":
+            why = terminal[1]
+            error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
     elif rec is not None:
         reason = rec.cancel_reason
+    how = fixes(world, run_id, status, {**why, "reason": reason}, rec.queue if rec is not None else None)
     if rec is None:
-        return RunStatus(status, reason)
-    return RunStatus(status, reason or None, rec.queue, rec.owner, rec.pid, rec.host)
+        return RunStatus(status, reason, error=error, fixes=how)
+    return RunStatus(status, reason or None, rec.queue, rec.owner, rec.pid, rec.host, error, how, rec.drives)
 
 
 def _cancel_reason(world: WorldCore, run_id: str) -> str | None:

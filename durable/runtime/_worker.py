@@ -12,11 +12,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .._logging import INFO, note
+from .._spec import check_recovery_attempts
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import RunControl
 from ..store._talk_stores import keeps_outbox
-from ._driver import HOST, Driver, owner_name, runtime_of, waker
+from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker
 from ._outbox import OutboxDispatcher
 from ._queue import Queue
 from ._schedules import Schedule, Schedules, schedule_pass
@@ -64,6 +65,10 @@ class Worker:
             ticks; it also starts the ticks of schedules created at run time
             (``world.schedules``) whose workflow it knows.
         name: The worker's name in claims (default ``host:pid:random``).
+        max_recovery_attempts: Recoveries of one run (drives cut because a worker died)
+            before the run is ``blocked`` with reason ``recovery_exhausted``; a workflow's
+            ``@workflow(max_recovery_attempts=...)`` wins. Recoveries of one run back off:
+            the first at once, then 1, 2, 4 ... up to 60 seconds.
 
     Raises:
         ConfigurationError: Two workflows share a name, or an option is invalid.
@@ -78,7 +83,9 @@ class Worker:
         concurrency: int = 100,
         schedules: Iterable[Any] = (),
         name: str | None = None,
+        max_recovery_attempts: int = MAX_RECOVERY_ATTEMPTS,
     ):
+        check_recovery_attempts("Worker max_recovery_attempts", max_recovery_attempts)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigurationError(f"Worker concurrency must be an int >= 1, not {concurrency!r}.")
         self.schedules = list(schedules)
@@ -90,7 +97,9 @@ class Worker:
         self.queues = [q if isinstance(q, Queue) else Queue(q) for q in queues]
         self.concurrency = concurrency
         self.name = owner_name(name)
-        self.driver = Driver(world, self.name, on_done=self._done)
+        self.driver = Driver(
+            world, self.name, on_done=self._done, max_recovery_attempts=max_recovery_attempts
+        )
         self.outbox = OutboxDispatcher(world, self.name)
         self._queue_of: dict[str, str | None] = {}
         self._warned: set[str] = set()

@@ -45,10 +45,41 @@ def adopted(old: ControlRecord, workflow: str, owner: str, pid: int, host: str, 
         pid=pid,
         host=host,
         claimed_at=claimed_at,
+        drives=old.drives + 1,
+        driven_at=now,
     )
 
 
-ACTIVE = ("enqueued", "claimed")
+def claimed_by(old: ControlRecord, owner: str, pid: int, host: str, now: float) -> ControlRecord:
+    """``old`` claimed from its queue by a worker: one more drive begins."""
+    return dataclasses.replace(
+        old,
+        state="claimed",
+        owner=owner,
+        pid=pid,
+        host=host,
+        claimed_at=now,
+        drives=old.drives + 1,
+        driven_at=now,
+    )
+
+
+def reopened(old: ControlRecord, state: str, resume: str | None) -> ControlRecord:
+    """``old`` put back by ``reopen``: nobody drives it, nothing blocks it, no drive is counted."""
+    return dataclasses.replace(
+        old,
+        state=state,
+        owner=None,
+        pid=None,
+        host=None,
+        cancel_reason=None,
+        resume=resume,
+        drives=0,
+        blocked=None,
+    )
+
+
+ACTIVE = ("enqueued", "claimed", "blocked")
 """States of a control record whose run has not finished (its dedup id is taken)."""
 
 
@@ -83,7 +114,7 @@ class ControlRecord:
         priority: Lower goes first.
         dedup_id: Deduplication id (free again once the run finished).
         deadline: Seconds the run may take once it starts executing.
-        state: ``enqueued``, ``claimed``, ``done`` or ``cancelled``.
+        state: ``enqueued``, ``claimed``, ``blocked``, ``done`` or ``cancelled``.
         owner: The driver that claimed it (a worker's name).
         pid: The driver's process id.
         host: The driver's host name.
@@ -94,6 +125,11 @@ class ControlRecord:
         seq: Submission order (FIFO within a priority).
         traceparent: The W3C trace context of the code that started the run (tracing on),
             which the run's first drive continues wherever it is driven.
+        drives: Drives begun since the run's last recorded outcome: a drive that a
+            dying worker cut stays counted (recovery is bounded by it).
+        driven_at: When the last drive began (Unix time; recoveries back off from it).
+        blocked: Why a ``blocked`` run waits for a decision, as JSON text
+            (``reason``, ``error_type``, ``error_message``, ``key``).
     """
 
     run_id: str
@@ -115,6 +151,9 @@ class ControlRecord:
     resume: str | None = None
     seq: int = 0
     traceparent: str | None = None
+    drives: int = 0
+    driven_at: float | None = None
+    blocked: str | None = None
 
 
 class RunControl(Protocol):
@@ -162,6 +201,15 @@ class RunControl(Protocol):
     def delete(self, run_ids: Sequence[str]) -> None:
         """Remove the records of these runs (``gc`` of finished runs); an unknown id is skipped."""
 
+    def block(self, run_id: str, blocked: str) -> None:
+        """Mark a claimed run ``blocked`` (``blocked``: the JSON of why); it waits for a decision.
+
+        A blocked run holds no slot of its queue and no worker drives or recovers it.
+        """
+
+    def uncount(self, run_id: str) -> None:
+        """Take back the count of a drive that stopped on purpose (a worker that stops)."""
+
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         """Record a cancellation; an enqueued run becomes ``cancelled`` at once. Returns the record."""
 
@@ -169,10 +217,16 @@ class RunControl(Protocol):
         """The pending cancellations of these runs: run id to reason."""
 
     def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
-        """Put a finished run back: on its queue (``enqueued``), or ``claimed`` by nobody without one."""
+        """Put a finished or blocked run back: on its queue (``enqueued``), or ``claimed`` by nobody.
+
+        Its count of drives starts again from zero.
+        """
 
     def claimed(self) -> list[ControlRecord]:
         """Every claimed record (recovery looks for those whose driver died)."""
+
+    def blocked_records(self) -> list[ControlRecord]:
+        """Every blocked record."""
 
     def records(self, run_ids: Sequence[str]) -> dict[str, ControlRecord]:
         """The records of these runs that exist."""
@@ -269,13 +323,7 @@ class MemoryControl:
                 if not _partition_free(limits, parts, r.partition_key):
                     continue
                 parts[r.partition_key] = parts.get(r.partition_key, 0) + 1
-                out.append(
-                    self._put(
-                        dataclasses.replace(
-                            r, state="claimed", owner=owner, pid=pid, host=host, claimed_at=now
-                        )
-                    )
-                )
+                out.append(self._put(claimed_by(r, owner, pid, host, now)))
             return out
 
     def adopt(
@@ -297,7 +345,24 @@ class MemoryControl:
             for run_id, state in ends:
                 old = self._records.get(run_id)
                 if old is not None:
-                    self._put(dataclasses.replace(old, state=state, cancel_reason=None, resume=None))
+                    self._put(
+                        dataclasses.replace(
+                            old, state=state, cancel_reason=None, resume=None, drives=0, blocked=None
+                        )
+                    )
+
+    @announcing
+    def block(self, run_id: str, blocked: str) -> None:
+        with self._mutex:
+            old = self._records.get(run_id)
+            if old is not None:
+                self._put(dataclasses.replace(old, state="blocked", blocked=blocked))
+
+    def uncount(self, run_id: str) -> None:
+        with self._mutex:
+            old = self._records.get(run_id)
+            if old is not None:
+                self._put(dataclasses.replace(old, drives=max(old.drives - 1, 0)))
 
     def delete(self, run_ids: Sequence[str]) -> None:
         with self._mutex:
@@ -333,14 +398,13 @@ class MemoryControl:
             if old is None:
                 return None
             state = "enqueued" if old.queue is not None else "claimed"
-            return self._put(
-                dataclasses.replace(
-                    old, state=state, owner=None, pid=None, host=None, cancel_reason=None, resume=resume
-                )
-            )
+            return self._put(reopened(old, state, resume))
 
     def claimed(self) -> list[ControlRecord]:
         return [r for r in self._records.values() if r.state == "claimed"]
+
+    def blocked_records(self) -> list[ControlRecord]:
+        return [r for r in self._records.values() if r.state == "blocked"]
 
     def records(self, run_ids: Sequence[str]) -> dict[str, ControlRecord]:
         return {rid: self._records[rid] for rid in run_ids if rid in self._records}

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._control import ControlRecord, QueueLimits, _partition_free, _room, adopted
+from ._control import ControlRecord, QueueLimits, _partition_free, _room, adopted, claimed_by, reopened
 from ._pg_notify import Notifier, notify
 from ._pg_schema import Database
 
@@ -96,7 +96,7 @@ class PostgresControl:
                     row = conn.execute(
                         self.db.sql(
                             f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
-                            "AND dedup_id = %s AND state IN ('enqueued', 'claimed') LIMIT 1"
+                            "AND dedup_id = %s AND state IN ('enqueued', 'claimed', 'blocked') LIMIT 1"
                         ),
                         (record.queue, record.dedup_id),
                     ).fetchone()
@@ -177,18 +177,14 @@ class PostgresControl:
                     if not _partition_free(limits, parts, r.partition_key):
                         continue
                     parts[r.partition_key] = parts.get(r.partition_key, 0) + 1
-                    out.append(
-                        dataclasses.replace(
-                            r, state="claimed", owner=owner, pid=pid, host=host, claimed_at=now
-                        )
-                    )
+                    out.append(claimed_by(r, owner, pid, host, now))
                 if out:
                     conn.execute(
                         sql(
                             "UPDATE {s}.control SET state = 'claimed', owner = %s, pid = %s, host = %s, "
-                            "claimed_at = %s WHERE run_id = ANY(%s)"
+                            "claimed_at = %s, drives = drives + 1, driven_at = %s WHERE run_id = ANY(%s)"
                         ),
-                        (owner, pid, host, now, [r.run_id for r in out]),
+                        (owner, pid, host, now, now, [r.run_id for r in out]),
                     )
                 return out
 
@@ -219,8 +215,8 @@ class PostgresControl:
                 for run_id, state in ends:
                     row = conn.execute(
                         self.db.sql(
-                            "UPDATE {s}.control SET state = %s, cancel_reason = NULL, resume = NULL "
-                            "WHERE run_id = %s RETURNING queue"
+                            "UPDATE {s}.control SET state = %s, cancel_reason = NULL, resume = NULL, "
+                            "drives = 0, blocked = NULL WHERE run_id = %s RETURNING queue"
                         ),
                         (state, run_id),
                     ).fetchone()
@@ -240,6 +236,26 @@ class PostgresControl:
             conn.execute(self.db.sql("DELETE FROM {s}.control WHERE run_id = ANY(%s)"), (list(run_ids),))
 
         self.db.run(op, run_id=run_ids[0])
+
+    def block(self, run_id: str, blocked: str) -> None:
+        def op(conn: Connection[Any], attempt: int) -> None:
+            with conn.transaction():
+                conn.execute(
+                    self.db.sql("UPDATE {s}.control SET state = 'blocked', blocked = %s WHERE run_id = %s"),
+                    (blocked, run_id),
+                )
+                self._announce(conn, f"run:{run_id}")
+
+        self.db.run(op, run_id=run_id)
+
+    def uncount(self, run_id: str) -> None:
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(
+                self.db.sql("UPDATE {s}.control SET drives = GREATEST(drives - 1, 0) WHERE run_id = %s"),
+                (run_id,),
+            )
+
+        self.db.run(op, run_id=run_id)
 
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         def op(conn: Connection[Any], attempt: int) -> ControlRecord:
@@ -281,12 +297,7 @@ class PostgresControl:
                 if old is None:
                     return None
                 state = "enqueued" if old.queue is not None else "claimed"
-                rec = self._put(
-                    conn,
-                    dataclasses.replace(
-                        old, state=state, owner=None, pid=None, host=None, cancel_reason=None, resume=resume
-                    ),
-                )
+                rec = self._put(conn, reopened(old, state, resume))
                 self._announce(conn, f"queue:{old.queue or ''}")
                 return rec
 
@@ -295,6 +306,13 @@ class PostgresControl:
     def claimed(self) -> list[ControlRecord]:
         def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
             cur = conn.execute(self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE state = 'claimed'"))
+            return [_record(r) for r in cur]
+
+        return self.db.run(op)
+
+    def blocked_records(self) -> list[ControlRecord]:
+        def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
+            cur = conn.execute(self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE state = 'blocked'"))
             return [_record(r) for r in cur]
 
         return self.db.run(op)

@@ -34,7 +34,7 @@ T = TypeVar("T")
 APP = "little-workflow"
 """What ``durable_meta.app`` says in a schema of this library."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -161,6 +161,16 @@ CREATE TABLE {s}.schedules (
         """
 ALTER TABLE {s}.events ADD COLUMN written_at DOUBLE PRECISION;
 ALTER TABLE {s}.events ALTER COLUMN written_at SET DEFAULT EXTRACT(EPOCH FROM now())::double precision;
+""",
+    ),
+    (
+        "0005_control_drives",
+        """
+ALTER TABLE {s}.control ADD COLUMN drives INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE {s}.control ADD COLUMN driven_at DOUBLE PRECISION;
+ALTER TABLE {s}.control ADD COLUMN blocked TEXT;
+DROP INDEX {s}.control_dedup;
+CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enqueued', 'claimed', 'blocked');
 """,
     ),
 ]

@@ -17,11 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LogCorruptedError, LogFormatError, LogUnavailableError
-from ._control import ControlRecord, QueueLimits, _partition_free, _room, adopted, announcing
+from ._control import (
+    ControlRecord,
+    QueueLimits,
+    _partition_free,
+    _room,
+    adopted,
+    announcing,
+    claimed_by,
+    reopened,
+)
 from ._doorbell import Doorbell
 
-SCHEMA_VERSION = 2
-"""1: the control table; 2: ``traceparent`` and an index on ``seq`` (a new record takes ``MAX(seq) + 1``)."""
+SCHEMA_VERSION = 3
+"""1: the control table; 2: ``traceparent`` and an index on ``seq`` (a new record takes ``MAX(seq) + 1``);
+3: ``drives``, ``driven_at`` and ``blocked`` (bounded recovery, blocked runs)."""
 
 _PAUSE_MIN = 0.00005
 _PAUSE_MAX = 0.001
@@ -50,7 +60,10 @@ CREATE TABLE IF NOT EXISTS control (
     cancel_reason TEXT,
     resume TEXT,
     seq INTEGER NOT NULL DEFAULT 0,
-    traceparent TEXT
+    traceparent TEXT,
+    drives INTEGER NOT NULL DEFAULT 0,
+    driven_at REAL,
+    blocked TEXT
 );
 CREATE INDEX IF NOT EXISTS control_waiting ON control (queue, state, priority, seq);
 CREATE INDEX IF NOT EXISTS control_dedup ON control (queue, dedup_id, state);
@@ -126,6 +139,10 @@ class SqliteControl:
         columns = {r[1] for r in db.execute("PRAGMA table_info(control)")}
         if version == 1 and "traceparent" not in columns:  # a store of an SDK before tracing
             db.execute("ALTER TABLE control ADD COLUMN traceparent TEXT")
+        if version in (1, 2) and "drives" not in columns:  # a store of an SDK before bounded recovery
+            db.execute("ALTER TABLE control ADD COLUMN drives INTEGER NOT NULL DEFAULT 0")
+            db.execute("ALTER TABLE control ADD COLUMN driven_at REAL")
+            db.execute("ALTER TABLE control ADD COLUMN blocked TEXT")
         if version < SCHEMA_VERSION:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
@@ -185,7 +202,7 @@ class SqliteControl:
             if record.dedup_id is not None:
                 row = self._db.execute(
                     f"SELECT {_COLUMNS} FROM control WHERE queue IS ? AND dedup_id = ? "
-                    "AND state IN ('enqueued', 'claimed') LIMIT 1",
+                    "AND state IN ('enqueued', 'claimed', 'blocked') LIMIT 1",
                     (record.queue, record.dedup_id),
                 ).fetchone()
                 if row is not None:
@@ -250,13 +267,11 @@ class SqliteControl:
                 if not _partition_free(limits, parts, r.partition_key):
                     continue
                 parts[r.partition_key] = parts.get(r.partition_key, 0) + 1
-                out.append(
-                    dataclasses.replace(r, state="claimed", owner=owner, pid=pid, host=host, claimed_at=now)
-                )
+                out.append(claimed_by(r, owner, pid, host, now))
             db.executemany(
-                "UPDATE control SET state = 'claimed', owner = ?, pid = ?, host = ?, claimed_at = ? "
-                "WHERE run_id = ?",
-                [(owner, pid, host, now, r.run_id) for r in out],
+                "UPDATE control SET state = 'claimed', owner = ?, pid = ?, host = ?, claimed_at = ?, "
+                "drives = drives + 1, driven_at = ? WHERE run_id = ?",
+                [(owner, pid, host, now, now, r.run_id) for r in out],
             )
             return out
 
@@ -276,13 +291,25 @@ class SqliteControl:
     def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
         with self._tx():
             self._db.executemany(
-                "UPDATE control SET state = ?, cancel_reason = NULL, resume = NULL WHERE run_id = ?",
+                "UPDATE control SET state = ?, cancel_reason = NULL, resume = NULL, drives = 0, "
+                "blocked = NULL WHERE run_id = ?",
                 [(state, run_id) for run_id, state in ends],
             )
 
     def delete(self, run_ids: Sequence[str]) -> None:
         with self._tx():
             self._db.executemany("DELETE FROM control WHERE run_id = ?", [(r,) for r in run_ids])
+
+    @announcing
+    def block(self, run_id: str, blocked: str) -> None:
+        with self._tx():
+            self._db.execute(
+                "UPDATE control SET state = 'blocked', blocked = ? WHERE run_id = ?", (blocked, run_id)
+            )
+
+    def uncount(self, run_id: str) -> None:
+        with self._tx():
+            self._db.execute("UPDATE control SET drives = MAX(drives - 1, 0) WHERE run_id = ?", (run_id,))
 
     @announcing
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
@@ -318,17 +345,20 @@ class SqliteControl:
             if old is None:
                 return None
             state = "enqueued" if old.queue is not None else "claimed"
-            return self._put(
-                dataclasses.replace(
-                    old, state=state, owner=None, pid=None, host=None, cancel_reason=None, resume=resume
-                )
-            )
+            return self._put(reopened(old, state, resume))
 
     def claimed(self) -> list[ControlRecord]:
         with self._lock:
             return [
                 _record(r)
                 for r in self._db.execute(f"SELECT {_COLUMNS} FROM control WHERE state = 'claimed'")
+            ]
+
+    def blocked_records(self) -> list[ControlRecord]:
+        with self._lock:
+            return [
+                _record(r)
+                for r in self._db.execute(f"SELECT {_COLUMNS} FROM control WHERE state = 'blocked'")
             ]
 
     def records(self, run_ids: Sequence[str]) -> dict[str, ControlRecord]:

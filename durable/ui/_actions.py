@@ -1,12 +1,11 @@
-"""What the inspector's buttons do: cancel, resume, answer an interrupt, fork from a checkpoint.
+"""What the inspector's buttons do: cancel, resume, answer, resolve an unknown commit, fork.
 
 Each action goes through the same public machinery as the CLI
-(``cancel_run``, ``resume_run``, ``fork``). Answering an interrupt takes the
-run's lock and a fresh fencing token, as a driver does, records the answer
-(``interrupt.resumed``) and marks the run ``running``; the run then goes on
-in a driver that knows its workflow: this process when ``little ui`` was
-given the workflow (``--workflow``), otherwise any ``little worker`` that
-serves it (the run shows as orphaned until one does).
+(``cancel_run``, ``resume_run``, the runtime's decisions, ``fork``). An
+answer or a resolution is recorded in the run's log with who decided
+(``inspector (user@host)``) and when; the run then goes on: back on its
+queue, in this process when ``little ui`` was given the workflow
+(``--workflow``), otherwise in any ``little worker`` that serves it.
 """
 
 from __future__ import annotations
@@ -15,17 +14,17 @@ import json
 import os
 from typing import Any
 
-from .. import _encode as ev
-from .._recorded import Recorded
-from .._recovery import locked
-from .._serde import ANY, to_json
 from .._spec import Spec
 from .._timetravel import fork
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..runtime import cancel_run, resume_run
 from ..runtime._driver import HOST, control_of, default_driver
-from ..store._protocol import Append
+from ..runtime._resolve import answer_run, decided_by, resolve_commit
+from ..runtime._status import run_status
+
+BY = f"inspector ({decided_by()})"
+"""Who the inspector's decisions are recorded as made by."""
 
 
 class ActionError(Exception):
@@ -38,40 +37,54 @@ async def cancel(world: WorldCore, run_id: str) -> str:
     return f"cancel requested: run {run_id} is {status}"
 
 
-async def resume(world: WorldCore, run_id: str, specs: dict[str, Spec]) -> str:
-    """Let a cancelled or failed run continue (driven here when its workflow is known)."""
-    handle = await resume_run(run_id, world=world, workflows=[s.fn for s in specs.values()])
+async def resume(world: WorldCore, run_id: str, specs: dict[str, Spec], drift: str = "") -> str:
+    """Let a cancelled, failed or blocked run continue (driven here when its workflow is known).
+
+    ``drift``: the drift keys to accept, separated by spaces (a run a worker left because of drift).
+    """
+    handle = await resume_run(run_id, world=world, workflows=list(specs.values()), accept_drift=drift.split())
     return f"resume requested: run {run_id} is {await handle.status()}"
 
 
-def _parse_answer(text: str) -> Any:
+def _parse_answer(text: str, what: str = "the answer") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ActionError(f"the answer is not valid JSON ({exc}); write a string in double quotes") from None
+        raise ActionError(f"{what} is not valid JSON ({exc}); write a string in double quotes") from None
 
 
 async def answer(world: WorldCore, run_id: str, path: str, text: str, specs: dict[str, Spec]) -> str:
     """Record the answer to the interrupt the run waits at ``path`` and let the run go on."""
     value = _parse_answer(text)
-    with locked(world, run_id, "answer the interrupt of") as token:
-        rows = world.log.read(run_id)
-        rec = Recorded.from_rows(rows, run_id)
-        terminal = rec.terminal
-        if terminal is None or terminal[0] != "run.interrupted" or terminal[1].get("path") != path:
-            raise ActionError(f"run {run_id} is not waiting at {path!r} (any more); reload the page")
-        data = to_json(ANY, value, what="the answer", run_id=run_id, path=path)
-        event = ev.text(ev.interrupt_resumed(path, data))
-        world.log.append([Append(run_id, [(rows[-1][0] + 1, "interrupt.resumed", event)], token, "running")])
-    workflow = (rec.started or {}).get("workflow", "")
-    spec = specs.get(workflow)
+    st = run_status(world, run_id)
+    if st.status != "interrupted":
+        raise ActionError(f"run {run_id} is not waiting at {path!r} (any more); reload the page")
+    spec = answer_run(world, run_id, value, workflows=list(specs.values()), by=BY)
+    return _goes_on("answer recorded", world, run_id, spec)
+
+
+async def resolve(
+    world: WorldCore, run_id: str, key: str, happened: str, text: str, specs: dict[str, Spec]
+) -> str:
+    """Record whether the unknown commit at ``key`` happened (``happened``: ``"1"`` or ``"0"``)."""
+    did = happened == "1"
+    result = _parse_answer(text, "the result") if did else None
+    spec = resolve_commit(
+        world, run_id, key, happened=did, result=result, workflows=list(specs.values()), by=BY
+    )
+    return _goes_on(f"recorded that {key} {'happened' if did else 'did not happen'}", world, run_id, spec)
+
+
+def _goes_on(done: str, world: WorldCore, run_id: str, spec: Spec | None) -> str:
+    st = run_status(world, run_id)
+    if st.status == "enqueued":
+        return f"{done}: run {run_id} is back on queue {st.queue!r}"
     if spec is None:
         return (
-            f"answer recorded: run {run_id} goes on when a worker that knows workflow "
-            f"{workflow!r} picks it up (`little worker MODULE:ATTR`)"
+            f"{done}: run {run_id} goes on when a worker that knows its workflow picks it up "
+            "(`little worker MODULE:ATTR`)"
         )
-    drive_here(world, run_id, spec)
-    return f"answer recorded: run {run_id} goes on here"
+    return f"{done}: run {run_id} goes on here"
 
 
 async def fork_from(
@@ -119,4 +132,4 @@ def check_action(name: str) -> None:
         raise ConfigurationError(f"no action {name!r}; the inspector has {', '.join(ACTIONS)}")
 
 
-ACTIONS = ("cancel", "resume", "answer", "fork")
+ACTIONS = ("cancel", "resume", "answer", "resolve", "fork")

@@ -192,7 +192,24 @@ def create_app(inspector: Inspector) -> Starlette:
         if action == "cancel":
             question = f"Cancel run {rid}? It stops at its next durable call; resume continues it."
         elif action == "resume":
-            question = f"Resume run {rid}? It continues from its log."
+            fields |= {"drift": q.get("drift", "")}
+            question = f"Resume run {rid}? It continues from its log." + (
+                f" The drift under {q.get('drift')} is accepted." if q.get("drift") else ""
+            )
+        elif action == "resolve":
+            did = q.get("happened") == "1"
+            fields |= {
+                "key": q.get("key", ""),
+                "happened": "1" if did else "0",
+                "result": q.get("result", ""),
+            }
+            question = (
+                f"Record that the call {q.get('key', '')} of run {rid} happened, with result "
+                f"{q.get('result', '')}? The run goes on as if the tool had returned it."
+                if did
+                else f"Record that the call {q.get('key', '')} of run {rid} did not happen? "
+                "It is called again, with the same idempotency key."
+            )
         elif action == "answer":
             fields |= {"path": q.get("path", ""), "answer": q.get("answer", "")}
             question = f"Answer the interrupt of run {rid} at {q.get('path', '')} with {q.get('answer', '')}?"
@@ -215,7 +232,16 @@ def create_app(inspector: Inspector) -> Starlette:
             if action == "cancel":
                 text = await _actions.cancel(world, rid)
             elif action == "resume":
-                text = await _actions.resume(world, rid, inspector.specs)
+                text = await _actions.resume(world, rid, inspector.specs, form.get("drift", ""))
+            elif action == "resolve":
+                text = await _actions.resolve(
+                    world,
+                    rid,
+                    form.get("key", ""),
+                    form.get("happened", ""),
+                    form.get("result", ""),
+                    inspector.specs,
+                )
             elif action == "answer":
                 text = await _actions.answer(
                     world, rid, form.get("path", ""), form.get("answer", ""), inspector.specs

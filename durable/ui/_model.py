@@ -23,7 +23,7 @@ from ..runtime._handle import driver_of
 from ..runtime._status import run_status
 from ._tree import build_tree
 
-STATUSES = ("running", "orphaned", "waiting", "interrupted", "completed", "failed", "cancelled")
+STATUSES = ("running", "orphaned", "waiting", "interrupted", "blocked", "completed", "failed", "cancelled")
 """The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
 
 RESUME_MARKS = ("interrupt.resumed", "run.resumed", "run.retried", "drift.accepted")
@@ -250,7 +250,21 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
     error = None
     for e in events:
         if e["type"] == "run.failed":
-            error = {"text": _error_text(e), "path": e.get("path")}
+            error = {"text": _error_text(e), "path": e.get("path"), "drift_keys": e.get("drift_keys") or []}
+    blocked = None
+    if st.status == "blocked":
+        err = st.error or {}
+        blocked = {
+            "reason": st.reason,
+            "error": (err.get("error_message") or "").splitlines()[0] if err.get("error_message") else "",
+            "key": err.get("key"),
+            "fixes": st.fixes,
+        }
+    resolutions = [
+        {"decision": e["decision"], "key": e.get("key"), "by": e["by"], "when": iso(e["decided_at"])}
+        for e in events
+        if e["type"] == "run.resolved"
+    ]
     waiting = [
         {"path": p, "value": json.dumps(rec.interrupts[p].get("value"), default=str)}
         for p in rec.interrupts
@@ -291,6 +305,8 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "checkpoints": cps,
         "resumed_at": resumed_at,
         "error": error,
+        "blocked": blocked,
+        "resolutions": resolutions,
         "parent_run_id": info.parent_run_id,
         "created_at": info.created_at,
         "updated_at": info.updated_at,

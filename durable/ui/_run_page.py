@@ -98,19 +98,71 @@ def error_section(d: dict[str, Any]) -> str:
     )
 
 
-def _action_link(action: str, run_id: str, label: str) -> str:
-    q = urlencode({"id": run_id})
+def blocked_section(d: dict[str, Any]) -> str:
+    """A blocked run's reason, error, the commands that unblock it, and its resolution forms."""
+    b = d.get("blocked")
+    if not b:
+        return ""
+    rid = d["run_id"]
+    fixes = "".join(f"<li><code>{e(f)}</code></li>" for f in b["fixes"])
+    out = (
+        f'<div class="run-blocked"><strong>blocked</strong> (<span class="reason">{e(b["reason"])}</span>)'
+        + (f': <span class="message">{e(b["error"])}</span>' if b["error"] else "")
+        + f'<p>From the shell:</p><ul class="fixes">{fixes}</ul></div>'
+    )
+    if b["reason"] == "unknown_commit" and b.get("key"):
+        key = e(b["key"])
+        hidden = (
+            f'<input type="hidden" name="id" value="{e(rid)}"><input type="hidden" name="key" value="{key}">'
+        )
+        out += (
+            '<section id="resolve"><h2>Did the call happen?</h2>'
+            f"<p>Check the external system for idempotency key <code>{e(rid)}:{key}</code>.</p>"
+            f'<form class="resolve" method="get" action="/confirm/resolve">{hidden}'
+            '<input type="hidden" name="happened" value="1">'
+            '<label>its result (JSON) <textarea name="result" rows="2">null</textarea></label>'
+            '<button type="submit" data-action="resolve-happened">it happened…</button></form>'
+            f'<form class="resolve" method="get" action="/confirm/resolve">{hidden}'
+            '<input type="hidden" name="happened" value="0">'
+            '<button type="submit" data-action="resolve-not-happened">it did not happen: call it again…</button>'
+            "</form></section>"
+        )
+    return out
+
+
+def _action_link(action: str, run_id: str, label: str, extra: dict[str, str] | None = None) -> str:
+    q = urlencode({"id": run_id, **(extra or {})})
     return f'<a class="action" data-action="{e(action)}" href="/confirm/{e(action)}?{e(q)}">{e(label)}</a>'
 
 
 def actions_section(d: dict[str, Any]) -> str:
-    """Cancel a running or waiting run; resume a cancelled or failed one."""
+    """Cancel a running, waiting or blocked run; resume a cancelled, failed or blocked one."""
     rid, actions = d["run_id"], []
-    if d["raw_status"] in ("running", "enqueued"):
+    if d["raw_status"] in ("running", "enqueued", "blocked"):
         actions.append(_action_link("cancel", rid, "cancel"))
-    if d["raw_status"] in ("cancelled", "failed"):
+    drift = (d.get("error") or {}).get("drift_keys") or []
+    if d["raw_status"] == "failed" and drift:
+        actions.append(_action_link("resume", rid, "accept the drift and resume", {"drift": " ".join(drift)}))
+    elif d["raw_status"] in ("cancelled", "failed") or (
+        d["raw_status"] == "blocked" and (d.get("blocked") or {}).get("reason") != "unknown_commit"
+    ):
         actions.append(_action_link("resume", rid, "resume"))
     return f'<p class="actions">{" ".join(actions)}</p>' if actions else ""
+
+
+def resolutions_section(d: dict[str, Any]) -> str:
+    """The decisions recorded for the run: who resolved, answered or resumed it, and when."""
+    if not d.get("resolutions"):
+        return ""
+    rows = "".join(
+        f"<tr><td>{e(r['decision'])}</td><td><code>{e(r['key'] or '')}</code></td>"
+        f"<td>{e(r['by'])}</td><td>{e(r['when'])}</td></tr>"
+        for r in d["resolutions"]
+    )
+    return (
+        '<section id="resolutions"><h2>Decisions</h2>'
+        f"<table><tr><th>decision</th><th>key</th><th>by</th><th>when</th></tr>{rows}</table></section>"
+    )
 
 
 def waiting_section(d: dict[str, Any]) -> str:
@@ -230,7 +282,9 @@ def raw_section(d: dict[str, Any]) -> str:
 SECTIONS: list[Section] = [
     facts_section,
     error_section,
+    blocked_section,
     actions_section,
+    resolutions_section,
     waiting_section,
     messages_section,
     unconfirmed_section,

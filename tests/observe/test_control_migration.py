@@ -38,5 +38,38 @@ def test_a_version_1_store_gains_the_traceparent_column_and_keeps_its_records(tm
     finally:
         ctl.close()
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    raw.close()
+
+
+_V2 = _V1.replace(
+    "seq INTEGER NOT NULL DEFAULT 0\n", "seq INTEGER NOT NULL DEFAULT 0, traceparent TEXT\n"
+).replace(
+    "PRAGMA user_version=1;", "UPDATE control SET state = 'claimed', owner = 'w1';\nPRAGMA user_version=2;"
+)
+
+
+def test_a_version_2_store_gains_the_recovery_columns_and_its_claims_count_from_zero(tmp_path: Path) -> None:
+    """Opening a version-2 runtime.db adds drives, driven_at and blocked; an old claim has no drives yet."""
+    path = tmp_path / "runtime.db"
+    raw = sqlite3.connect(path)
+    raw.executescript(_V2)
+    raw.close()
+    ctl = SqliteControl(path)
+    try:
+        old = ctl.get("old")
+        assert old is not None and (old.state, old.drives, old.driven_at, old.blocked) == (
+            "claimed",
+            0,
+            None,
+            None,
+        )
+        again = ctl.adopt("old", "wf", owner="w2", pid=2, host="h", now=5.0)
+        assert (again.drives, again.driven_at) == (1, 5.0)
+        ctl.block("old", '{"reason": "recovery_exhausted"}')
+        assert [r.run_id for r in ctl.blocked_records()] == ["old"]
+    finally:
+        ctl.close()
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     raw.close()

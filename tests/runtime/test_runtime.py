@@ -336,7 +336,7 @@ async def test_recover_runs_drives_a_run_whose_driver_is_gone(worlds: Worlds) ->
 
 
 def test_status_values_are_the_contract() -> None:
-    assert STATUSES == ("enqueued", "running", "interrupted", "completed", "failed", "cancelled")
+    assert STATUSES == ("enqueued", "running", "interrupted", "blocked", "completed", "failed", "cancelled")
 
 
 @durable.workflow

@@ -147,10 +147,48 @@ def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
     ctl._db.execute("PRAGMA user_version=1")
     ctl.close()
     ctl = SqliteControl(path)
-    assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
     plan = ctl._db.execute("EXPLAIN QUERY PLAN SELECT COALESCE(MAX(seq), 0) + 1 FROM control").fetchall()
     assert "control_seq" in str(plan)  # a new record no longer scans the table for its seq
     assert ctl.submit(ControlRecord("new", "wf")).seq == 2
     assert ctl.get("old") is not None
     assert "traceparent" in {r[1] for r in ctl._db.execute("PRAGMA table_info(control)")}
     ctl.close()
+
+
+async def test_the_control_store_counts_drives_until_an_outcome_and_keeps_blocked_runs_apart(
+    world: durable.World,
+) -> None:
+    """A claim and an adoption count a drive; finish and reopen start again; a blocked run is no claim.
+
+    A blocked run is unfinished: it keeps its dedup id.
+    """
+    from durable.store._control import ControlRecord, QueueLimits
+
+    ctl = control_of(world)
+    ctl.submit(ControlRecord("c", "wf", queue="q", dedup_id="once", created_at=1.0))
+    (got,) = ctl.claim(QueueLimits("q"), owner="w1", pid=1, host="h", room=1, now=2.0)
+    assert (got.drives, got.driven_at) == (1, 2.0)
+    assert ctl.get("c") == got
+    again = ctl.adopt("c", "wf", owner="w2", pid=2, host="h", now=3.0)
+    assert (again.drives, again.driven_at) == (2, 3.0)
+    ctl.uncount("c")
+    assert ctl.get("c").drives == 1  # type: ignore[union-attr]
+    ctl.block("c", '{"reason": "recovery_exhausted"}')
+    assert [r.run_id for r in ctl.blocked_records()] == ["c"]
+    assert "c" not in {r.run_id for r in ctl.claimed()}
+    assert ctl.submit(ControlRecord("c2", "wf", queue="q", dedup_id="once")).run_id == "c"  # unfinished
+    ctl.submit(ControlRecord("d", "wf", queue="q", created_at=4.0))
+    free = ctl.claim(QueueLimits("q", concurrency=1), owner="w", pid=1, host="h", room=1, now=4.0)
+    assert [r.run_id for r in free] == ["d"]  # the blocked run holds no slot of its queue
+    ctl.finish("d", "done")
+    reopened = ctl.reopen("c", None)
+    assert reopened is not None and (reopened.state, reopened.drives, reopened.blocked) == (
+        "enqueued",
+        0,
+        None,
+    )
+    ctl.claim(QueueLimits("q"), owner="w1", pid=1, host="h", room=1, now=5.0)
+    ctl.finish("c", "done")
+    done = ctl.get("c")
+    assert done is not None and (done.state, done.drives) == ("done", 0)

@@ -84,3 +84,19 @@ async def support(customer_id: str) -> str:
     async with durable.session("writer"):
         reply = await write_reply(notes)
     return await polish(await polish(reply))
+
+
+CUT = {"armed": False}
+"""While armed, ``charge_card`` dies mid-call: its intent is durable, its receipt never written."""
+
+
+@durable.tool
+async def charge_card(cents: int) -> str:
+    if CUT["armed"]:
+        raise KeyboardInterrupt  # stands for the driver dying inside the call
+    return f"charged {cents}"
+
+
+@durable.workflow
+async def charging(cents: int) -> str:
+    return f"paid: {await charge_card(cents)}"

@@ -146,7 +146,7 @@ def test_resume_with_the_token_reopens_a_failed_run(tmp_path: Path) -> None:
 
 
 def test_answer_without_a_known_workflow_is_recorded_and_left_to_a_worker(world: durable.World) -> None:
-    """The answer is written after the interrupt and the run becomes running, waiting for a worker."""
+    """The answer is written after the interrupt, with who gave it, and the run waits for a worker."""
     client = client_of(create_app(Inspector(world, "s3cret", {})))
     got = client.post(
         "/action/answer",
@@ -154,8 +154,10 @@ def test_answer_without_a_known_workflow_is_recorded_and_left_to_a_worker(world:
         follow_redirects=False,
     )
     assert got.status_code == 303 and "little+worker" in got.headers["location"]
-    last = world.events("a<b>")[-1]
-    assert last.type == "interrupt.resumed" and last.value == "yes"  # type: ignore[union-attr]
+    answered, decided = world.events("a<b>")[-2:]
+    assert answered.type == "interrupt.resumed" and answered.value == "yes"  # type: ignore[union-attr]
+    assert decided.type == "run.resolved" and decided.decision == "answer"  # type: ignore[union-attr]
+    assert decided.by.startswith("inspector")  # type: ignore[union-attr]
     info = world.log.info("a<b>")
     assert info is not None and info.status == "running"
     again = client.post(

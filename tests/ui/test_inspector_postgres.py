@@ -55,8 +55,9 @@ def test_pages_and_an_answer_work_over_postgres(world: durable.World) -> None:
         follow_redirects=False,
     )
     assert got.status_code == 303
-    last = world.events("waits")[-1]
+    last, decided = world.events("waits")[-2:]
     assert last.type == "interrupt.resumed" and last.value == "yes"  # type: ignore[union-attr]
+    assert decided.type == "run.resolved" and decided.decision == "answer"  # type: ignore[union-attr]
     assert last.at is not None
 
 

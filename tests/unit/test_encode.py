@@ -52,6 +52,7 @@ PAYLOADS: dict[str, Any] = {
     "run.interrupted": ev.run_interrupted("interrupt#2", {"ask": 1}),
     "run.cancelled": ev.run_cancelled("deadline"),
     "run.resumed": ev.run_resumed("requested"),
+    "run.resolved": ev.run_resolved("happened", "ada@host", 1.5, key="tool:pay#0", result={"id": 7}),
 }
 
 

@@ -1,0 +1,188 @@
+"""How a drive ends: each error a drive raises is final (``failed``) or waits for a decision (``blocked``).
+
+The driver asks ``classify`` what an error means, then records it:
+``failed`` as a ``run.failed`` event in the run's log (so every surface
+reads the same end), ``blocked`` in the run's control record with the
+reason and the error. ``fixes`` gives the exact ``little`` commands that
+move such a run again; the handle, ``status_detail()``, ``little doctor``
+and the inspector all show those.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from .. import _encode as ev
+from .._context import RunContext
+from .._failures import error_data, error_type, rebuild_error
+from .._recovery import recover_log
+from .._world import WorldCore
+from ..errors import (
+    CapabilityDriftError,
+    FencedError,
+    LogUnavailableError,
+    NondeterminismError,
+    RunBlockedError,
+    UnknownCommitError,
+)
+
+UNKNOWN_COMMIT = "unknown_commit"
+NONDETERMINISM = "nondeterminism"
+RECOVERY_EXHAUSTED = "recovery_exhausted"
+BUDGET = "budget"
+REASONS = (UNKNOWN_COMMIT, NONDETERMINISM, RECOVERY_EXHAUSTED, BUDGET)
+"""Every reason a run is ``blocked``."""
+
+FAILED, BLOCKED, CUT = "failed", "blocked", "cut"
+
+
+def classify(exc: BaseException) -> tuple[str, str | None]:
+    """What an error that ended a drive means: ``(FAILED, None)``, ``(BLOCKED, reason)`` or ``(CUT, None)``.
+
+    ``CUT``: nothing about the run is wrong, the drive was (a store that
+    could not be written now); the next recovery tries again, and the
+    drive counts against ``max_recovery_attempts``.
+    """
+    if isinstance(exc, UnknownCommitError):
+        return BLOCKED, UNKNOWN_COMMIT
+    if isinstance(exc, NondeterminismError):
+        return BLOCKED, NONDETERMINISM
+    if isinstance(exc, LogUnavailableError | FencedError) or not isinstance(exc, Exception):
+        return CUT, None
+    return FAILED, None
+
+
+def record_failed(world: WorldCore, run_id: str, exc: BaseException) -> bool:
+    """Append ``run.failed`` for ``exc`` to a run without an outcome; the caller holds its lock.
+
+    Returns whether it wrote (``False``: the run has an outcome already, or never started).
+    """
+    token = world.log.fence(run_id)
+    rec = recover_log(world.log, run_id)
+    if rec.started is None or rec.terminal is not None:
+        return False
+    run = RunContext(world, run_id, token, rec, {})
+    data = error_data(exc)
+    if isinstance(exc, CapabilityDriftError):
+        data["error_args"] = None  # rebuilt from its message: the changes are in the message
+        data["drift_keys"] = [c.key for c in exc.changes]
+    path = getattr(exc, "path", None)
+    run.emit("run.failed", ev.run_failed(data, path))
+    run.flush(status="failed")
+    return True
+
+
+def blocked_text(reason: str, exc: BaseException | None) -> str:
+    """What a blocked record keeps (``ControlRecord.blocked``): the reason and the error as JSON."""
+    out: dict[str, Any] = {"reason": reason}
+    if exc is not None:
+        out["error_type"] = error_type(exc)
+        out["error_message"] = str(exc)
+        key = getattr(exc, "key", None) or getattr(exc, "path", None)
+        if key is not None:
+            out["key"] = key
+    return json.dumps(out)
+
+
+def blocked_data(text: str | None) -> dict[str, Any]:
+    """``blocked_text`` read back (an unreadable one as ``recovery_exhausted`` with no error)."""
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        data = None
+    return data if isinstance(data, dict) else {"reason": RECOVERY_EXHAUSTED}
+
+
+def cause_of(run_id: str, data: dict[str, Any]) -> BaseException | None:
+    """The error a blocked or failed run recorded, rebuilt as its type where that is safe."""
+    if not data.get("error_type"):
+        return None
+    return rebuild_error(
+        data["error_type"],
+        data.get("error_message") or "",
+        run_id=run_id,
+        path=data.get("key") or data.get("path"),
+    )
+
+
+def where_args(world: WorldCore) -> str:
+    """The options of ``little`` that open this world (empty for the default data directory)."""
+    if world.data_dir is not None:
+        if Path(world.data_dir).resolve() == (Path.cwd() / ".little-workflow").resolve():
+            return ""
+        return f" --data-dir {shlex.quote(str(world.data_dir))}"
+    db = getattr(world, "db", None)
+    schema = getattr(db, "schema", "durable")
+    return "" if schema == "durable" else f" --schema {shlex.quote(schema)}"
+
+
+def workflow_target(world: WorldCore, run_id: str) -> str | None:
+    """``MODULE:FUNCTION`` of the run's workflow, as its manifest names the code (``None``: unknown)."""
+    first = next(iter(world.log.iter_rows(run_id)), None)
+    if first is None or first[1] != "run.started":
+        return None
+    qualname = ((json.loads(first[2]).get("manifest") or {}).get("workflow") or {}).get("qualname")
+    if not isinstance(qualname, str) or "." not in qualname or "<" in qualname:
+        return None
+    module, _, fn = qualname.rpartition(".")
+    return None if module == "__main__" else f"{module}:{fn}"
+
+
+def fixes(
+    world: WorldCore, run_id: str, status: str, data: dict[str, Any], queue: str | None = None
+) -> list[str]:
+    """The commands that move a ``blocked``, ``failed`` or ``interrupted`` run again (``data``: why).
+
+    A command that needs the workflow's code in the ``little`` process (the
+    return type of a resolved tool, or driving a run that has no queue) names
+    it with ``--workflow``, as the run's manifest records it.
+    """
+    if status not in ("interrupted", "failed", "blocked"):
+        return []
+    w, rid = where_args(world), shlex.quote(run_id)
+    target = workflow_target(world, run_id)
+    code = f" --workflow {shlex.quote(target)}" if target is not None else ""
+    here = code if queue is None else ""  # a queued run goes back on its queue instead
+    cancel = f"little cancel {rid}{w}"
+    if status == "interrupted":
+        return [f"little answer {rid} JSON{here}{w}", cancel]
+    if status == "failed":
+        drift = data.get("drift_keys") or []
+        if drift:
+            keys = " ".join(shlex.quote(k) for k in drift)
+            return [f"little resume {rid} --accept-drift {keys}{here}{w}"]
+        return [f"little resume {rid}{here}{w}"]
+    reason = data.get("reason")
+    if reason == UNKNOWN_COMMIT and data.get("key"):
+        key = shlex.quote(str(data["key"]))
+        return [
+            f"little resolve {rid} {key} --happened --result JSON{code}{w}",
+            f"little resolve {rid} {key} --not-happened{here}{w}",
+            cancel,
+        ]
+    return [f"little resume {rid}{here}{w}", cancel]
+
+
+def blocked_error(
+    world: WorldCore, run_id: str, data: dict[str, Any], queue: str | None = None
+) -> RunBlockedError:
+    """The ``RunBlockedError`` of a blocked run (``data``: its record's ``blocked``; ``queue``: its queue)."""
+    reason = str(data.get("reason") or RECOVERY_EXHAUSTED)
+    how = fixes(world, run_id, "blocked", data, queue)
+    said = {
+        UNKNOWN_COMMIT: f"a plain tool (key {data.get('key')!r}) was in flight when its driver died",
+        NONDETERMINISM: "the code reached a call the log does not match",
+        RECOVERY_EXHAUSTED: "its drives were cut (its worker died) more often than max_recovery_attempts",
+        BUDGET: "its budget is spent",
+    }.get(reason, reason)
+    error = f" ({data['error_type'].rsplit('.', 1)[-1]})" if data.get("error_type") else ""
+    return RunBlockedError(
+        f"run {run_id!r} is blocked ({reason}): {said}{error}. Unblock it with: " + "; or ".join(how),
+        run_id=run_id,
+        reason=reason,
+        cause=cause_of(run_id, data),
+        fixes=how,
+    )

@@ -1,0 +1,227 @@
+"""A person's decisions about a run: resolve an unknown commit, accept drift, answer an interrupt.
+
+Each decision is written to the run's log as ``run.resolved`` (with who
+decided and when), under the run's lock and a fresh fencing token like any
+driver, so it never races a live one. The run then continues: back on its
+queue, in the background of the calling process when it knows the
+workflow, or else for any worker that knows it to pick up.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from .. import _encode as ev
+from .._capabilities import reachable
+from .._context import RunContext
+from .._recorded import Recorded
+from .._recovery import recover_log
+from .._runner import _workflow_spec
+from .._serde import ANY, to_json
+from .._spec import Spec
+from .._world import WorldCore
+from ..errors import ConfigurationError, RunNotFoundError
+from ._driver import HOST, control_of, default_driver, runtime_of
+
+
+class _NoInfo:
+    workflow = ""
+
+
+def decided_by(by: str | None = None) -> str:
+    """Who a decision is recorded as made by: ``by``, else ``user@host``."""
+    if by:
+        return by
+    try:
+        user = getpass.getuser()
+    except Exception:  # no user name in this environment (a container without one)
+        user = f"uid {os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    return f"{user}@{HOST}"
+
+
+def find_workflow(world: WorldCore, name: str, workflows: Iterable[Any] = ()) -> Spec | None:
+    """The spec of the workflow recorded as ``name``: one of ``workflows``, or one this world object knows."""
+    for wf in workflows:
+        spec = wf if isinstance(wf, Spec) else _workflow_spec(wf)
+        if spec.name == name:
+            return spec
+    return runtime_of(world).known.get(name)
+
+
+class _Held:
+    """The run's lock and a fresh fencing token, for a decision written from outside a drive."""
+
+    def __init__(self, world: WorldCore, run_id: str):
+        self.world, self.run_id = world, run_id
+        self.lock: object | None = None
+
+    def __enter__(self) -> RunContext:
+        world, rid = self.world, self.run_id
+        self.lock = world.locks.try_acquire(f"run:{rid}")
+        if self.lock is None:
+            raise ConfigurationError(
+                f"run {rid!r} is being driven right now, so nothing about it can be decided from "
+                f"outside; wait for it to stop (`little runs`), or cancel it."
+            )
+        try:
+            token = world.log.fence(rid)
+            rec = recover_log(world.log, rid)
+            if rec.started is None:
+                raise RunNotFoundError(f"run {rid!r} has no log in {world._where()}.", run_id=rid)
+            return RunContext(world, rid, token, rec, {})
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        if self.lock is not None:
+            self.world.locks.release(self.lock)
+            self.lock = None
+
+    def __exit__(self, et: object, e: object, tb: object) -> None:
+        if et is not None:
+            self.release()
+
+
+def _tool_spec(workflow: Spec | None, name: str) -> Spec | None:
+    if workflow is None:
+        return None
+    for spec in reachable(workflow):
+        if spec.kind == "tool" and spec.name == name:
+            return spec
+    return None
+
+
+def _receipt_result(run_id: str, key: str, rec: Recorded, workflow: Spec | None, result: Any) -> Any:
+    """``result`` checked against the tool's return type, as the receipt stores it."""
+    name = rec.intents[key]["name"]
+    tool = _tool_spec(workflow, name)
+    if tool is None:
+        wf = (rec.started or {}).get("workflow")
+        raise ConfigurationError(
+            f"run {run_id!r}: to record a result for tool {name!r} (key {key!r}) this process must "
+            f"know workflow {wf!r}, whose code gives the tool's return type: pass workflows=[...] "
+            "(from the shell, --workflow MODULE:FUNCTION). Nothing was written."
+        )
+    try:
+        value = tool.rebuild(result)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"run {run_id!r}: {result!r} is not a valid result of tool {name!r} (key {key!r}): "
+            f"{str(exc).splitlines()[0]}. Nothing was written."
+        ) from exc
+    return to_json(tool.out, value, what="the resolved result", run_id=run_id, path=key)
+
+
+def resolve_commit(
+    world: WorldCore,
+    run_id: str,
+    key: str,
+    *,
+    happened: bool,
+    result: Any = None,
+    workflows: Iterable[Any] = (),
+    by: str | None = None,
+) -> Spec | None:
+    """Record whether the unknown commit at ``key`` happened, then let the run continue.
+
+    Returns:
+        The workflow's spec when this process knows it.
+
+    Raises:
+        ConfigurationError: ``key`` is not an unconfirmed call of the run, the run is
+            driven right now, or ``result`` does not fit the tool's return type.
+        RunNotFoundError: The run has no log.
+    """
+    if not isinstance(happened, bool):
+        raise ConfigurationError(f"resolve() takes happened=True or happened=False, not {happened!r}.")
+    held = _Held(world, run_id)
+    with held as run:
+        rec = run.recorded
+        open_ = rec.unconfirmed()
+        if key not in open_:
+            listed = ", ".join(repr(k) for k in open_) or "none"
+            raise ConfigurationError(
+                f"run {run_id!r} has no unconfirmed call at key {key!r} (unconfirmed: {listed}); "
+                "`little doctor` names the key of a blocked run. Nothing was written."
+            )
+        spec = find_workflow(world, (rec.started or {}).get("workflow", ""), workflows)
+        data = _receipt_result(run_id, key, rec, spec, result) if happened else None
+        decision = "happened" if happened else "not_happened"
+        run.record(
+            "run.resolved", ev.run_resolved(decision, decided_by(by), world.clock(), key=key, result=data)
+        )
+        run.flush()
+    go_on(world, run_id, spec, held)
+    return spec
+
+
+def answer_run(
+    world: WorldCore, run_id: str, value: Any, *, workflows: Iterable[Any] = (), by: str | None = None
+) -> Spec | None:
+    """Answer the interrupt an ``interrupted`` run waits at, without its input; the run continues.
+
+    Raises:
+        ConfigurationError: The run waits for no answer, or is driven right now.
+        SerializationError: ``value`` cannot be stored as JSON.
+    """
+    held = _Held(world, run_id)
+    with held as run:
+        terminal = run.recorded.terminal
+        if terminal is None or terminal[0] != "run.interrupted":
+            status = run.recorded.status()
+            raise ConfigurationError(
+                f"run {run_id!r} waits for no answer (it is {status}); answer a run whose status "
+                "is interrupted. Nothing was written."
+            )
+        path = terminal[1]["path"]
+        answer = to_json(ANY, value, what="the answer", run_id=run_id, path=path)
+        run.record("interrupt.resumed", ev.interrupt_resumed(path, answer))
+        run.record("run.resolved", ev.run_resolved("answer", decided_by(by), world.clock(), key=path))
+        run.flush(status="running")
+        spec = find_workflow(world, (run.recorded.started or {}).get("workflow", ""), workflows)
+    go_on(world, run_id, spec, held)
+    return spec
+
+
+def record_resume(world: WorldCore, run_id: str, accept_drift: list[str], by: str | None = None) -> None:
+    """Record a ``resume`` of a blocked or failed run (and the drift keys it accepts) in its log."""
+    held = _Held(world, run_id)
+    with held as run:
+        decision = "accept_drift" if accept_drift else "resume"
+        run.record(
+            "run.resolved",
+            ev.run_resolved(decision, decided_by(by), world.clock(), drift_keys=accept_drift),
+        )
+        run.flush()
+    held.release()
+
+
+def go_on(world: WorldCore, run_id: str, spec: Spec | None, held: _Held) -> None:
+    """After a decision: back on its queue, driven here (``spec`` known), or left for a worker."""
+    ctl = control_of(world)
+    rec = ctl.get(run_id)
+    if rec is not None and rec.queue is not None:
+        held.release()
+        ctl.reopen(run_id, None)
+        for ev_ in runtime_of(world).nudges:
+            ev_.set()
+        return
+    if spec is None:
+        held.release()
+        if rec is None:  # a run of run_workflow: give it a record, so workers see nobody drives it
+            name = (world.log.info(run_id) or _NoInfo).workflow
+            ctl.adopt(run_id, name, owner="", pid=0, host="", now=world.clock())
+        ctl.reopen(run_id, None)  # claimed by nobody: a worker that knows the workflow drives it
+        return
+    driver = default_driver(world)
+    lock, held.lock = held.lock, None
+    assert lock is not None
+    if rec is not None:
+        ctl.reopen(run_id, None)
+    got = ctl.adopt(run_id, spec.name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
+    runtime_of(world).known[spec.name] = spec
+    driver.spawn(spec, got, lock)

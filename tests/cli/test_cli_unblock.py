@@ -1,0 +1,94 @@
+"""`little resume`, `answer`, `resolve` and `doctor` on a real data directory, in this process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+
+import durable
+from durable.cli import main
+from tests.helpers.procs import unhappy_app as app
+
+FLAKY = "tests.helpers.procs.unhappy_app:flaky"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A data directory with a run of ``flaky`` that failed (no queue, no worker)."""
+    monkeypatch.setenv("DURABLE_TEST_DIR", str(tmp_path))
+    with durable.local_world(tmp_path / "data") as world, contextlib.suppress(ValueError):
+        asyncio.run(durable.run_workflow(app.flaky, 3, world=world, run_id="f"))
+    return tmp_path / "data"
+
+
+def test_resume_of_a_failed_run_without_a_queue_says_what_will_drive_it(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --workflow, `little resume` says that nothing drives it here and what would."""
+    assert main(["resume", "f", "--data-dir", str(data_dir), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "running"
+    assert "nothing drives it in this process" in out["note"] and "--workflow" in out["note"]
+
+
+def test_resume_with_the_workflow_drives_the_run_to_its_outcome_in_the_foreground(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --workflow, `little resume` drives the run here and prints its outcome (even if asked before)."""
+    assert main(["resume", "f", "--data-dir", str(data_dir), "--json"]) == 0
+    capsys.readouterr()
+    (data_dir.parent / "fixed").touch()
+    assert main(["resume", "f", "--workflow", FLAKY, "--data-dir", str(data_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "completed"
+
+
+def test_resume_of_a_run_that_failed_again_prints_the_fix(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A foreground resume that fails again says so, with the command to try once more."""
+    assert main(["resume", "f", "--workflow", FLAKY, "--data-dir", str(data_dir), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "failed"
+    assert out["fixes"] == [f"little resume f --workflow {FLAKY} --data-dir {data_dir}"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["resolve", "f", "tool:x#0"],
+        ["resolve", "f", "tool:x#0", "--happened", "--not-happened"],
+        ["resolve", "f", "tool:x#0", "--not-happened", "--result", "1"],
+        ["resume", "f", "some.key"],
+        ["resume", "f", "--accept-drift"],
+    ],
+)
+def test_contradictory_arguments_are_usage_errors(
+    data_dir: Path, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`little resolve` needs exactly one of --happened and --not-happened; drift keys need --accept-drift."""
+    assert main([*args, "--data-dir", str(data_dir)]) != 0
+    assert capsys.readouterr().err.strip()
+
+
+def test_answer_of_a_run_that_waits_for_nothing_fails_with_one_line(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`little answer` on a failed run exits 1 and says the run waits for no answer."""
+    assert main(["answer", "f", "1", "--data-dir", str(data_dir)]) == 1
+    assert "waits for no answer" in capsys.readouterr().err
+
+
+def test_answer_that_is_not_json_is_refused(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`little answer RUN yes` says the answer must be JSON and how to quote a string."""
+    assert main(["answer", "f", "yes", "--data-dir", str(data_dir)]) == 1
+    assert "must be JSON" in capsys.readouterr().err
+
+
+def test_doctor_on_a_healthy_directory_exits_0(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A failed run is final, not stuck: `little doctor` lists nothing and exits 0."""
+    assert main(["doctor", "--data-dir", str(data_dir), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []

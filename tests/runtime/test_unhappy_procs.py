@@ -1,0 +1,216 @@
+"""Every run ends, or says why and how to fix it: real worker processes, SIGKILL, SQLite and Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import durable
+from tests.runtime.unhappy import Procs, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def procs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Procs]:
+    """Worker processes of the unhappy app on each backend."""
+    p = Procs(request.param, tmp_path)
+    yield p
+    p.close()
+
+
+FAILED_FOR_GOOD = [
+    ("max_visits", "MaxVisitsExceededError"),
+    ("serialization", "SerializationError"),
+    ("configuration", "ConfigurationError"),
+    ("plain_error", "ValueError"),
+    ("non_retryable", "NonRetryableError"),
+]
+
+
+@pytest.mark.parametrize(("name", "error"), FAILED_FOR_GOOD)
+def test_an_error_no_redrive_can_fix_fails_the_run_once_and_for_all(
+    procs: Procs, name: str, error: str
+) -> None:
+    """The run ends failed with its error within seconds, and no worker drives it again afterwards."""
+    procs.worker()
+    h = durable.start_workflow(getattr(procs.app, name), 1, world=procs.world, queue=procs.app.unhappy)
+    st = procs.ends(h.run_id, 20)
+    assert st.status == "failed"
+    assert st.error is not None and st.error["error_type"].endswith(error)
+    assert st.fixes and st.fixes[0].startswith(f"little resume {h.run_id}")
+    with pytest.raises(Exception) as raised:  # noqa: PT011  (the type is the parameter: checked below)
+        asyncio.run(h.result(timeout=5))
+    assert type(raised.value).__name__ == error
+    events = procs.events(h.run_id)
+    procs.settle()
+    assert len(procs.bodies(wf=name)) == 1
+    assert procs.events(h.run_id) == events
+
+
+def test_a_plain_tool_cut_mid_call_blocks_the_run_and_happened_records_the_result(procs: Procs) -> None:
+    """SIGKILL inside a plain tool: blocked (unknown_commit); resolved as happened, the tool ran once."""
+    w = procs.worker()
+    h = durable.start_workflow(procs.app.unknown_commit, 250, world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.bodies(tool="charge"), 20, "the tool to start")
+    procs.kill(w)
+    procs.worker()
+    st = procs.ends(h.run_id, 20)
+    assert (st.status, st.reason) == ("blocked", "unknown_commit")
+    assert st.error is not None
+    key = st.error["key"]
+    code = " --workflow tests.helpers.procs.unhappy_app:unknown_commit"
+    assert st.fixes[0] == (
+        f"little resolve {h.run_id} {shlex.quote(key)} --happened --result JSON{code}{_where(procs)}"
+    )
+    with pytest.raises(durable.RunBlockedError) as blocked:
+        asyncio.run(h.result(timeout=5))
+    assert blocked.value.reason == "unknown_commit"
+    assert isinstance(blocked.value.cause, durable.UnknownCommitError)
+    assert blocked.value.fixes == st.fixes
+    procs.settle()
+    assert len(procs.bodies(wf="unknown_commit")) == 2  # the cut drive and the one that blocked
+    done = procs.little_line(st.fixes[0].replace("JSON", shlex.quote(json.dumps("charged 250"))))
+    assert done.returncode == 0, done.stderr
+    assert procs.ends(h.run_id, 20).status == "completed"
+    assert asyncio.run(h.result(timeout=5)) == "done: charged 250"
+    assert len(procs.bodies(tool="charge")) == 1
+    resolved = [e for e in procs.world.events(h.run_id) if e.type == "run.resolved"]
+    assert [(e.decision, e.key) for e in resolved] == [("happened", key)]
+    assert resolved[0].by and resolved[0].decided_at > 0
+
+
+def test_a_plain_tool_resolved_as_not_happened_runs_again_with_the_same_key(procs: Procs) -> None:
+    """Resolved as not happened from Python, the tool body runs a second time, with the same key."""
+    w = procs.worker()
+    h = durable.start_workflow(procs.app.unknown_commit, 7, world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.bodies(tool="charge"), 20, "the tool to start")
+    procs.kill(w)
+    procs.worker()
+    st = procs.ends(h.run_id, 20)
+    assert st.status == "blocked"
+    assert st.error is not None
+    (procs.tmp / "go").touch()
+    asyncio.run(durable.handle(h.run_id, world=procs.world).resolve(st.error["key"], happened=False))
+    assert procs.ends(h.run_id, 20).status == "completed"
+    calls = procs.bodies(tool="charge")
+    assert len(calls) == 2
+    assert calls[0]["key"] == calls[1]["key"]
+
+
+def test_a_result_that_does_not_fit_the_tools_return_type_is_refused(procs: Procs) -> None:
+    """happened=True with a result of the wrong type writes nothing and says why."""
+    w = procs.worker()
+    h = durable.start_workflow(procs.app.unknown_commit, 1, world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.bodies(tool="charge"), 20, "the tool to start")
+    procs.kill(w)
+    procs.worker()
+    st = procs.ends(h.run_id, 20)
+    assert st.error is not None
+    before = procs.events(h.run_id)
+    with pytest.raises(durable.ConfigurationError, match="not a valid result"):
+        asyncio.run(
+            durable.handle(h.run_id, world=procs.world).resolve(
+                st.error["key"], happened=True, result={"no": 1}, workflows=[procs.app.unknown_commit]
+            )
+        )
+    assert procs.events(h.run_id) == before
+    assert procs.status(h.run_id).status == "blocked"
+
+
+def test_nondeterminism_blocks_the_run_and_resume_after_the_fix_completes_it(procs: Procs) -> None:
+    """Code that no longer matches the log blocks the run; restored, `little resume` completes it."""
+    procs.worker()
+    h = durable.start_workflow(procs.app.nondeterminism, 2, world=procs.world, queue=procs.app.unhappy)
+    assert procs.ends(h.run_id, 20).status == "interrupted"
+    (procs.tmp / "shifted").touch()
+    asyncio.run(durable.handle(h.run_id, world=procs.world).answer(3))  # this process never saw the input
+    st = procs.ends(h.run_id, 20)
+    assert (st.status, st.reason) == ("blocked", "nondeterminism")
+    procs.settle()
+    assert len(procs.bodies(wf="nondeterminism")) == 2
+    (procs.tmp / "shifted").unlink()
+    done = procs.little("resume", h.run_id)
+    assert done.returncode == 0, done.stderr
+    assert procs.ends(h.run_id, 20).status == "completed"
+    assert asyncio.run(h.result(timeout=5)) == 5
+
+
+def test_drift_fails_the_run_and_accept_drift_resumes_it(procs: Procs) -> None:
+    """A worker with changed code fails the run with the drift keys; `resume --accept-drift` completes it."""
+    old = procs.worker()
+    h = durable.start_workflow(procs.app.drift, 1, world=procs.world, queue=procs.app.unhappy)
+    assert procs.ends(h.run_id, 20).status == "interrupted"
+    procs.stop(old)
+    procs.worker(DURABLE_TEST_VERSION="2")
+    answered = procs.little("answer", h.run_id, "41")
+    assert answered.returncode == 0, answered.stderr
+    st = procs.ends(h.run_id, 20)
+    assert st.status == "failed"
+    assert st.error is not None and st.error["error_type"].endswith("CapabilityDriftError")
+    assert st.fixes == [f"little resume {h.run_id} --accept-drift workflow.options.version{_where(procs)}"]
+    procs.settle()
+    assert len(procs.bodies(wf="drift")) == 1  # the drift is found before the body runs again
+    done = procs.little("resume", h.run_id, "--accept-drift", "workflow.options.version")
+    assert done.returncode == 0, done.stderr
+    assert procs.ends(h.run_id, 20).status == "completed"
+    assert asyncio.run(h.result(timeout=5)) == 42
+
+
+def test_a_poison_run_ends_recovery_exhausted_while_the_rest_of_its_queue_completes(procs: Procs) -> None:
+    """A run that SIGKILLs its worker every time is blocked after its recoveries; the others complete."""
+    poison = durable.start_workflow(procs.app.poison, 0, world=procs.world, queue=procs.app.unhappy)
+    others = [
+        durable.start_workflow(procs.app.healthy, i, world=procs.world, queue=procs.app.unhappy)
+        for i in range(5)
+    ]
+
+    def keep_a_worker() -> bool:
+        if all(p.poll() is not None for p in procs.procs):
+            procs.worker()
+        st = procs.status(poison.run_id).status
+        return st == "blocked" and all(procs.status(o.run_id).status == "completed" for o in others)
+
+    wait_for(keep_a_worker, 90, "the poison run to be blocked and the others to complete")
+    st = procs.status(poison.run_id)
+    assert (st.status, st.reason) == ("blocked", "recovery_exhausted")
+    assert st.fixes[0] == f"little resume {poison.run_id}{_where(procs)}"
+    assert len(procs.bodies(wf="poison")) == 3  # the first drive and max_recovery_attempts=2 recoveries
+    procs.settle()
+    assert len(procs.bodies(wf="poison")) == 3
+    assert procs.err_text().count(f"run {poison.run_id!r} is blocked") == 1  # one warning, not one per pass
+
+
+def test_doctor_says_nothing_on_a_healthy_world_and_lists_each_stuck_run(procs: Procs) -> None:
+    """`little doctor` exits 0 on a healthy world, and lists a blocked run with its fix (exit 1)."""
+    w = procs.worker()
+    procs.settle()
+    healthy = procs.little("doctor")
+    assert healthy.returncode == 0, healthy.stderr
+    h = durable.start_workflow(procs.app.unknown_commit, 5, world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.bodies(tool="charge"), 20, "the tool to start")
+    procs.kill(w)
+    procs.worker()
+    assert procs.ends(h.run_id, 20).status == "blocked"
+    sick = procs.little("doctor", "--json")
+    assert sick.returncode == 1
+    found = json.loads(sick.stdout)
+    assert [(f["kind"], f["run_id"], f["reason"]) for f in found] == [("blocked", h.run_id, "unknown_commit")]
+    assert found[0]["fixes"][0].startswith(f"little resolve {h.run_id} ")
+    text = procs.little("doctor")
+    assert text.returncode == 1
+    assert text.stdout.strip().startswith(f"{h.run_id}: blocked (unknown_commit)")
+
+
+def _where(procs: Procs) -> str:
+    """What the fixes add to reach the world (a data directory outside the working directory)."""
+    return (
+        f" --data-dir {procs.tmp / 'data'}"
+        if procs.kind == "sqlite"
+        else f" --schema {procs.env['DURABLE_TEST_SCHEMA']}"
+    )
