@@ -154,7 +154,7 @@ def test_a_killed_decryption_is_finished_by_a_rerun(
 def test_a_stopped_rekey_refuses_another_target_until_it_is_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A rerun towards another key than the stopped rekey's says which key finishes it, and changes nothing."""
+    """A rerun towards another key than the stopped rekey's names the key that finishes it."""
     _fill(tmp_path, None)
     _rekey_killed(tmp_path, "artifact-2", _env(KEY, None))
     monkeypatch.setenv("LITTLE_KEY", NEW.hex())
