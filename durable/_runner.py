@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from . import _encode as ev
 from ._artifacts import check_artifacts
+from ._compatible import step_additions
 from ._context import CURRENT, Guard, RunContext, Scope
 from ._failures import error_data, rebuild_from, recordable
 from ._logging import ERROR, INFO, note
@@ -373,6 +374,10 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
         raise model_drift  # accepted, it is recorded when its session opens again
     cache, memory = manifest_cache(run.world), _memory_manifest(run.world)
     changes = run_drift(started, spec, run.models, rec, cache, memory)
+    # Steps that only gained parameters with defaults: recorded calls match without them.
+    run.added_params = step_additions(
+        started.get("manifest") or {}, run_manifest(spec, run.models, cache, memory)
+    )
     if changes:
         if not run.accepts(changes):
             raise drift_error(rid, changes)
