@@ -15,7 +15,7 @@ from . import _encode as ev
 from ._artifacts import check_artifacts
 from ._compatible import step_additions
 from ._context import CURRENT, Guard, RunContext, Scope
-from ._failures import error_data, rebuild_from, recordable
+from ._failures import error_data, recordable, recorded_run_failure
 from ._logging import ERROR, INFO, note
 from ._manifest import (
     drift_error,
@@ -398,7 +398,7 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
             return spec.rebuild(data["output"])
         if kind == "run.failed":
             if not retry_failed:
-                raise rebuild_from(data, run_id=rid, path=data.get("path"))
+                raise recorded_run_failure(data, rid)
         elif kind == "run.interrupted":
             if resume is _UNSET:
                 raise RunInterrupted(
