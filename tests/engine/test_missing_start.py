@@ -6,7 +6,6 @@ import asyncio
 import sqlite3
 from collections import Counter
 
-import psycopg
 import pytest
 
 import durable
@@ -40,6 +39,8 @@ def _delete_row(worlds: Worlds, run_id: str, seq: int) -> None:
         assert log is not None
         log._rows[run_id] = [r for r in log._rows[run_id] if r[0] != seq]
     elif worlds.kind == "postgres":
+        import psycopg  # the postgres extra, there whenever a postgres world is
+
         assert worlds.dsn is not None
         with psycopg.connect(worlds.dsn, autocommit=True) as db:
             db.execute(f"DELETE FROM {worlds.schema}.events WHERE run_id = %s AND seq = %s", (run_id, seq))
