@@ -27,6 +27,7 @@ from ._artifacts import referenced, verify_payload
 from ._capabilities import reachable
 from ._manifest import change_lines, run_drift, undescribed
 from ._recorded import Recorded
+from ._rows import FIRST_TYPES
 from ._serde import loads, matches, value_hash
 from ._snapshots import decode_state
 from ._spec import Spec, spec_of
@@ -46,6 +47,8 @@ from .store._encrypted import EncryptedLog
 
 def _seq_problems(rows: list[tuple[int, str, str]]) -> list[str]:
     problems = []
+    if rows and rows[0][1] not in FIRST_TYPES:  # a resume refuses it (LogCorruptedError)
+        problems.append(f"the log begins with event {rows[0][0]} ({rows[0][1]}), not with its run.started")
     expected = rows[0][0] if rows and rows[0][1] == "snapshot" and isinstance(rows[0][0], int) else 1
     for seq, _, _ in rows:
         if not isinstance(seq, int):

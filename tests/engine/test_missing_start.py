@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 
 import durable
+from durable._verify import verify_run
 from durable.errors import LogCorruptedError
 from tests.conftest import Worlds
 
@@ -62,6 +63,15 @@ def test_a_completed_run_without_its_start_is_corruption_and_nothing_runs(worlds
     assert err.value.run_id == "r" and "little verify r" in str(err.value)
     assert dict(CALLS) == {"fetch": 1, "charge": 1}  # nothing ran a second time
     assert [e.seq for e in world.events("r")] == before  # and nothing was appended
+
+
+def test_verify_names_a_log_without_its_start(worlds: Worlds) -> None:
+    """``little verify`` reports the missing start itself, besides the seq gap it leaves."""
+    assert asyncio.run(durable.run_workflow(pay, 1, world=worlds.open(), run_id="v")) == "charged 2"
+    _delete_row(worlds, "v", 1)
+    report = verify_run(worlds.open(), "v")
+    assert not report["ok"]
+    assert any("begins with event 2" in p and "run.started" in p for p in report["problems"])
 
 
 def test_a_compacted_run_begins_with_its_snapshot_and_still_resumes(worlds: Worlds) -> None:
