@@ -63,6 +63,8 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
     Raises:
         KeyMismatchError: ``old`` does not hold the directory's key.
         CodecError: A payload does not decrypt; nothing of the log was changed then.
+        ConfigurationError: A stopped rekey of the directory went to another key: it
+            must be finished first (its journal names the key).
     """
     root = Path(data_dir)
     target = None if new is None else new.key_id
