@@ -65,6 +65,7 @@ class RunContext:
         "_waiters",
         "accept_drift",
         "active",
+        "added_params",
         "broken",
         "buffer",
         "clock",
@@ -107,6 +108,8 @@ class RunContext:
         self._flush_scheduled = False
         self.broken: BaseException | None = None
         self.accept_drift: frozenset[str] = frozenset()
+        # Steps that gained parameters with defaults since the run started (``_compatible``).
+        self.added_params: dict[str, tuple[str, ...]] = {}
         self.guard: Guard | None = None
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
 

@@ -7,14 +7,20 @@ from ._effects import current_effect_key
 from .errors import ConfigurationError
 
 
-def idempotency_key() -> str:
+def idempotency_key() -> str | None:
     """The stable idempotency key of the running ``@tool`` or ``@model_call``.
 
     Hand it to external systems so they can deduplicate a re-driven call.
     It is ``"<run_id>:<effect key>"`` and does not change across resumes.
+    Outside a run it is ``None``: there a decorated function is a plain
+    call, which nothing re-drives, so there is nothing to deduplicate.
+
+    Returns:
+        The key inside an effect body in a run; ``None`` outside any run.
 
     Raises:
-        ConfigurationError: Called outside an effect body in a run.
+        ConfigurationError: Called inside a run, but outside a tool or model call body
+            (a step or workflow body has no idempotency key).
     """
     return current_effect_key()
 

@@ -271,13 +271,15 @@ def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwarg
         return result
 
 
-def current_effect_key() -> str:
-    """The idempotency key of the running effect (``durable.idempotency_key()``)."""
+def current_effect_key() -> str | None:
+    """The idempotency key of the running effect (``durable.idempotency_key()``); ``None`` outside a run."""
     key = EFFECT_KEY.get()
     if key is None:
+        if CURRENT.get() is None:
+            return None  # a plain call: the decorated function is the function itself
         raise ConfigurationError(
             "durable.idempotency_key() is only available inside a @tool or @model_call body "
-            "running in a durable run."
+            "running in a durable run (a step or workflow body has no idempotency key)."
         )
     return key
 

@@ -58,6 +58,24 @@ def rebuild_from(data: dict[str, Any], *, run_id: str | None, path: str | None) 
     )
 
 
+def recorded_run_failure(data: dict[str, Any], run_id: str) -> Exception:
+    """A failed run's recorded failure, re-raised by a call without ``retry_failed=True``.
+
+    It keeps its own type and message (code that catches it still does), with
+    a note that says the failure comes from the log and how to run the work again.
+    """
+    path = data.get("path")
+    exc = rebuild_from(data, run_id=run_id, path=path)
+    at = f" at {path!r}" if path else ""
+    exc.add_note(
+        f"durable: run {run_id!r} failed earlier{at} and the log recorded that failure; this "
+        "call re-raised it without running anything. Fix the cause, then call run_workflow(..., "
+        f"run_id={run_id!r}, retry_failed=True) to run the failed work again (what committed "
+        "stays committed), or start the work under a new run_id."
+    )
+    return exc
+
+
 def rebuild_error(
     type_name: str, message: str, *, run_id: str | None, path: str | None, args: list[Any] | None = None
 ) -> Exception:

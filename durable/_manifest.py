@@ -25,6 +25,7 @@ from itertools import islice
 from typing import Any
 
 from ._capabilities import reachable
+from ._compatible import compatible_change
 from ._identity import main_module, module_of
 from ._keys import step_name
 from ._recorded import Recorded
@@ -370,13 +371,18 @@ def resume_changes(recorded: dict[str, Any], current: dict[str, Any], used: set[
     A function's qualified name is not compared: its identity is its kind,
     its name (``name=``, or the function's own) and its signature, so
     moving it to another module, or starting its module as a script, is a
-    refactor. A whole entry added or removed is still reported.
+    refactor. A whole entry added or removed is still reported. A step's
+    signature that only gained parameters with defaults is compatible
+    (``_compatible``): every recorded call still binds.
     """
     described = {f"{section}.{n}" for section in SECTIONS.values() for n in recorded.get(section) or {}}
     keys = (used & described) | set(recorded.get("declared") or ()) | set(current.get("declared") or ())
     changes = diff(_relevant(recorded, keys), _relevant(current, keys))
     return [
-        c for c in changes if not (c.key.endswith(".qualname") and c.old is not None and c.new is not None)
+        c
+        for c in changes
+        if not (c.key.endswith(".qualname") and c.old is not None and c.new is not None)
+        and not compatible_change(c.key, c.old, c.new)
     ]
 
 

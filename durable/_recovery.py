@@ -20,7 +20,7 @@ from . import _encode as ev
 from ._artifacts import referenced
 from ._context import RunContext
 from ._recorded import Recorded
-from ._rows import WholeLogNeeded
+from ._rows import WholeLogNeeded, check_start, from_start
 from ._snapshots import encode_state
 from ._world import WorldCore
 from .errors import ConfigurationError, DurableError, RunFailedError, RunNotFoundError
@@ -46,6 +46,8 @@ def recover(run_id: str, *, world: WorldCore) -> Recorded:
 
     Raises:
         RunNotFoundError: The world has no run with that id.
+        LogCorruptedError: Its log does not begin with its start (nor a snapshot), or an
+            event is damaged.
 
     Example:
         >>> import asyncio, durable
@@ -60,6 +62,7 @@ def recover(run_id: str, *, world: WorldCore) -> Recorded:
     rows = world.log.read(run_id)
     if not rows:
         raise _not_found(world, run_id)
+    check_start(rows[0][0], rows[0][1], run_id)
     return Recorded.from_rows(rows, run_id)
 
 
@@ -92,8 +95,8 @@ def recover_log(log: EventLog, run_id: str) -> Recorded:
     # Streaming the rows lets a long run be indexed without holding every raw
     # row at once. A restored run is re-indexed from earlier rows, so it is read whole.
     with contextlib.suppress(WholeLogNeeded):
-        return Recorded.from_rows(log.iter_rows(run_id), run_id)
-    return Recorded.from_rows(log.read(run_id), run_id)
+        return Recorded.from_rows(from_start(log.iter_rows(run_id), run_id), run_id)
+    return Recorded.from_rows(log.read(run_id), run_id)  # checked whole above
 
 
 def _not_found(world: WorldCore, run_id: str) -> RunNotFoundError:

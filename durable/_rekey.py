@@ -8,6 +8,14 @@ first, the old one removed after), and every memory item's text and metadata
 in ``memory/memory.db`` (one transaction, then a vacuum), and the queued
 and schedule inputs of ``runtime.db`` (the same). Run it while no process
 uses the data directory.
+
+A journal, ``rekey-journal.json`` in the data directory, names the key the
+directory is leaving and the target key, and each part once it is done
+(written atomically after the part); a rekey stopped at any point (even by
+SIGKILL) is finished by running it again with the same target. Each item of a
+part says by its own form whether it was rewritten yet (an artifact or
+outer-loop manifest is in the clear or names its key; a part in one
+transaction is all old or all new), so a rerun opens whichever form it finds.
 """
 
 from __future__ import annotations
@@ -15,7 +23,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,32 +63,107 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
     Raises:
         KeyMismatchError: ``old`` does not hold the directory's key.
         CodecError: A payload does not decrypt; nothing of the log was changed then.
+        ConfigurationError: A stopped rekey of the directory went to another key: it
+            must be finished first (its journal names the key).
     """
     root = Path(data_dir)
-    _check_memory_key(root, old)  # before anything is rewritten
+    target = None if new is None else new.key_id
+    # A part already rewritten by a stopped rekey is under the new key: the new codec reads it too.
+    reading = old if old is not None else new
+    _check_memory_key(root, reading)  # before anything is rewritten
     log = SqliteLog(root / "events.db")
     try:
         was = recorded_key_id(log)
-        if was is not None and old is None:
+        if was is not None and reading is None:
             raise ConfigurationError(
                 f"the data directory is encrypted under key id {was}: give that key to read it "
                 "(in LITTLE_OLD_KEYS or as the key itself)."
             )
-        reader = EncryptedLog(log, old) if was is not None and old is not None else None
-        events, talk = _rewrite_rows(log, reader, new)
+        journal = _Journal.resume(root, was, target)
+        done: dict[str, int] = dict(journal.done)
+        if "events" not in done:
+            reader = EncryptedLog(log, reading) if was is not None and reading is not None else None
+            try:
+                done["events"], done["messages"] = _rewrite_rows(log, reader, new)
+            except BaseException:
+                if not journal.done:  # nothing was rewritten (one transaction): nothing to finish
+                    journal.close()
+                raise
+            _vacuum(log)
+            journal.finish(events=done["events"], messages=done["messages"])
     finally:
         log.close()
-    reading = old if was is not None else None
-    return {
-        "from_key_id": was,
-        "to_key_id": None if new is None else new.key_id,
-        "events": events,
-        "artifacts": _rewrite_artifacts(root, reading, new),
-        "outer_loops": _rewrite_outer(root, reading, new),
-        "memory_items": _rewrite_memory(root, old, new),
-        "messages": talk,
-        "runtime_inputs": _rewrite_runtime(root, reading, new),
+    parts: dict[str, Callable[[Path, Codec | None, Codec | None], int]] = {
+        "artifacts": _rewrite_artifacts,
+        "outer_loops": _rewrite_outer,
+        "memory_items": _rewrite_memory,
+        "runtime_inputs": _rewrite_runtime,
     }
+    for name, part in parts.items():
+        if name not in done:
+            done[name] = part(root, reading, new)
+            journal.finish(**{name: done[name]})
+    journal.close()
+    return {"from_key_id": journal.from_key_id, "to_key_id": target, **done}
+
+
+class _Journal:
+    """What a rekey has done so far, in ``rekey-journal.json`` (removed once the rekey is complete)."""
+
+    NAME = "rekey-journal.json"
+
+    def __init__(self, path: Path, from_key_id: str | None, to_key_id: str | None, done: dict[str, int]):
+        self.path = path
+        self.from_key_id = from_key_id
+        self.to_key_id = to_key_id
+        self.done = done
+
+    @classmethod
+    def resume(cls, root: Path, was: str | None, target: str | None) -> _Journal:
+        """The journal of a stopped rekey to ``target``, or a new one (``was``: the log's key id now).
+
+        Raises:
+            ConfigurationError: A stopped rekey went to another target; or its journal is damaged.
+        """
+        path = root / cls.NAME
+        try:
+            stored = json.loads(path.read_bytes())
+            journal = cls(path, stored["from_key_id"], stored["to_key_id"], dict(stored["done"]))
+        except FileNotFoundError:
+            journal = cls(path, was, target, {})
+            journal._write()
+            return journal
+        except (ValueError, KeyError, TypeError):
+            raise ConfigurationError(
+                f"the rekey journal {str(path)!r} is damaged. Run the rekey again from the key of "
+                "each part (LITTLE_OLD_KEYS can hold both) after removing the journal."
+            ) from None
+        if journal.to_key_id != target:
+            to = journal.to_key_id or "(none: --decrypt)"
+            raise ConfigurationError(
+                f"a rekey of this data directory to key id {to} was stopped before it finished: run "
+                "`little rekey` again with that key in LITTLE_KEY (and --decrypt if it was a decrypt) "
+                "to finish it first."
+            )
+        return journal
+
+    def finish(self, **counts: int) -> None:
+        """Record parts as done (the file replaced atomically, so a kill leaves the old or the new)."""
+        self.done.update(counts)
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_name("." + self.NAME + ".tmp")
+        body = {"from_key_id": self.from_key_id, "to_key_id": self.to_key_id, "done": self.done}
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(body, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def close(self) -> None:
+        """The rekey is complete: the journal goes."""
+        self.path.unlink()
 
 
 def _check_memory_key(root: Path, old: Codec | None) -> None:
@@ -124,7 +209,7 @@ def _rewrite_memory(root: Path, old: Codec | None, new: Codec | None) -> int:
 
 
 def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> tuple[int, int]:
-    """Rewrite every row, message and outbox entry of the log in one transaction, then vacuum.
+    """Rewrite every row, message and outbox entry of the log in one transaction.
 
     Returns:
         How many rows, and how many messages and outbox entries, were rewritten.
@@ -156,11 +241,18 @@ def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None
         except BaseException:
             db.execute("ROLLBACK")
             raise
-    try:
-        log.vacuum()  # no free page keeps an old payload, and the WAL is truncated
-    except sqlite3.Error as exc:  # pragma: no cover - a vacuum needs free disk space
-        raise ConfigurationError(f"the rows were rewritten but VACUUM failed ({exc}); run it again") from exc
     return n, talk
+
+
+def _vacuum(log: SqliteLog) -> None:
+    """Vacuum the log so that no free page keeps an old payload, and truncate its WAL."""
+    try:
+        log.vacuum()
+    except sqlite3.Error as exc:  # pragma: no cover - a vacuum needs free disk space
+        raise ConfigurationError(
+            f"the rows were rewritten but VACUUM failed ({exc}); free some disk space and run "
+            "`little rekey` again to finish"
+        ) from exc
 
 
 class _Sealer(EncryptedLog):
@@ -198,7 +290,8 @@ def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
             if "schedules" in tables:
                 for name, text in db.execute("SELECT name, input FROM schedules").fetchall():
                     ad, what = schedule_ad(name), f"the input of schedule {name!r}"
-                    plain = open_text(old, text, ad, what, None) if old is not None else text
+                    sealed = old is not None and text.startswith(PREFIX)  # one transaction: all one form
+                    plain = open_text(old, text, ad, what, None) if old is not None and sealed else text
                     sealed = seal_text(new, plain, ad) if new is not None else plain
                     db.execute("UPDATE schedules SET input = ? WHERE name = ?", (sealed, name))
                     n += 1
@@ -226,12 +319,17 @@ def _rewrite_artifacts(root: Path, old: Codec | None, new: Codec | None) -> int:
     reading: Any = EncryptedArtifacts(plain, old) if old is not None else plain
     writing: Any = EncryptedArtifacts(plain, new) if new is not None else plain
     n = 0
+    for leftover in root.glob("artifacts/??/.tmp-*"):  # a write a stopped rekey did not finish
+        leftover.unlink()
     for meta_file in _artifact_files(root):
         digest = meta_file.stem
         stored = json.loads(meta_file.read_bytes())
-        manifest = open_manifest(old, stored, digest) if old is not None else stored
+        sealed = isinstance(stored.get("manifest"), str)  # a stopped rekey leaves both forms
+        if sealed and old is None:
+            raise CodecError(f"artifact file {digest} is encrypted: give its key; rekey stopped")
+        manifest = open_manifest(old, stored, digest) if sealed and old is not None else stored
         sha = manifest["sha256"]
-        data = reading.get(sha)
+        data = (reading if sealed else plain).get(sha)
         if data is None or sha256_of(data) != sha:
             raise CodecError(
                 f"artifact {manifest.get('name')!r} ({sha}) is missing or damaged; rekey stopped"
@@ -261,9 +359,11 @@ def _rewrite_outer(root: Path, old: Codec | None, new: Codec | None) -> int:
     for f in sorted(folder.glob("*.json")):
         ad = f"outer-loop|{f.stem}".encode()
         text = f.read_text(encoding="utf-8")
-        if old is not None:
-            if not text.startswith(PREFIX):
-                raise CodecError(f"the outer-loop manifest {f.name!r} is not encrypted; rekey stopped")
+        if text.startswith(PREFIX):  # a stopped rekey leaves manifests of both forms
+            if old is None:
+                raise CodecError(
+                    f"the outer-loop manifest {f.name!r} is encrypted: give its key; rekey stopped"
+                )
             text = old.decrypt(base64.b64decode(text[len(PREFIX) :], validate=True), ad).decode()
         if new is not None:
             text = PREFIX + base64.b64encode(new.encrypt(text.encode(), ad)).decode("ascii")

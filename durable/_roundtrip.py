@@ -265,6 +265,8 @@ class Output:
         if t is int and self.ints and value.bit_length() < INT_BITS:
             return value
         where = _Where(what, self.owner, path, run_id)
+        if value is None:  # None is not in ``same``: the annotation may not read it back
+            self._check_none(where, run_id, path)
         if self.plain:
             bad = _not_json(value)
             if bad is not None:
@@ -296,6 +298,20 @@ class Output:
         if diff is None:
             return data
         raise self._changed_error(where, diff, run_id, path)
+
+    def _check_none(self, where: Any, run_id: str | None, path: str | None) -> None:
+        """Refuse ``None`` when the return annotation does not read it back (``-> int``)."""
+        try:
+            self.rebuild(None)
+        except Exception:
+            raise SerializationError(
+                f"{where} is None, but the return annotation {self.annotation} does not take None, "
+                "so it could not be rebuilt on a resume. Return a value of that type, or annotate "
+                f"the return type as {self.annotation} | None. Nothing was recorded; fix the code "
+                "and run the same run_id again.",
+                run_id=run_id,
+                path=path,
+            ) from None
 
     def _dump(self, where: Any, value: Any, run_id: str | None, path: str | None) -> Any:
         try:

@@ -21,6 +21,37 @@ from .events import Event
 Json = dict[str, Any]
 
 
+FIRST_TYPES = ("run.started", "snapshot")
+"""What a run's log begins with: its start, or the snapshot that compaction put in place of it."""
+
+
+def check_start(seq: int, type_: str, run_id: str) -> None:
+    """Refuse a run's log whose first row is not its start (or a compaction's snapshot).
+
+    Raises:
+        LogCorruptedError: The start was deleted or the log cut short, so nothing may
+            run as if the run were new.
+    """
+    if type_ not in FIRST_TYPES:
+        raise LogCorruptedError(
+            f"run {run_id!r}: its log begins with event {seq} ({type_}), not with its "
+            "run.started: the start was deleted or the log was cut short. Nothing was run "
+            f"and nothing was written. Run `little verify {run_id}` to see the damage, then "
+            "restore the log from a backup or start the work again with a new run_id.",
+            run_id=run_id,
+        )
+
+
+def from_start(rows: Iterable[tuple[int, str, str]], run_id: str) -> Iterator[tuple[int, str, str]]:
+    """The rows as they are, the first checked by ``check_start``."""
+    it = iter(rows)
+    for row in it:
+        check_start(row[0], row[1], run_id)
+        yield row
+        break
+    yield from it
+
+
 def until(rows: list[tuple[int, str, str]], seq: int, run_id: str) -> list[tuple[int, str, str]]:
     """The rows up to and including ``seq`` (seqs are consecutive within a log)."""
     first = rows[0][0] if rows else 1

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from . import _encode as ev
 from ._artifacts import check_artifacts
+from ._compatible import step_additions
 from ._context import CURRENT, NOTHING, Guard, RunContext, Scope, check_awaited
-from ._failures import error_data, rebuild_from, recordable
+from ._failures import error_data, recordable, recorded_run_failure
 from ._logging import ERROR, INFO, note
 from ._manifest import (
     drift_error,
@@ -375,6 +376,10 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
         raise model_drift  # accepted, it is recorded when its session opens again
     cache, memory = manifest_cache(run.world), _memory_manifest(run.world)
     changes = run_drift(started, spec, run.models, rec, cache, memory)
+    # Steps that only gained parameters with defaults: recorded calls match without them.
+    run.added_params = step_additions(
+        started.get("manifest") or {}, run_manifest(spec, run.models, cache, memory)
+    )
     if changes:
         if not run.accepts(changes):
             raise drift_error(rid, changes)
@@ -395,7 +400,7 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
             return spec.rebuild(data["output"])
         if kind == "run.failed":
             if not retry_failed:
-                raise rebuild_from(data, run_id=rid, path=data.get("path"))
+                raise recorded_run_failure(data, rid)
         elif kind == "run.interrupted":
             if resume is _UNSET:
                 raise RunInterrupted(

@@ -61,6 +61,9 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
     data, ih = spec.dump_input(args, kwargs, run.run_id, path)
     attempt = 1
     if run.replaying:
+        added = run.added_params.get(name)
+        if added:
+            data, ih = _as_recorded(spec, run.recorded.steps_started.get(path), data, ih, added)
         action, record = call.step(name, ih, path, data)
         if action is not EXECUTE:
             assert record is not None
@@ -71,6 +74,29 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
     call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
     call.emit_started()
     return call, None
+
+
+def _as_recorded(
+    spec: Spec, started: dict[str, Any] | None, data: dict[str, Any], ih: str, added: tuple[str, ...]
+) -> tuple[dict[str, Any], str]:
+    """The input as the run recorded it before the step gained ``added`` (each at its default).
+
+    A recorded call of the old signature is this call when the new
+    parameters have their defaults; any other value is another input.
+    """
+    if started is None or started["input_hash"] == ih:
+        return data, ih
+    params, adapters = spec.signature.parameters, dict(spec.params())
+    trimmed = dict(data)
+    for name in added:
+        if name not in trimmed or name not in adapters:
+            continue
+        default = to_json(adapters[name], params[name].default, what=name, run_id=None, path=None)
+        if trimmed[name] == default:
+            del trimmed[name]
+    if trimmed == data:
+        return data, ih
+    return trimmed, bytes_hash(stored_bytes(trimmed, what="the arguments", run_id=None, path=None))
 
 
 def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededError:

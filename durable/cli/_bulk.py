@@ -17,7 +17,7 @@ from typing import Any
 from .._manifest import change_lines
 from .._recovery import compact
 from .._spec import Spec
-from .._verify import database_problems, verify_run
+from .._verify import completed_text, database_problems, verify_run
 from .._world import WorldCore
 from ..errors import DriftChange, DurableError
 from ..store._protocol import TERMINAL, RunInfo
@@ -131,6 +131,7 @@ def _verify_one(
             "problems": [str(exc).splitlines()[0]],
             "changes": [],
             "undescribed": [],
+            "completed": [],
         }
 
 
@@ -148,6 +149,7 @@ def _verify_report(results: list[dict[str, Any]], database: list[str], drift_che
         "problems": problems,
         "changes": [{"run_id": r["run_id"]} | c for r in results for c in r["changes"]],
         "undescribed": [{"run_id": r["run_id"], "key": k} for r in results for k in r["undescribed"]],
+        "completed": [run_id for r in results for run_id in r["completed"]],
         "results": [
             {
                 "run_id": r["run_id"],
@@ -173,6 +175,8 @@ def verify_text(report: dict[str, Any]) -> str:
         f"{report['events']} event(s), {report['artifacts']} artifact(s)"
         + ("" if report["drift_checked"] else "; drift not checked (pass --workflow module:function)"),
     ]
+    if report["completed"] and report["drift_checked"]:
+        lines.append(f"drift not checked for {completed_text(report['completed'])}")
     if report["stopped"]:
         lines.append(_stopped_text(report["stopped"], "checked"))
     if report["undescribed"]:

@@ -116,7 +116,7 @@ def _worker(world: WorldCore, a: argparse.Namespace) -> Any:
         f"little worker {worker.name}: workflows {', '.join(sorted(worker.specs))}; queues {queues}",
         flush=True,
     )
-    asyncio.run(worker.run())
+    asyncio.run(worker.run(announce=False))  # it printed its own line
     print(f"little worker {worker.name}: stopped", flush=True)
     return None
 

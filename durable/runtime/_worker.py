@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -129,8 +130,15 @@ class Worker:
             runtime_of(self.world).nudges.append(self._wake)
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"worker:{self.name}")
 
-    async def run(self) -> None:
-        """Serve until SIGTERM or SIGINT (or ``stop()``), then stop gracefully."""
+    async def run(self, *, announce: bool = True) -> None:
+        """Serve until SIGTERM or SIGINT (or ``stop()``), then stop gracefully.
+
+        Args:
+            announce: Write a line to stderr when the worker starts serving (its
+                name, workflows and queues) and one when it stopped, so that a
+                plain script says what it does without any logging configured.
+                ``little worker``, which prints its own, passes ``False``.
+        """
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         installed = []
@@ -140,6 +148,11 @@ class Worker:
                 installed.append(sig)
         await self.start()
         assert self._task is not None
+        if announce:
+            queues = ", ".join(q.name for q in self.queues) or "(none: recovery only)"
+            self._say(
+                f"workflows {', '.join(sorted(self.specs))}; queues {queues}; serving until SIGTERM or Ctrl-C"
+            )
         try:
             waiter = asyncio.ensure_future(stop.wait())
             await asyncio.wait([waiter, self._task], return_when=asyncio.FIRST_COMPLETED)
@@ -148,6 +161,11 @@ class Worker:
             for sig in installed:
                 loop.remove_signal_handler(sig)
             await self.stop()
+            if announce:
+                self._say("stopped")
+
+    def _say(self, text: str) -> None:
+        print(f"durable worker {self.name}: {text}", file=sys.stderr, flush=True)
 
     async def stop(self) -> None:
         """Stop claiming, let in-flight runs reach a durable point, and leave them resumable."""

@@ -57,6 +57,7 @@ class SqliteLog:
     Raises:
         LogCorruptedError: The file exists but is not a durable log.
         LogFormatError: The file was written by a newer, incompatible SDK.
+        LogUnavailableError: The disk is full, or another process kept the file locked.
     """
 
     stores_bytes = True

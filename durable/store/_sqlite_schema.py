@@ -6,6 +6,7 @@ version this SDK reads; anything else is refused before a byte is written.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -26,6 +27,15 @@ _COLUMNS = {
 """The columns of the log's own tables: a file without them is not a durable log."""
 
 _BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+_NOT_NOW = (
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_PERM,
+)
+"""Result codes at open that say the file cannot be used now, not that it is damaged."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -59,7 +69,8 @@ def open_log(
     Raises:
         LogCorruptedError: The file is not a durable log; nothing was written.
         LogFormatError: A newer SDK wrote it.
-        LogUnavailableError: Another process kept it locked past ``busy_timeout``.
+        LogUnavailableError: Another process kept it locked past ``busy_timeout``, or the disk
+            is full or refused the file (the log is not damaged then).
     """
     deadline = time.monotonic() + busy_timeout / 1000
     pause = 0.002
@@ -73,7 +84,7 @@ def open_log(
             # Switching a fresh file to WAL needs a lock that SQLite does not wait
             # for: another process opening the same new file at once holds it.
             if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
-                raise _unreadable(path, exc) from exc
+                raise _failed_open(path, exc) from exc
             if time.monotonic() >= deadline:
                 raise LogUnavailableError(
                     f"{str(path)!r} stayed locked by another process for "
@@ -83,11 +94,37 @@ def open_log(
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
-            raise _unreadable(path, exc) from exc
+            raise _failed_open(path, exc) from exc
         except BaseException:
             if db.in_transaction:
                 db.execute("ROLLBACK")
             raise
+
+
+def _failed_open(path: Path, exc: Exception) -> LogCorruptedError | LogUnavailableError:
+    """The error for a failed open: the disk or the file system refused it, or the file is damaged."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code == sqlite3.SQLITE_FULL or (code in _NOT_NOW and _disk_full(path)):
+        return LogUnavailableError(
+            f"the disk holding {str(path)!r} is full ({exc}). The log is not damaged and nothing "
+            "was written to it. Free some space, then open it again."
+        )
+    if code in _NOT_NOW:
+        return LogUnavailableError(
+            f"{str(path)!r} cannot be opened right now ({exc}). The log is not damaged and nothing "
+            "was written to it. Fix the cause (permissions, the disk, another process holding "
+            "it), then open it again."
+        )
+    return _unreadable(path, exc)
+
+
+def _disk_full(path: Path) -> bool:
+    """Whether the file system holding ``path`` has no block left for this process."""
+    try:
+        stat = os.statvfs(path.parent)
+    except OSError:
+        return False
+    return stat.f_bavail * stat.f_frsize < 64 * 1024  # less than SQLite needs to open a log
 
 
 def _unreadable(path: Path, exc: Exception) -> LogCorruptedError:

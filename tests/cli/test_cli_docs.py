@@ -20,3 +20,16 @@ def test_cli_reference_documents_every_command() -> None:
     text = render_markdown()
     for name in COMMANDS:
         assert f"## little {name}\n" in text
+
+
+def test_the_home_page_names_every_core_dependency() -> None:
+    """docs/index.md's list of dependencies is pyproject.toml's, name for name."""
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    deps = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", d)[0].lower() for d in deps}  # type: ignore[index]
+    sentence = re.search(r"the dependencies are (.*?)\.\n", (root / "docs" / "index.md").read_text(), re.S)
+    assert sentence is not None
+    assert set(re.findall(r"`([^`]+)`", sentence[1])) == names

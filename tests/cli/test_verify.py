@@ -69,17 +69,15 @@ def test_drift_is_not_checked_without_the_workflow(
 
 
 def test_model_mapping_can_be_compared(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``--model SLOT=ID`` compares another mapping, for the run and each child run."""
+    """``--model SLOT=ID`` compares another mapping, for the run and each child run it would call again."""
     data = _load(tmp_path, "clean")
     assert (
         _verify(data, "--workflow", "tests.drift_app:review", "--model", "worker=gpt-4o-mini", "--json") == 1
     )
-    changes = json.loads(capsys.readouterr().out)["changes"]
-    assert changes[0] == {"key": "models.worker", "old": "gpt-5", "new": "gpt-4o-mini"}
-    assert [c["key"] for c in changes[1:]] == [
-        f"{RUN_ID}:workflow:scoring#0: models.worker",
-        f"{RUN_ID}:workflow:scoring#1: models.worker",
-    ]
+    report = json.loads(capsys.readouterr().out)
+    assert report["changes"] == [{"key": "models.worker", "old": "gpt-5", "new": "gpt-4o-mini"}]
+    # The child runs completed and the parent holds their receipts: they never run again.
+    assert report["completed"] == [f"{RUN_ID}:workflow:scoring#0", f"{RUN_ID}:workflow:scoring#1"]
 
 
 @pytest.mark.parametrize("case", ["tampered_artifact", "missing_artifact"])

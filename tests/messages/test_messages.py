@@ -12,6 +12,7 @@ from durable import ConfigurationError, NondeterminismError, RunNotFoundError
 from durable.store import messages_for
 from durable.testing import SimulatedCrash
 from tests.conftest import Worlds
+from tests.helpers.waiting import until
 
 HANDLED: list[Any] = []
 
@@ -71,7 +72,11 @@ async def test_messages_sent_before_and_during_a_run_are_received_once_in_order(
     await h.send("m0")
     await durable.send("r", {"n": 1}, world=world)
     async with durable.Worker(world, workflows=[inbox], queues=["q"]):
-        await asyncio.sleep(0.05)
+        # The run took the two queued messages and waits: the next ones are sent while it runs.
+        await until(
+            lambda: world.log.info("r") is not None and received(world, "r") == ["m0", {"n": 1}],
+            what="the two queued messages",
+        )
         await h.send("m2")
         await h.send(["m", 3])
         assert await h.result(timeout=30) == ["m0", {"n": 1}, "m2", ["m", 3]]

@@ -14,6 +14,7 @@ from durable.cli import main
 from durable.runtime import schedule_pass, tick_id, ticks
 from durable.store import ScheduleRecord
 from tests.conftest import Worlds
+from tests.helpers.waiting import until
 
 T0 = datetime(2026, 12, 1, 3, 0, tzinfo=UTC).timestamp()
 
@@ -159,13 +160,13 @@ async def test_a_worker_starts_and_drives_the_ticks_of_its_schedules(worlds: Wor
     async with durable.Worker(
         world, workflows=[], schedules=[Schedule("beat", nightly, every=60, input="b")]
     ):
-        await asyncio.sleep(0.3)
+        # A first pass at T0 + 1 starts the schedule's ticks from then; then time passes T0 + 60.
+        await until(lambda: world.schedules.list()[0].handled_until is not None, what="the first pass")
         now[0] = T0 + 61
         rid = tick_id("beat", T0 + 60)
-        for _ in range(10_000):
-            if world.log.info(rid) is not None and world.log.info(rid).status == "completed":  # type: ignore[union-attr]
-                break
-            await asyncio.sleep(0.005)
+        await until(
+            lambda: getattr(world.log.info(rid), "status", None) == "completed", what="the tick's run"
+        )
     assert await durable.handle(rid, world=world).result() == "ran b"
     assert [s.name for s in world.schedules.list()] == ["beat"]
 

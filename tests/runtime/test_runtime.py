@@ -12,6 +12,7 @@ import durable
 from durable import ConfigurationError, Queue, RunCancelledError, RunNotFoundError, StepTimeoutError, Worker
 from durable.runtime import STATUSES
 from tests.conftest import Worlds
+from tests.helpers.waiting import until
 
 CALLS: list[str] = []
 
@@ -52,15 +53,6 @@ async def gated(key: str) -> str:
 @durable.workflow
 async def wait_gate(key: str) -> str:
     return await gated(key)
-
-
-async def until(cond: Any) -> None:
-    """Poll ``cond()`` until it is true (the test's own wait bound fails a hang)."""
-    for _ in range(100_000):
-        if cond():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition never became true")
 
 
 async def wait_events(world: durable.World, run_id: str, n: int) -> None:
@@ -378,9 +370,19 @@ async def test_cancelling_a_run_whose_driver_died_closes_it(worlds: Worlds) -> N
 
 
 async def test_a_worker_leaves_a_run_it_does_not_know_alone_and_says_so_once(
-    worlds: Worlds, caplog: pytest.LogCaptureFixture
+    worlds: Worlds, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Recovery skips a run of an unknown workflow, logs it once, and a worker that knows it takes it."""
+    from durable.runtime import _worker
+
+    passes: list[int] = []
+    real_pass = _worker.recovery_pass
+
+    def counted(*args: Any) -> Any:
+        passes.append(1)
+        return real_pass(*args)
+
+    monkeypatch.setattr(_worker, "recovery_pass", counted)
     world = worlds.open()
     h = durable.start_workflow(sleeper, 30, world=world)
     await wait_events(world, h.run_id, 3)
@@ -389,7 +391,10 @@ async def test_a_worker_leaves_a_run_it_does_not_know_alone_and_says_so_once(
     await default_driver(world).stop()
     with caplog.at_level("WARNING", logger="durable.runtime"):
         async with Worker(world, workflows=[plus_one]):
-            await asyncio.sleep(0.6)  # a few recovery passes
+            # A recovery pass found the run and said so; three more passes leave it alone.
+            await until(lambda: any(h.run_id in r.getMessage() for r in caplog.records), what="the warning")
+            seen = len(passes)
+            await until(lambda: len(passes) >= seen + 3, what="three more recovery passes")
             assert await h.status() == "running"
     said = [r.getMessage() for r in caplog.records if h.run_id in r.getMessage()]
     assert len(said) == 1

@@ -13,6 +13,7 @@ import pytest
 import durable
 from durable import CodecError, EncryptionCodec, Schedule
 from durable.runtime import tick_id
+from tests.helpers.waiting import until
 
 pytest.importorskip("cryptography")
 
@@ -34,14 +35,15 @@ def _tick(data: Path, codec: Any) -> str:
         with durable.local_world(data, codec=codec, clock=lambda: now[0]) as world:
             schedule = Schedule("beat", beat, every=60, input=MARK.decode())
             async with durable.Worker(world, workflows=[], schedules=[schedule]):
-                await asyncio.sleep(0.2)
+                # A first pass at T0 + 1 starts the ticks from then; then time passes T0 + 60.
+                await until(
+                    lambda: world.schedules.list()[0].handled_until is not None, what="the first pass"
+                )
                 now[0] = T0 + 61
                 rid = tick_id("beat", T0 + 60)
-                for _ in range(10_000):
-                    info = world.log.info(rid)
-                    if info is not None and info.status == "completed":
-                        break
-                    await asyncio.sleep(0.005)
+                await until(
+                    lambda: getattr(world.log.info(rid), "status", None) == "completed", what="the run"
+                )
             (listed,) = world.schedules.list()
             assert listed.name == "beat"
             out: str = await durable.handle(rid, world=world).result()

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -271,3 +272,37 @@ def test_a_really_full_file_system_is_a_typed_error(tmp_path: Path) -> None:
         shutil.copytree(disk / "data", tmp_path / "moved")
     with durable.local_world(tmp_path / "moved") as world:
         assert asyncio.run(durable.run_workflow(writer, 300, world=world, run_id="full")) == 300
+
+
+def _fill_disk(disk: Path) -> Path:
+    """Write a file until the file system holding ``disk`` has no byte left; returns that file."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        with contextlib.suppress(OSError):
+            while os.write(fd, b"x" * 512):
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.parametrize("log", ["existing", "new"])
+def test_a_full_disk_at_open_is_unavailable_not_corruption(tmp_path: Path, log: str) -> None:
+    """A log opened on a full disk is LogUnavailableError, not corruption; with room again it runs."""
+    with _small_disk(tmp_path / "small", "256k") as disk:
+        data = disk / "data"
+        CALLS.clear()
+        if log == "existing":
+            with durable.local_world(data) as world:
+                assert asyncio.run(durable.run_workflow(writer, 3, world=world, run_id="full")) == 3
+        filler = _fill_disk(disk)
+        with pytest.raises(LogUnavailableError) as err, durable.local_world(data):
+            pass
+        assert "full" in str(err.value) and "Move it aside" not in str(err.value)
+        assert "Free some space" in str(err.value)
+        filler.unlink()
+        with durable.local_world(data) as world:  # the advice, followed, works: nothing was lost
+            assert world.log.integrity_check() == "ok"  # type: ignore[attr-defined]
+            assert asyncio.run(durable.run_workflow(writer, 3, world=world, run_id="full")) == 3
+    assert sum(CALLS.values()) == 3  # each step ran once, whichever open came first

@@ -1,5 +1,7 @@
 """The inspector's app without a browser: the token, private mode, escaping and the timeline model."""
 
+# ruff: noqa: E402  (the extra is checked with importorskip before the imports that need it)
+
 from __future__ import annotations
 
 import asyncio
@@ -11,14 +13,14 @@ from typing import Any
 
 import pytest
 
+testclient = pytest.importorskip("starlette.testclient")  # the ui extra
+
 import durable
 from durable.ui import is_loopback
 from durable.ui._app import COOKIE, Inspector, create_app
 from durable.ui._model import timeline
 from durable.ui._pages import e, run_href
 from tests.ui import app
-
-testclient = pytest.importorskip("starlette.testclient")
 
 
 def client_of(app_: Any) -> Any:

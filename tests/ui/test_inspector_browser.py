@@ -19,6 +19,7 @@ except ImportError:  # the browser fixture says why, and fails under CI=true
     expect = None  # type: ignore[assignment]
 
 pytestmark = pytest.mark.browser
+pytest.importorskip("starlette")  # little ui needs the ui extra
 
 
 def test_the_list_shows_every_run_with_its_status_and_escapes_hostile_ids(page: Any) -> None:

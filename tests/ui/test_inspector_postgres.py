@@ -1,5 +1,7 @@
 """The inspector over a Postgres world: the same pages and actions as over a data directory."""
 
+# ruff: noqa: E402  (the extra is checked with importorskip before the imports that need it)
+
 from __future__ import annotations
 
 import asyncio
@@ -8,14 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
+testclient = pytest.importorskip("starlette.testclient")  # the ui extra
+
 import durable
 from durable.ui._app import Inspector, create_app
 from durable.ui._pages import compare_href, run_href
 from tests.helpers import pg
 from tests.ui import app
 from tests.ui.harness import seed_fork
-
-testclient = pytest.importorskip("starlette.testclient")
 
 
 @pytest.fixture

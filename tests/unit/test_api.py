@@ -115,10 +115,33 @@ def test_run_workflow_refuses_undecorated_functions() -> None:
         asyncio.run(durable.run_workflow(plain, world=durable.memory_world()))
 
 
-def test_idempotency_key_outside_an_effect_is_an_error() -> None:
-    """idempotency_key() explains that it needs a running effect."""
+def test_idempotency_key_outside_a_run_is_none() -> None:
+    """Outside a run a tool is a plain function: idempotency_key() is None, and the tool runs."""
+    keys = []
+
+    @durable.tool
+    async def charge(cents: int) -> int:
+        keys.append(durable.idempotency_key())
+        return cents
+
+    assert durable.idempotency_key() is None
+    assert asyncio.run(charge(5)) == 5
+    assert keys == [None]
+
+
+def test_idempotency_key_in_a_run_outside_an_effect_is_an_error() -> None:
+    """Inside a run, idempotency_key() outside a tool or model call body explains that it needs one."""
+
+    @durable.step
+    async def not_an_effect() -> str:
+        return str(durable.idempotency_key())
+
+    @durable.workflow
+    async def wf() -> str:
+        return await not_an_effect()
+
     with pytest.raises(ConfigurationError, match="@tool"):
-        durable.idempotency_key()
+        asyncio.run(durable.run_workflow(wf, world=durable.memory_world()))
 
 
 def test_same_run_id_from_two_tasks_runs_the_body_once(world: durable.World) -> None:
