@@ -26,6 +26,7 @@ from .errors import ConfigurationError, DriftChange
 from .store._protocol import Append, EventLog, Row
 
 if TYPE_CHECKING:
+    from ._budget import Account
     from ._tracing import Tracing
     from ._world import WorldCore
 
@@ -64,6 +65,7 @@ class RunContext:
         "_flush_scheduled",
         "_waiters",
         "accept_drift",
+        "account",
         "active",
         "broken",
         "buffer",
@@ -109,6 +111,7 @@ class RunContext:
         self.accept_drift: frozenset[str] = frozenset()
         self.guard: Guard | None = None
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
+        self.account: Account | None = None  # set by the runner for a run with a budget
 
     async def pause(self, seconds: float) -> None:
         """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising."""

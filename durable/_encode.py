@@ -213,6 +213,14 @@ def receipt_ok(key: str, result: Any, ms: float | None = None) -> Json:
     return data
 
 
+def budget_set(budget: Json, by: str | None = None) -> Json:
+    """``budget.set``: the run's budget (``Budget.to_json()``), and who raised it."""
+    data: Json = dict(budget)
+    if by is not None:
+        data["by"] = by
+    return data
+
+
 def receipt_error(key: str, error: Json, ms: float | None = None) -> Json:
     """``effect.receipt`` of an effect that raised: ``error`` is ``error_data(exc)``."""
     data: Json = {"key": key, "outcome": "error", **error}

@@ -12,6 +12,7 @@ from typing import Any
 
 from .errors import (
     CapabilityDriftError,
+    BudgetExhaustedError,
     ConfigurationError,
     DurableError,
     MaxVisitsExceededError,
@@ -85,6 +86,8 @@ def rebuild_error(
         return MaxVisitsExceededError(message, run_id=run_id, path=path or "", step=path or "", limit=0)
     if cls is UnknownCommitError:
         return UnknownCommitError(message, run_id=run_id, key=path or "")
+    if cls is BudgetExhaustedError:
+        return BudgetExhaustedError(message, run_id=run_id, path=path)
     if cls is CapabilityDriftError:
         return CapabilityDriftError(message, run_id=run_id, changes=[])
     return StepFailedError(

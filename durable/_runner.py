@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from . import _encode as ev
 from ._artifacts import check_artifacts
+from ._budget import Account, Budget, account_of, checked_budget
 from ._context import CURRENT, NOTHING, Guard, RunContext, Scope, check_awaited
 from ._failures import error_data, rebuild_from, recordable
 from ._logging import ERROR, INFO, note
@@ -100,6 +101,7 @@ async def run_workflow(
     resume: Any = None,
     retry_failed: bool = False,
     accept_drift: Iterable[str] = (),
+    budget: Budget | None = None,
 ) -> Any:
     """Run a workflow, or resume it when ``run_id`` names a run already in ``world``.
 
@@ -123,6 +125,10 @@ async def run_workflow(
             run goes on with the changed code, the log records the accepted
             change, and later resumes compare with the new manifest. Drift
             under any other key still fails.
+        budget: What the run and its child runs may spend on model calls
+            (``durable.Budget``); a resume with another budget records it
+            (raising or lowering the limits). Once spent, the next model call
+            raises ``BudgetExhaustedError`` before it executes.
 
     Returns:
         The workflow's output.
@@ -132,6 +138,7 @@ async def run_workflow(
         CapabilityDriftError: The code or models changed under the run.
         RunInterrupted: The run waits on ``durable.interrupt``; answer with ``resume=``.
         RunTimeoutError: ``timeout`` passed first.
+        BudgetExhaustedError: A model call was due and the budget is spent.
 
     Example:
         >>> import asyncio, durable
@@ -154,6 +161,7 @@ async def run_workflow(
         resume=_UNSET if resume is None else resume,
         retry_failed=retry_failed,
         accept_drift=_drift_keys(accept_drift),
+        budget=None if budget is None else checked_budget(budget),
     )
     if timeout is None:
         return await coro
@@ -198,6 +206,8 @@ async def drive(
     lock_held: bool = False,
     resume_cancelled: bool = False,
     traceparent: str | None = None,
+    budget: Budget | None = None,
+    account: Account | None = None,
 ) -> Any:
     """Take the run's lock, check the log against the caller, and execute or replay.
 
@@ -205,10 +215,13 @@ async def drive(
     (seconds, recorded as an absolute time when the run starts), ``lock_held``
     (it took the run's lock itself), ``resume_cancelled`` (continue a
     cancelled run) and ``traceparent`` (the trace of the code that started
-    the run, which a new run's span continues).
+    the run, which a new run's span continues). ``budget`` is recorded when it
+    differs from the run's; a child run counts against its parent's ``account``.
     """
     value, data, input_hash = validate_input(spec, input, run_id)
-    how = _How(resume, retry_failed, accept_drift, guard, deadline, resume_cancelled, traceparent)
+    how = _How(
+        resume, retry_failed, accept_drift, guard, deadline, resume_cancelled, traceparent, budget, account
+    )
     if lock_held:
         return await _drive_held(spec, value, data, input_hash, world, run_id, models, parent, how)
     async with hold(world.locks, f"run:{run_id}"):
@@ -223,6 +236,8 @@ class _How(NamedTuple):
     deadline: float | None
     resume_cancelled: bool
     traceparent: str | None
+    budget: Budget | None
+    account: Account | None
 
 
 async def _drive_held(
@@ -296,6 +311,10 @@ async def _drive_run(
             workflow=spec.name,
             recorded_calls=calls,
         )
+    if how.budget is not None and how.budget.to_json() != rec.budget:
+        run.record("budget.set", ev.budget_set(how.budget.to_json()))
+        run.flush()
+    run.account = how.account if how.account is not None else account_of(world, run_id, rec)
     run.guard = how.guard
     return await _execute(run, spec, value)
 

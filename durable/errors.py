@@ -9,6 +9,7 @@ caller can do next. The tree::
     ├── NondeterminismError         the code took another path than the log recorded
     ├── MaxVisitsExceededError      a step entered more often than max_visits allows
     ├── UnknownCommitError          an effect may have happened; nothing can confirm it
+    ├── BudgetExhaustedError        a model call was refused: the run's budget is spent
     ├── StepFailedError             a recorded failure that could not be rebuilt as its type
     ├── NonRetryableError           raise it from user code to stop retries at once
     ├── RunFailedError              a run cannot start or resume as asked (cause_code, reason)
@@ -42,6 +43,7 @@ from typing import Any
 
 __all__ = [
     "ArtifactIntegrityError",
+    "BudgetExhaustedError",
     "CapabilityDriftError",
     "CheckpointNotFoundError",
     "CodecError",
@@ -148,6 +150,21 @@ class UnknownCommitError(DurableError):
     def __init__(self, message: str, *, run_id: str | None, key: str):
         super().__init__(message, run_id=run_id, path=key)
         self.key = key
+
+
+class BudgetExhaustedError(DurableError):
+    """A model call did not execute: its run's budget (``durable.Budget``) is spent.
+
+    Under the runtime the run becomes ``blocked`` with reason ``budget``;
+    ``durable.resume_run(run_id, world=..., budget=...)`` raises the budget.
+
+    Attributes:
+        limit: The limit reached: ``max_model_calls``, ``max_tokens`` or ``max_cost``.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, path: str | None, limit: str = ""):
+        super().__init__(message, run_id=run_id, path=path)
+        self.limit = limit
 
 
 class StepFailedError(DurableError):

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import json
 import logging
 import os
 import sys
 from typing import Any
 
+from .._budget import Budget
+from .._recovery import recover_log
 from .._spec import spec_of
 from .._world import WorldCore
 from ..errors import ConfigurationError
@@ -151,6 +154,32 @@ def _resume_args(p: argparse.ArgumentParser) -> None:
         metavar="MODULE:FUNCTION",
         help="drive a run without a queue here until it stops (otherwise a worker drives it)",
     )
+    p.add_argument(
+        "--budget",
+        metavar="JSON",
+        help="the run's new budget, e.g. '{\"max_cost\": 2.0}' (keys: max_model_calls, max_tokens, "
+        "max_cost, prices); the prices of the run's budget are kept unless given",
+    )
+
+
+def budget_arg(world: WorldCore, run_id: str, text: str | None) -> Budget | None:
+    """``--budget JSON`` as a ``Budget``: the given limits over the run's recorded budget."""
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise CliError(
+            f"--budget takes a JSON object such as '{{\"max_cost\": 2.0}}', not {text!r}: {exc}"
+        ) from None
+    keys = ("max_model_calls", "max_tokens", "max_cost", "prices")
+    if not isinstance(data, dict) or set(data) - set(keys):
+        raise CliError(f"--budget takes a JSON object with the keys {', '.join(keys)}; got {text!r}.")
+    recorded = recover_log(world.log, run_id).budget or {}
+    try:
+        return Budget.from_json({**recorded, **data})
+    except ConfigurationError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _check_resume(a: argparse.Namespace) -> None:
@@ -171,7 +200,10 @@ def _check_resume(a: argparse.Namespace) -> None:
 def _resume(world: WorldCore, a: argparse.Namespace) -> Any:
     async def go() -> dict[str, Any]:
         before = run_status(world, a.run_id).status
-        h = await resume_run(a.run_id, world=world, workflows=workflow_of(a), accept_drift=a.keys)
+        budget = budget_arg(world, a.run_id, a.budget)
+        h = await resume_run(
+            a.run_id, world=world, workflows=workflow_of(a), accept_drift=a.keys, budget=budget
+        )
         task = default_driver(world).tasks.get(a.run_id)
         if task is not None:
             await asyncio.wait([task])  # driven here, in the foreground, to its outcome

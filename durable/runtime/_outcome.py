@@ -21,6 +21,7 @@ from .._failures import error_data, error_type, rebuild_error
 from .._recovery import recover_log
 from .._world import WorldCore
 from ..errors import (
+    BudgetExhaustedError,
     CapabilityDriftError,
     FencedError,
     LogUnavailableError,
@@ -50,6 +51,8 @@ def classify(exc: BaseException) -> tuple[str, str | None]:
         return BLOCKED, UNKNOWN_COMMIT
     if isinstance(exc, NondeterminismError):
         return BLOCKED, NONDETERMINISM
+    if isinstance(exc, BudgetExhaustedError):
+        return BLOCKED, BUDGET
     if isinstance(exc, LogUnavailableError | FencedError) or not isinstance(exc, Exception):
         return CUT, None
     return FAILED, None
@@ -163,6 +166,8 @@ def fixes(
             f"little resolve {rid} {key} --not-happened{here}{w}",
             cancel,
         ]
+    if reason == BUDGET:
+        return [f"little resume {rid} --budget JSON{here}{w}", cancel]
     return [f"little resume {rid}{here}{w}", cancel]
 
 

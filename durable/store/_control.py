@@ -130,6 +130,8 @@ class ControlRecord:
         driven_at: When the last drive began (Unix time; recoveries back off from it).
         blocked: Why a ``blocked`` run waits for a decision, as JSON text
             (``reason``, ``error_type``, ``error_message``, ``key``).
+        budget: The budget ``start_workflow`` was given (``Budget.to_json()`` as JSON
+            text), which the run's first drive records in its log.
     """
 
     run_id: str
@@ -154,6 +156,7 @@ class ControlRecord:
     drives: int = 0
     driven_at: float | None = None
     blocked: str | None = None
+    budget: str | None = None
 
 
 class RunControl(Protocol):

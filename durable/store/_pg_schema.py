@@ -173,6 +173,12 @@ DROP INDEX {s}.control_dedup;
 CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enqueued', 'claimed', 'blocked');
 """,
     ),
+    (
+        "0006_control_budget",
+        """
+ALTER TABLE {s}.control ADD COLUMN budget TEXT;
+""",
+    ),
 ]
 """Named migrations in order; migration ``n`` brings the schema to version ``n``."""
 

@@ -29,9 +29,9 @@ from ._control import (
 )
 from ._doorbell import Doorbell
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the control table; 2: ``traceparent`` and an index on ``seq`` (a new record takes ``MAX(seq) + 1``);
-3: ``drives``, ``driven_at`` and ``blocked`` (bounded recovery, blocked runs)."""
+3: ``drives``, ``driven_at`` and ``blocked`` (bounded recovery, blocked runs); 4: ``budget``."""
 
 _PAUSE_MIN = 0.00005
 _PAUSE_MAX = 0.001
@@ -63,7 +63,8 @@ CREATE TABLE IF NOT EXISTS control (
     traceparent TEXT,
     drives INTEGER NOT NULL DEFAULT 0,
     driven_at REAL,
-    blocked TEXT
+    blocked TEXT,
+    budget TEXT
 );
 CREATE INDEX IF NOT EXISTS control_waiting ON control (queue, state, priority, seq);
 CREATE INDEX IF NOT EXISTS control_dedup ON control (queue, dedup_id, state);
@@ -143,6 +144,8 @@ class SqliteControl:
             db.execute("ALTER TABLE control ADD COLUMN drives INTEGER NOT NULL DEFAULT 0")
             db.execute("ALTER TABLE control ADD COLUMN driven_at REAL")
             db.execute("ALTER TABLE control ADD COLUMN blocked TEXT")
+        if version in (1, 2, 3) and "budget" not in columns:  # a store of an SDK before budgets
+            db.execute("ALTER TABLE control ADD COLUMN budget TEXT")
         if version < SCHEMA_VERSION:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
