@@ -232,7 +232,7 @@ class Account:
     run_id: str = ""
 
     def check(self, run_id: str, key: str) -> None:
-        """Raise ``BudgetExhaustedError`` before the model call at ``key`` executes, once a limit is reached."""
+        """Before the model call at ``key`` executes: ``BudgetExhaustedError`` once a limit is reached."""
         limit = self.budget.spent(self.used)
         if limit is None:
             return

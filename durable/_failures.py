@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from .errors import (
-    CapabilityDriftError,
     BudgetExhaustedError,
+    CapabilityDriftError,
     ConfigurationError,
     DurableError,
     MaxVisitsExceededError,

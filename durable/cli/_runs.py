@@ -13,8 +13,8 @@ from typing import Any
 
 from .._budget import budget_text, recorded_budget, run_usage
 from .._keys import without_visit
-from .._recovery import recover_log
 from .._recorded import Recorded
+from .._recovery import recover_log
 from .._verify import import_workflow, parse_models, report_text, verify_run
 from .._world import WorldCore
 from ..errors import RunNotFoundError

@@ -102,7 +102,7 @@ def test_the_budget_recorded_at_the_start_holds_for_a_resume_without_one(world: 
 
 
 def test_cost_is_priced_per_million_tokens_by_model(world: durable.World) -> None:
-    """prices maps a model to (input, output) per million tokens; max_cost stops the run once reached."""
+    """Prices maps a model to (input, output) per million tokens; max_cost stops the run once reached."""
 
     async def go() -> None:
         budget = durable.Budget(max_cost=0.0003, prices={"small": (1.0, 5.0)})  # 0.0002 a call
@@ -128,7 +128,7 @@ def test_each_model_receipt_records_the_usage_its_result_reported(world: durable
 
 
 def test_child_runs_count_against_their_parents_budget(worlds: Worlds) -> None:
-    """The parent's call and its child's calls share one budget, and the parent's usage includes the child's."""
+    """A parent's calls and its child's share one budget; the parent's usage includes the child's."""
 
     async def go() -> None:
         world = worlds.open()
@@ -153,7 +153,7 @@ def test_child_runs_count_against_their_parents_budget(worlds: Worlds) -> None:
 def test_a_started_run_whose_budget_is_spent_is_blocked_and_resume_run_raises_it(
     world: durable.World,
 ) -> None:
-    """start_workflow's budget blocks the run (reason budget); resume_run(budget=) records more and it finishes."""
+    """A spent budget blocks a started run (reason budget); resume_run(budget=) raises it and it finishes."""
 
     async def go() -> None:
         h = await durable.start_workflow(
@@ -194,7 +194,7 @@ def test_resume_run_refuses_a_budget_for_a_finished_run(world: durable.World) ->
     ],
 )
 def test_a_budget_with_bad_limits_is_refused_at_once(bad: dict[str, Any]) -> None:
-    """Budget() refuses negative, fractional counts, NaN costs and malformed prices with a ConfigurationError."""
+    """Budget() refuses negative or fractional counts, NaN costs and malformed prices."""
     with pytest.raises(durable.ConfigurationError, match="Budget"):
         durable.Budget(**bad)
 
@@ -203,7 +203,7 @@ def test_budget_that_is_not_a_budget_is_refused_before_anything_is_recorded(worl
     """run_workflow(budget={...}) says it takes a durable.Budget and writes nothing."""
 
     async def go() -> None:
-        with pytest.raises(durable.ConfigurationError, match="durable.Budget"):
+        with pytest.raises(durable.ConfigurationError, match=r"durable\.Budget"):
             await durable.run_workflow(agent, 1, world=world, run_id="x", budget={"max_tokens": 5})  # type: ignore[arg-type]
         assert world.log.info("x") is None
 
