@@ -100,3 +100,27 @@ def test_a_raised_token_budget_replays_the_recorded_openai_responses_without_sen
     assert out == [f"answer {n}" for n in range(1, 6)]
     assert len(transport.sent) == 5
     assert asyncio.run(durable.handle("chat", world=world).usage()).calls == 5
+
+
+def test_a_pydantic_ai_agent_records_each_model_responses_usage_and_its_budget_stops_it(
+    worlds: Worlds,
+) -> None:
+    """Each model request's receipt holds the response's usage; max_model_calls=2 stops the third request."""
+    pytest.importorskip("pydantic_ai")
+    from tests.integrations.test_pydantic_ai import Support
+
+    support = Support()
+    world = worlds.open()
+    with pytest.raises(durable.BudgetExhaustedError):
+        asyncio.run(
+            durable.run_workflow(
+                support.workflow(), "q", world=world, run_id="pa", budget=durable.Budget(max_model_calls=2)
+            )
+        )
+    assert support.calls["model-2"] == 0
+    usages = [e.usage for e in world.events("pa") if e.type == "effect.receipt" and e.usage]  # type: ignore[union-attr]
+    assert len(usages) == 2
+    assert all(u["input_tokens"] > 0 and u["output_tokens"] > 0 and u["model"] for u in usages)
+    used = asyncio.run(durable.handle("pa", world=world).usage())
+    assert used.calls == 2
+    assert used.input_tokens == sum(u["input_tokens"] for u in usages)
