@@ -157,7 +157,34 @@ async def healthy(x: int) -> int:
     return await wait_a_little(x) + 1
 
 
+@durable.model_call
+async def think(turn: int) -> dict[str, Any]:
+    """A model call that reports its usage, as the integrations record a response's."""
+    note(model="think", turn=turn)
+    return {"model": "m", "usage": {"input_tokens": 10, "output_tokens": 2}, "turn": turn}
+
+
+@durable.step(max_visits=10)
+async def hold(turn: int) -> int:
+    """At turn 2 it waits until ``go`` exists (the test kills its worker meanwhile)."""
+    if turn == 2:
+        note(hold=turn)
+        while not (here() / "go").exists():  # noqa: ASYNC110  (another process makes the file)
+            await asyncio.sleep(0.02)
+    return turn
+
+
+@durable.workflow
+async def budgeted(turns: int) -> int:
+    note(wf="budgeted")
+    for i in range(turns):
+        await think(i)
+        await hold(i)
+    return turns
+
+
 WORKFLOWS = [
+    budgeted,
     max_visits,
     serialization,
     configuration,
