@@ -23,7 +23,7 @@ def procs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Procs]:
 
 
 def test_a_budget_counts_exactly_the_model_calls_that_executed_across_a_killed_worker(procs: Procs) -> None:
-    """Killed after three calls, resumed by another worker: one more call executes, then it blocks (budget)."""
+    """Killed after three calls, resumed by another worker: one more call executes, then it blocks."""
     w = procs.worker()
     h = durable.start_workflow(
         procs.app.budgeted,
