@@ -295,3 +295,21 @@ def budget_text(budget: Budget) -> str:
         if value is not None
     ]
     return " ".join(parts) or "-"
+
+
+BUDGET_KEYS = ("max_model_calls", "max_tokens", "max_cost", "prices")
+
+
+def budget_from_text(text: str, recorded: Json | None) -> Budget:
+    """A budget from JSON text (``{"max_cost": 2.0}``), over the limits and prices ``recorded`` holds.
+
+    Raises:
+        ConfigurationError: The text is not a JSON object of budget keys, or a limit is bad.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"a budget is a JSON object such as {{\"max_cost\": 2.0}}, not {text!r}: {exc}") from None
+    if not isinstance(data, dict) or set(data) - set(BUDGET_KEYS):
+        raise ConfigurationError(f"a budget is a JSON object with the keys {', '.join(BUDGET_KEYS)}; got {text!r}.")
+    return Budget.from_json({**(recorded or {}), **data})

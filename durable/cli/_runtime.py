@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import json
 import logging
 import os
 import sys
 from typing import Any
 
-from .._budget import Budget
+from .._budget import Budget, budget_from_text
 from .._recovery import recover_log
 from .._spec import spec_of
 from .._world import WorldCore
@@ -167,19 +166,9 @@ def budget_arg(world: WorldCore, run_id: str, text: str | None) -> Budget | None
     if text is None:
         return None
     try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise CliError(
-            f"--budget takes a JSON object such as '{{\"max_cost\": 2.0}}', not {text!r}: {exc}"
-        ) from None
-    keys = ("max_model_calls", "max_tokens", "max_cost", "prices")
-    if not isinstance(data, dict) or set(data) - set(keys):
-        raise CliError(f"--budget takes a JSON object with the keys {', '.join(keys)}; got {text!r}.")
-    recorded = recover_log(world.log, run_id).budget or {}
-    try:
-        return Budget.from_json({**recorded, **data})
+        return budget_from_text(text, recover_log(world.log, run_id).budget)
     except ConfigurationError as exc:
-        raise CliError(str(exc)) from None
+        raise CliError(f"--budget: {exc}") from None
 
 
 def _check_resume(a: argparse.Namespace) -> None:
