@@ -309,7 +309,11 @@ def budget_from_text(text: str, recorded: Json | None) -> Budget:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ConfigurationError(f"a budget is a JSON object such as {{\"max_cost\": 2.0}}, not {text!r}: {exc}") from None
+        raise ConfigurationError(
+            f'a budget is a JSON object such as {{"max_cost": 2.0}}, not {text!r}: {exc}'
+        ) from None
     if not isinstance(data, dict) or set(data) - set(BUDGET_KEYS):
-        raise ConfigurationError(f"a budget is a JSON object with the keys {', '.join(BUDGET_KEYS)}; got {text!r}.")
+        raise ConfigurationError(
+            f"a budget is a JSON object with the keys {', '.join(BUDGET_KEYS)}; got {text!r}."
+        )
     return Budget.from_json({**(recorded or {}), **data})

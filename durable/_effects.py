@@ -158,7 +158,8 @@ def span_usage(traced: Traced, call: EffectCall, out: Any) -> None:
     if account is not None:
         used = account.used
         span.set_attribute("durable.budget.calls", used.calls + 1)
-        span.set_attribute("durable.budget.tokens", used.input_tokens + used.output_tokens)
+        this = usage["input_tokens"] + usage["output_tokens"]
+        span.set_attribute("durable.budget.tokens", used.input_tokens + used.output_tokens + this)
 
 
 def receipt_error(call: EffectCall, exc: BaseException) -> bool:

@@ -79,7 +79,7 @@ def facts_section(d: dict[str, Any]) -> str:
         u = d["usage"]
         facts.append(
             f'<dt>model usage</dt><dd id="run-usage">{e(u["calls"])} calls, {e(u["input_tokens"])} in + '
-            f'{e(u["output_tokens"])} out tokens, cost {e(u["cost"])}</dd>'
+            f"{e(u['output_tokens'])} out tokens, cost {e(u['cost'])}</dd>"
         )
     if d.get("budget"):
         facts.append(f'<dt>budget</dt><dd id="run-budget">{e(d["budget"]["text"])}</dd>')

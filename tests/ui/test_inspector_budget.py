@@ -63,7 +63,7 @@ def server(data_dir: Path) -> Iterator[Server]:
 def test_a_person_raises_a_spent_budget_from_the_inspector_and_the_run_completes(
     page: Any, server: Server
 ) -> None:
-    """The page shows the reason, the usage and the budget; a raised budget, confirmed, lets the run finish."""
+    """The page shows the reason, usage and budget; a raised budget, once confirmed, lets the run finish."""
     page.goto(f"{server.base}/runs/capped")
     expect(page.locator("#run-status .badge")).to_have_text("blocked")
     expect(page.locator(".run-blocked .reason")).to_have_text("budget")
