@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import BudgetExhaustedError, ConfigurationError
@@ -217,28 +217,49 @@ def tree_usage(world: WorldCore, run_id: str, rec: Recorded, budget: Budget | No
     return total
 
 
-@dataclass
 class Account:
     """A run tree's budget and spending during a drive (a child run shares its parent's).
 
+    Plain counters, not a ``Usage`` per call: the check and the count run on
+    every model call of a budgeted run.
+
     Attributes:
         budget: The limits.
-        used: What the run tree spent, the calls of this drive included.
         run_id: The run whose budget it is (the root of the tree).
+        calls: Model calls the run tree executed, those of this drive included.
+        input_tokens: Their input tokens.
+        output_tokens: Their output tokens.
+        cost: Their cost under ``budget.prices``.
     """
 
-    budget: Budget
-    used: Usage = field(default_factory=Usage)
-    run_id: str = ""
+    __slots__ = ("budget", "calls", "cost", "input_tokens", "output_tokens", "run_id")
+
+    def __init__(self, budget: Budget, used: Usage, run_id: str = ""):
+        self.budget, self.run_id = budget, run_id
+        self.calls, self.input_tokens, self.output_tokens, self.cost = (
+            used.calls,
+            used.input_tokens,
+            used.output_tokens,
+            used.cost,
+        )
+
+    @property
+    def used(self) -> Usage:
+        """What the run tree spent so far."""
+        return Usage(self.calls, self.input_tokens, self.output_tokens, self.cost)
 
     def check(self, run_id: str, key: str) -> None:
         """Before the model call at ``key`` executes: ``BudgetExhaustedError`` once a limit is reached."""
-        limit = self.budget.spent(self.used)
-        if limit is None:
+        b = self.budget
+        if (
+            (b.max_model_calls is None or self.calls < b.max_model_calls)
+            and (b.max_tokens is None or self.input_tokens + self.output_tokens < b.max_tokens)
+            and (b.max_cost is None or self.cost < b.max_cost)
+        ):
             return
-        u = self.used
+        u, limit = self.used, b.spent(self.used) or ""
         raise BudgetExhaustedError(
-            f"run {self.run_id!r} has spent its budget ({limit}={getattr(self.budget, limit)!r}; used "
+            f"run {self.run_id!r} has spent its budget ({limit}={getattr(b, limit, None)!r}; used "
             f"{u.calls} model calls, {u.input_tokens}+{u.output_tokens} tokens, cost {u.cost:g}), so the "
             f"model call {key!r} of run {run_id!r} did not execute. Raise the budget with "
             f"durable.resume_run({self.run_id!r}, world=..., budget=durable.Budget(...)) or "
@@ -250,7 +271,15 @@ class Account:
 
     def add(self, receipt: Json) -> None:
         """Count the model call whose receipt is ``receipt``."""
-        self.used = self.used.plus(receipt_usage(receipt, self.budget))
+        self.calls += 1
+        usage = receipt.get("usage")
+        if usage is None:
+            return
+        i, o = usage["input_tokens"], usage["output_tokens"]
+        self.input_tokens += i
+        self.output_tokens += o
+        if self.budget.prices:
+            self.cost += self.budget.cost(usage.get("model"), i, o)
 
 
 def checked_budget(budget: Any) -> Budget:

@@ -156,10 +156,9 @@ def span_usage(traced: Traced, call: EffectCall, out: Any) -> None:
         span.set_attribute("durable.usage.model", usage["model"])
     account = call.run.account
     if account is not None:
-        used = account.used
-        span.set_attribute("durable.budget.calls", used.calls + 1)
         this = usage["input_tokens"] + usage["output_tokens"]
-        span.set_attribute("durable.budget.tokens", used.input_tokens + used.output_tokens + this)
+        span.set_attribute("durable.budget.calls", account.calls + 1)
+        span.set_attribute("durable.budget.tokens", account.input_tokens + account.output_tokens + this)
 
 
 def receipt_error(call: EffectCall, exc: BaseException) -> bool:
