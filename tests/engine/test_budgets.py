@@ -208,3 +208,37 @@ def test_budget_that_is_not_a_budget_is_refused_before_anything_is_recorded(worl
         assert world.log.info("x") is None
 
     asyncio.run(go())
+
+
+@durable.tool(idempotent=True)
+async def delegate(turns: int) -> int:
+    return await child_agent(turns)
+
+
+@durable.workflow
+async def orchestrator(turns: int) -> int:
+    await ask("plan")
+    return await delegate(turns)
+
+
+def test_a_child_run_started_in_a_tool_body_counts_against_the_parents_budget(worlds: Worlds) -> None:
+    """A workflow started inside a tool shares the parent's budget, across a resume on a new world."""
+
+    async def go() -> None:
+        world = worlds.open()
+        with pytest.raises(durable.BudgetExhaustedError):
+            await durable.run_workflow(
+                orchestrator, 3, world=world, run_id="o", budget=durable.Budget(max_model_calls=2)
+            )
+        assert CALLS == ["plan", "child0"]
+        world.close()
+        again = worlds.open()
+        assert (await durable.handle("o", world=again).usage()).calls == 2
+        out = await durable.run_workflow(
+            orchestrator, 3, world=again, run_id="o", budget=durable.Budget(max_model_calls=4)
+        )
+        assert out == 3
+        assert CALLS == ["plan", "child0", "child1", "child2"]
+        assert (await durable.handle("o", world=again).usage()).calls == 4
+
+    asyncio.run(go())
