@@ -27,6 +27,7 @@ from .store._protocol import Append, EventLog, Row
 
 if TYPE_CHECKING:
     from ._budget import Account
+    from ._compensation import Compensation
     from ._tracing import Tracing
     from ._world import WorldCore
 
@@ -70,6 +71,7 @@ class RunContext:
         "broken",
         "buffer",
         "clock",
+        "compensations",
         "guard",
         "log",
         "models",
@@ -112,6 +114,7 @@ class RunContext:
         self.guard: Guard | None = None
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
         self.account: Account | None = None  # set by the runner for a run with a budget
+        self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
 
     async def pause(self, seconds: float) -> None:
         """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising."""

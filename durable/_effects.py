@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import _encode as ev
 from ._budget import usage_of
 from ._claim import REPLAYED, Claim
+from ._compensation import remember
 from ._context import CURRENT, EFFECT_KEY, Scope
 from ._decide import EXECUTE, FAIL, RECONCILE, REPLAY, Action, Call
 from ._failures import error_data, rebuild_from, recordable
@@ -103,7 +104,10 @@ def effect_begin(
         if action is REPLAY:
             assert receipt is not None
             result = receipt["result"]
-            return REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
+            rebuilt = result if spec.is_asyncgen else spec.rebuild(result)
+            if spec.compensate is not None:
+                remember(run, spec, key, args, kwargs, rebuilt)
+            return REPLAYED, rebuilt
         if action is FAIL:
             assert receipt is not None
             raise rebuild_from(receipt, run_id=run.run_id, path=key)
@@ -231,7 +235,10 @@ async def effect_async(
         call, replayed = effect_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
-        return await confirm(call, effect_attempt(call, fn, args, kwargs))
+        result = await confirm(call, effect_attempt(call, fn, args, kwargs))
+        if spec.compensate is not None:
+            remember(call.run, spec, call.key, args, kwargs, result)
+        return result
 
 
 async def confirm(call: EffectCall, outcome: Awaitable[Any]) -> Any:

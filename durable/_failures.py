@@ -13,6 +13,7 @@ from typing import Any
 from .errors import (
     BudgetExhaustedError,
     CapabilityDriftError,
+    CompensationFailedError,
     ConfigurationError,
     DurableError,
     MaxVisitsExceededError,
@@ -88,6 +89,8 @@ def rebuild_error(
         return UnknownCommitError(message, run_id=run_id, key=path or "")
     if cls is BudgetExhaustedError:
         return BudgetExhaustedError(message, run_id=run_id, path=path)
+    if cls is CompensationFailedError:
+        return CompensationFailedError(message, run_id=run_id, key=path or "")
     if cls is CapabilityDriftError:
         return CapabilityDriftError(message, run_id=run_id, changes=[])
     return StepFailedError(

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from . import _encode as ev
 from ._artifacts import check_artifacts
 from ._budget import Account, Budget, account_of, checked_budget
+from ._compensation import compensate
 from ._context import CURRENT, NOTHING, Guard, RunContext, Scope, check_awaited
 from ._failures import error_data, rebuild_from, recordable
 from ._logging import ERROR, INFO, note
@@ -468,13 +469,15 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, exc.path, "run %s is waiting at %r for an answer", run.run_id, exc.path)
         raise
     except RunCancelled as exc:
+        done = await _compensate(run, exc)
         with contextlib.suppress(BaseException):
-            run.emit("run.cancelled", ev.run_cancelled(exc.reason))
+            run.emit("run.cancelled", ev.run_cancelled(exc.reason, done))
             run.flush(status="cancelled")
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        _close_failed(run, exc)
+        done = await _compensate(run, exc) if _fails_for_good(exc) else []
+        _close_failed(run, exc, done)
         raise
     finally:
         CURRENT.reset(token)
@@ -484,12 +487,32 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     return out
 
 
-def _close_failed(run: RunContext, exc: BaseException) -> None:
+def _fails_for_good(exc: BaseException) -> bool:
+    """Whether ``exc`` ends the run as ``failed`` (the code's own failure, recorded)."""
+    return recordable(exc) and not isinstance(exc, SerializationError)
+
+
+async def _compensate(run: RunContext, exc: BaseException) -> list[str]:
+    """Run the compensations of the confirmed calls before the run's end is recorded.
+
+    A compensation that cannot finish raises its own error from ``exc``: the
+    run's end is then not recorded, and the runtime blocks it.
+    """
+    if not run.compensations:
+        return []
+    run.flush()  # the outcomes that led here are durable before anything is undone
+    try:
+        return await compensate(run)
+    except BaseException as failed:
+        raise failed from exc
+
+
+def _close_failed(run: RunContext, exc: BaseException, compensated: list[str]) -> None:
     """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
     with contextlib.suppress(BaseException):
-        if recordable(exc) and not isinstance(exc, SerializationError):
+        if _fails_for_good(exc):
             path = getattr(exc, "path", None)
-            run.emit("run.failed", ev.run_failed(error_data(exc), path))
+            run.emit("run.failed", ev.run_failed(error_data(exc), path, compensated))
             run.flush(status="failed")
             note(
                 ERROR,

@@ -10,6 +10,7 @@ caller can do next. The tree::
     ├── MaxVisitsExceededError      a step entered more often than max_visits allows
     ├── UnknownCommitError          an effect may have happened; nothing can confirm it
     ├── BudgetExhaustedError        a model call was refused: the run's budget is spent
+    ├── CompensationFailedError     a compensate= tool failed for good: a person must look
     ├── StepFailedError             a recorded failure that could not be rebuilt as its type
     ├── NonRetryableError           raise it from user code to stop retries at once
     ├── RunFailedError              a run cannot start or resume as asked (cause_code, reason)
@@ -47,6 +48,7 @@ __all__ = [
     "CapabilityDriftError",
     "CheckpointNotFoundError",
     "CodecError",
+    "CompensationFailedError",
     "ConfigurationError",
     "DriftChange",
     "DurableControl",
@@ -165,6 +167,18 @@ class BudgetExhaustedError(DurableError):
     def __init__(self, message: str, *, run_id: str | None, path: str | None, limit: str = ""):
         super().__init__(message, run_id=run_id, path=path)
         self.limit = limit
+
+
+class CompensationFailedError(DurableError):
+    """The ``compensate=`` tool of a confirmed call failed for good; the run is ``blocked``.
+
+    Attributes:
+        key: The compensation's effect key, ``compensate:<original key>``.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, key: str):
+        super().__init__(message, run_id=run_id, path=key)
+        self.key = key
 
 
 class StepFailedError(DurableError):

@@ -71,7 +71,8 @@ attempt took). Format 6 added ``run.resolved``, a person's decision about a
 run that was ``blocked`` or waited for an answer, and the ``drift_keys`` of a
 ``run.failed`` for drift. Format 7 added ``budget.set`` (a run's budget, set
 when it starts or raised by a resume) and the ``usage`` of a model call's
-``effect.receipt`` (the tokens its response reported). This SDK reads
+``effect.receipt`` (the tokens its response reported), and the
+``compensated`` of ``run.failed`` and ``run.cancelled``. This SDK reads
 formats 1 to 7.
 """
 
@@ -421,6 +422,8 @@ class RunFailed(_Event):
     path: str | None = None
     drift_keys: list[str] | None = None
     """The drift keys of a run that a worker left because of drift (``resume --accept-drift``)."""
+    compensated: list[str] | None = None
+    """The compensations run before the run failed, as ``compensate:<key>`` (format 7 on)."""
 
 
 class RunCancelledEvent(_Event):
@@ -428,6 +431,8 @@ class RunCancelledEvent(_Event):
 
     type: Literal["run.cancelled"] = "run.cancelled"
     reason: str = "requested"
+    compensated: list[str] | None = None
+    """The compensations run before the run ended, as ``compensate:<key>`` (format 7 on)."""
 
 
 class RunResumed(_Event):
