@@ -183,8 +183,43 @@ async def budgeted(turns: int) -> int:
     return turns
 
 
+@durable.tool(idempotent=True)
+async def unbook(room: str, result: str) -> str:
+    """Undoes a booking; it hangs until ``go`` exists (the test kills its worker meanwhile)."""
+    note(tool="unbook", key=durable.idempotency_key(), result=result)
+    while not (here() / "go").exists():  # noqa: ASYNC110  (another process makes the file)
+        await asyncio.sleep(0.02)
+    return f"unbooked {result}"
+
+
+@durable.tool(compensate=unbook)
+async def book_room(room: str) -> str:
+    note(tool="book_room")
+    return f"bk-{room}"
+
+
+@durable.tool
+async def unpay(room: str, result: str) -> None:
+    note(tool="unpay", result=result)
+
+
+@durable.tool(compensate=unpay)
+async def pay_room(room: str) -> str:
+    note(tool="pay_room")
+    return f"paid-{room}"
+
+
+@durable.workflow
+async def saga(room: str) -> str:
+    note(wf="saga")
+    await pay_room(room)
+    await book_room(room)
+    raise durable.NonRetryableError("no taxi to the hotel")
+
+
 WORKFLOWS = [
     budgeted,
+    saga,
     max_visits,
     serialization,
     configuration,
