@@ -1,4 +1,4 @@
-"""A worker SIGKILLed inside a compensation: another worker finishes the undoing, once each (SQLite, Postgres)."""
+"""A worker SIGKILLed inside a compensation: another worker finishes the undoing (SQLite, Postgres)."""
 
 from __future__ import annotations
 
