@@ -86,7 +86,7 @@ async def _one(run: RunContext, c: Compensation) -> None:
         return  # confirmed by an earlier drive: never twice
     # A recorded failure did not undo anything: a drive after a person's decision tries again.
     kwargs = {**c.kwargs, "result": c.result}
-    _, ih = spec.dump_input(c.args, kwargs, run.run_id, key)
+    inp, ih = spec.dump_input(c.args, kwargs, run.run_id, key)
     if receipt is None and key in rec.intents and not (spec.idempotent or spec.reconcile is not None):
         raise UnknownCommitError(
             f"the compensation {key!r} of run {run.run_id!r} was cut mid-call and its tool "
@@ -96,6 +96,16 @@ async def _one(run: RunContext, c: Compensation) -> None:
             run_id=run.run_id,
             key=key,
         )
+    if receipt is None and key in rec.intents and spec.reconcile is not None:
+        from ._effects import NEVER_HAPPENED  # the effects import this module
+
+        answer = spec.reconcile(idempotency_key(run.run_id, key), inp)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer is not NEVER_HAPPENED:  # it happened before the crash: its answer is the receipt
+            _confirm(run, spec, key, answer, time.perf_counter())
+            await run.flush_async()
+            return
     from ._retry_loop import _Attempts  # the retry loop imports the effects, which import this module
 
     tries = _Attempts(run, key, spec.retry) if spec.retry is not None else None
@@ -124,11 +134,15 @@ async def _one(run: RunContext, c: Compensation) -> None:
             raise _failed(run, key, type(exc).__qualname__, str(exc)) from exc
         finally:
             EFFECT_KEY.reset(token)
-        data = to_json(spec.out, out, what="the result", run_id=run.run_id, path=key)
-        stored_bytes(data, what="the result", run_id=run.run_id, path=key)
-        run.emit("effect.receipt", ev.receipt_ok(key, data, ev.elapsed_ms(t0)))
+        _confirm(run, spec, key, out, t0)
         await run.flush_async()  # confirmed before the next one starts
         return
+
+
+def _confirm(run: RunContext, spec: Spec, key: str, out: Any, t0: float) -> None:
+    data = to_json(spec.out, out, what="the result", run_id=run.run_id, path=key)
+    stored_bytes(data, what="the result", run_id=run.run_id, path=key)
+    run.emit("effect.receipt", ev.receipt_ok(key, data, ev.elapsed_ms(t0)))
 
 
 def _failed(run: RunContext, key: str, error_type: Any, message: Any) -> CompensationFailedError:

@@ -177,3 +177,75 @@ def test_compensate_must_be_an_async_durable_tool() -> None:
         @durable.tool(compensate=undo)
         async def pay(order: str) -> str:
             return order
+
+
+FLAKY = {"left": 0}
+RECONCILED: list[str] = []
+
+
+@durable.tool(retry=durable.RetryPolicy(max_attempts=3, backoff=0))
+async def unlock(door: str, result: str) -> str:
+    LOG.append(f"unlock {door}")
+    if FLAKY["left"] > 0:
+        FLAKY["left"] -= 1
+        raise ConnectionError("the lock did not answer")
+    return "unlocked"
+
+
+@durable.tool(compensate=unlock)
+async def lock(door: str) -> str:
+    return f"locked {door}"
+
+
+def _asked(key: str, inp: dict[str, object]) -> object:
+    RECONCILED.append(key)
+    return "restocked (seen in the warehouse)"
+
+
+@durable.tool(reconcile=_asked)
+async def restock(item: str, result: str) -> str:
+    LOG.append(f"restock {item}")
+    return "restocked"
+
+
+@durable.tool(compensate=restock)
+async def take(item: str) -> str:
+    return f"took {item}"
+
+
+@durable.workflow
+async def lock_then_fail(door: str) -> str:
+    await lock(door)
+    raise durable.NonRetryableError("the alarm went off")
+
+
+@durable.workflow
+async def take_then_fail(item: str) -> str:
+    await take(item)
+    raise durable.NonRetryableError("the order was withdrawn")
+
+
+def test_a_compensation_is_retried_by_its_own_policy(world: durable.World) -> None:
+    """unlock fails twice, then succeeds on its third attempt under retry=; the run ends failed."""
+    FLAKY["left"] = 2
+    with pytest.raises(durable.NonRetryableError):
+        asyncio.run(durable.run_workflow(lock_then_fail, "front", world=world, run_id="l"))
+    assert LOG == ["unlock front"] * 3
+    assert world.events("l")[-1].compensated == ["compensate:tool:lock#0"]  # type: ignore[union-attr]
+
+
+def test_a_reconcilable_compensation_cut_mid_call_is_asked_before_it_is_called_again(worlds: Worlds) -> None:
+    """Cut before restock's receipt: the resume asks reconcile=, records its answer, and does not call it."""
+    RECONCILED.clear()
+    crashing = worlds.crashing(
+        lambda t, d: t == "effect.receipt" and d.get("key") == "compensate:tool:take#0"
+    )
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(take_then_fail, "tent", world=crashing, run_id="t"))
+    world = worlds.open()
+    with pytest.raises(durable.NonRetryableError):
+        asyncio.run(durable.run_workflow(take_then_fail, "tent", world=world, run_id="t"))
+    assert LOG == ["restock tent"]
+    assert RECONCILED == ["t:compensate:tool:take#0"]
+    receipt = [e for e in world.events("t") if e.type == "effect.receipt"][-1]
+    assert receipt.result == "restocked (seen in the warehouse)"  # type: ignore[union-attr]
