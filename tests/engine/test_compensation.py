@@ -226,7 +226,7 @@ async def take_then_fail(item: str) -> str:
 
 
 def test_a_compensation_is_retried_by_its_own_policy(world: durable.World) -> None:
-    """unlock fails twice, then succeeds on its third attempt under retry=; the run ends failed."""
+    """The unlock fails twice, then succeeds on its third attempt under retry=; the run ends failed."""
     FLAKY["left"] = 2
     with pytest.raises(durable.NonRetryableError):
         asyncio.run(durable.run_workflow(lock_then_fail, "front", world=world, run_id="l"))
