@@ -18,6 +18,7 @@ from .._tracing import traceparent
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
+from ._debounce import debounce_window
 from ._driver import HOST, Driver, control_of, default_driver, runtime_of, say_blocked, seal_input
 from ._handle import RunHandle
 from ._outcome import RECOVERY_EXHAUSTED, blocked_text
@@ -64,6 +65,9 @@ def start_workflow(
     deadline: float | None = None,
     models: dict[str, str] | None = None,
     budget: Budget | None = None,
+    debounce_key: str | None = None,
+    debounce: float | None = None,
+    debounce_max: float | None = None,
 ) -> RunHandle:
     """Record a run durably and return its handle at once.
 
@@ -87,6 +91,12 @@ def start_workflow(
         models: Model slot mapping.
         budget: What the run and its child runs may spend on model calls
             (``durable.Budget``); once spent, the run is ``blocked`` (reason ``budget``).
+        debounce_key: With ``queue``: while a run of the queue with this key is
+            enqueued and not started, this start replaces its input and moves
+            its start instead, and returns its handle.
+        debounce: Seconds from this start to the run's start (needs ``debounce_key``).
+        debounce_max: The latest start, in seconds from the first start of the
+            burst (``None``: a steady stream of starts can delay it for ever).
 
     Returns:
         The run's handle.
@@ -99,6 +109,7 @@ def start_workflow(
     spec = _workflow_spec(wf)
     qname = queue_name(queue)
     _check_options(qname, partition_key, priority, dedup_id, deadline)
+    dkey, start_at, until = debounce_window(qname, debounce_key, debounce, debounce_max, world.clock())
     rid = run_id if run_id is not None else new_run_id()
     if not isinstance(rid, str) or not rid:
         raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}.")
@@ -138,6 +149,9 @@ def start_workflow(
         drives=0 if qname is not None else 1,
         driven_at=None if qname is not None else world.clock(),
         budget=budget_text,
+        debounce_key=dkey,
+        start_at=start_at,
+        debounce_until=until,
     )
     runtime_of(world).known[spec.name] = spec
     got = ctl.submit(rec)

@@ -174,9 +174,13 @@ CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enq
 """,
     ),
     (
-        "0006_control_budget",
+        "0006_control_budget_debounce",
         """
 ALTER TABLE {s}.control ADD COLUMN budget TEXT;
+ALTER TABLE {s}.control ADD COLUMN debounce_key TEXT;
+ALTER TABLE {s}.control ADD COLUMN start_at DOUBLE PRECISION;
+ALTER TABLE {s}.control ADD COLUMN debounce_until DOUBLE PRECISION;
+CREATE INDEX control_debounce ON {s}.control (queue, debounce_key) WHERE state = 'enqueued';
 """,
     ),
 ]

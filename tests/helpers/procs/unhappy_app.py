@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -217,8 +218,16 @@ async def saga(room: str) -> str:
     raise durable.NonRetryableError("no taxi to the hotel")
 
 
+@durable.workflow
+async def digest(batch: str) -> str:
+    """A run that a burst of debounced starts makes once, with the last input."""
+    note(wf="digest", batch=batch)
+    return batch
+
+
 WORKFLOWS = [
     budgeted,
+    digest,
     saga,
     max_visits,
     serialization,
@@ -248,5 +257,20 @@ async def serve() -> None:
         world.close()
 
 
+async def start_digest(batch: str, debounce: float) -> None:
+    """Start a debounced ``digest`` run (key ``digest``) and print its run id."""
+    world = open_world()
+    try:
+        h = durable.start_workflow(
+            digest, batch, world=world, queue=unhappy, debounce_key="digest", debounce=debounce
+        )
+        print(h.run_id, flush=True)
+    finally:
+        world.close()
+
+
 if __name__ == "__main__":
-    asyncio.run(serve())
+    if len(sys.argv) > 1 and sys.argv[1] == "start-digest":
+        asyncio.run(start_digest(sys.argv[2], float(sys.argv[3])))
+    else:
+        asyncio.run(serve())
