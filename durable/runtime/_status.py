@@ -26,7 +26,7 @@ class RunStatus:
             ``failed``, ``cancelled``.
         reason: Why a cancelled run (or one asked to cancel) stops: ``requested`` or ``deadline``;
             why a blocked run waits: ``unknown_commit``, ``nondeterminism``,
-            ``recovery_exhausted`` or ``budget``.
+            ``recovery_exhausted``, ``budget`` or ``compensation_failed``.
         queue: Its queue, when it has one.
         owner: The driver that claimed it.
         pid: The driver's process id, when known.
