@@ -1,4 +1,4 @@
-"""`little runs --usage` shows what each run spent on model calls and its budget (SQLite and Postgres)."""
+"""`little runs` shows budgets (--usage) and compensations of each run (SQLite and Postgres)."""
 
 from __future__ import annotations
 
@@ -47,3 +47,22 @@ def test_runs_usage_lists_calls_tokens_cost_and_budget(
     assert main(["runs", *d, "--usage"]) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("spent")]
     assert "calls<=10" in line
+
+
+def test_runs_shows_how_many_compensations_a_failed_run_ran(
+    worlds: Worlds, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failed run that undid two calls is listed with compensated 2."""
+    from tests.engine.test_compensation import booking
+
+    d = where(worlds)
+    world = worlds.open()
+    with pytest.raises(durable.NonRetryableError):
+        asyncio.run(durable.run_workflow(booking, "o9", world=world, run_id="saga"))
+    rows, _ = little_json(capsys, "runs", *d)
+    assert isinstance(rows, list)
+    (row,) = [r for r in rows if r["run_id"] == "saga"]
+    assert (row["status"], row["compensated"]) == ("failed", 2)
+    assert main(["runs", *d]) == 0
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("saga")]
+    assert "(compensated 2)" in line
