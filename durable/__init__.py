@@ -12,6 +12,7 @@ import contextlib
 
 from ._artifact_save import save_artifact
 from ._artifacts import ArtifactRef
+from ._budget import Budget, Usage
 from ._codec import Codec, EncryptionCodec
 from ._current import idempotency_key, model_for
 from ._decorators import DurableFunction, model_call, step, tool, workflow
@@ -30,9 +31,11 @@ from ._talk import close_stream, recv, set_event, write_stream
 from ._timetravel import Checkpoint, Fork, Restored, checkpoints, fork, restore
 from .errors import (
     ArtifactIntegrityError,
+    BudgetExhaustedError,
     CapabilityDriftError,
     CheckpointNotFoundError,
     CodecError,
+    CompensationFailedError,
     ConfigurationError,
     DurableError,
     FencedError,
@@ -82,12 +85,15 @@ __all__ = [
     "NEVER_HAPPENED",
     "ArtifactIntegrityError",
     "ArtifactRef",
+    "Budget",
+    "BudgetExhaustedError",
     "CapabilityDriftError",
     "Checkpoint",
     "CheckpointNotFoundError",
     "Codec",
     "CodecError",
     "Compaction",
+    "CompensationFailedError",
     "ConfigurationError",
     "Continue",
     "Cycle",
@@ -139,6 +145,7 @@ __all__ = [
     "StepFailedError",
     "StepTimeoutError",
     "UnknownCommitError",
+    "Usage",
     "Worker",
     "World",
     "branch",

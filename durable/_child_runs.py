@@ -40,6 +40,7 @@ async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, A
             models=run.models,
             parent=(run.run_id, parent_key),
             guard=None if run.guard is None else run.guard.child(run),
+            account=run.account,  # a child run counts against its parent's budget
         )
     finally:
         EFFECT_KEY.reset(token)

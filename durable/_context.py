@@ -26,6 +26,8 @@ from .errors import ConfigurationError, DriftChange
 from .store._protocol import Append, EventLog, Row
 
 if TYPE_CHECKING:
+    from ._budget import Account
+    from ._compensation import Compensation
     from ._tracing import Tracing
     from ._world import WorldCore
 
@@ -64,11 +66,13 @@ class RunContext:
         "_flush_scheduled",
         "_waiters",
         "accept_drift",
+        "account",
         "active",
         "added_params",
         "broken",
         "buffer",
         "clock",
+        "compensations",
         "guard",
         "log",
         "models",
@@ -112,6 +116,8 @@ class RunContext:
         self.added_params: dict[str, tuple[str, ...]] = {}
         self.guard: Guard | None = None
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
+        self.account: Account | None = None  # set by the runner for a run with a budget
+        self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
 
     async def pause(self, seconds: float) -> None:
         """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising."""

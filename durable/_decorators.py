@@ -245,6 +245,7 @@ def tool(
     reconcile: Callable[[str, dict[str, Any]], Any] | None = None,
     retry: Any = None,
     outbox: bool = False,
+    compensate: Any = None,
 ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 def tool(
     fn: Any = None,
@@ -256,6 +257,7 @@ def tool(
     reconcile: Callable[[str, dict[str, Any]], Any] | None = None,
     retry: Any = None,
     outbox: bool = False,
+    compensate: Any = None,
 ) -> Any:
     """Mark a function as a tool: an external side effect, bracketed by intent and receipt.
 
@@ -278,6 +280,10 @@ def tool(
             the same idempotency key on every attempt, under ``retry=`` (by
             default 5 attempts), and moves an entry that runs out of attempts
             to the dead letter. The call's result is not returned to the run.
+        compensate: An async ``@tool`` that undoes a confirmed call: when the run
+            fails for good or is cancelled, it is called with the call's
+            original arguments and ``result=`` its recorded result, newest
+            call first, each a durable effect keyed ``compensate:<key>``.
     """
     return make_decorator(
         "tool",
@@ -289,6 +295,7 @@ def tool(
             "reconcile": reconcile,
             "retry": retry,
             "outbox": outbox,
+            "compensate": compensate,
         },
     )
 

@@ -58,6 +58,7 @@ async def _drive_child(call: EffectCall, spec: Spec, args: tuple[Any, ...], kwar
             models=run.models,
             parent=(run.run_id, call.key),
             guard=None if run.guard is None else run.guard.child(run),
+            account=run.account,  # a child run counts against its parent's budget
         )
     except BaseException as exc:
         if traced is not None:

@@ -16,7 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _encode as ev
+from ._budget import usage_of
 from ._claim import REPLAYED, Claim
+from ._compensation import remember
 from ._context import CURRENT, EFFECT_KEY, Scope
 from ._decide import EXECUTE, FAIL, RECONCILE, REPLAY, Action, Call
 from ._failures import error_data, rebuild_from, recordable
@@ -102,10 +104,15 @@ def effect_begin(
         if action is REPLAY:
             assert receipt is not None
             result = receipt["result"]
-            return REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
+            rebuilt = result if spec.is_asyncgen else spec.rebuild(result)
+            if spec.compensate is not None:
+                remember(run, spec, key, args, kwargs, rebuilt)
+            return REPLAYED, rebuilt
         if action is FAIL:
             assert receipt is not None
             raise rebuild_from(receipt, run_id=run.run_id, path=key)
+    if kind == "model" and run.account is not None:
+        run.account.check(run.run_id, key)  # before the call executes: a spent budget blocks the run
     call.spec, call.key, call.input, call.ih, call.action = spec, key, inp, ih, action
     call.t0 = time.perf_counter()
     if action is EXECUTE:
@@ -125,14 +132,47 @@ def receipt_ok(call: EffectCall, result: Any) -> None:
     run = call.run
     data = to_json(call.spec.out, result, what="the result", run_id=run.run_id, path=call.key)
     stored_bytes(data, what="the result", run_id=run.run_id, path=call.key)
-    run.emit("effect.receipt", ev.receipt_ok(call.key, data, ev.elapsed_ms(call.t0)))
+    receipt = ev.receipt_ok(call.key, data, ev.elapsed_ms(call.t0))
+    if call.spec.kind == "model":
+        count_model_call(call, receipt, data)
+    run.emit("effect.receipt", receipt)
+
+
+def count_model_call(call: EffectCall, receipt: dict[str, Any], result: Any) -> None:
+    """Put the usage a model call's result reports in its receipt; count it against the budget."""
+    usage = usage_of(result)
+    if usage is not None:
+        receipt["usage"] = usage
+    run = call.run
+    if run.account is not None:
+        run.account.add(receipt)
+
+
+def span_usage(traced: Traced, call: EffectCall, out: Any) -> None:
+    """Put a model call's reported usage on its span (``durable.usage.*``)."""
+    usage = usage_of(out) if call.spec.kind == "model" else None
+    if usage is None:
+        return
+    span = traced.span
+    span.set_attribute("durable.usage.input_tokens", usage["input_tokens"])
+    span.set_attribute("durable.usage.output_tokens", usage["output_tokens"])
+    if "model" in usage:
+        span.set_attribute("durable.usage.model", usage["model"])
+    account = call.run.account
+    if account is not None:
+        this = usage["input_tokens"] + usage["output_tokens"]
+        span.set_attribute("durable.budget.calls", account.calls + 1)
+        span.set_attribute("durable.budget.tokens", account.input_tokens + account.output_tokens + this)
 
 
 def receipt_error(call: EffectCall, exc: BaseException) -> bool:
     """Buffer the receipt of an effect that raised the code's own failure; say whether one was."""
     if not recordable(exc):
         return False
-    call.run.emit("effect.receipt", ev.receipt_error(call.key, error_data(exc), ev.elapsed_ms(call.t0)))
+    receipt = ev.receipt_error(call.key, error_data(exc), ev.elapsed_ms(call.t0))
+    if call.spec.kind == "model" and call.run.account is not None:
+        call.run.account.add(receipt)  # it executed: a failed call counts as a call
+    call.run.emit("effect.receipt", receipt)
     return True
 
 
@@ -171,6 +211,7 @@ async def effect_attempt(
             traced.end(exc)
         raise
     if traced is not None:
+        span_usage(traced, call, out)
         traced.end()
     return out
 
@@ -194,7 +235,10 @@ async def effect_async(
         call, replayed = effect_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
-        return await confirm(call, effect_attempt(call, fn, args, kwargs))
+        result = await confirm(call, effect_attempt(call, fn, args, kwargs))
+        if spec.compensate is not None:
+            remember(call.run, spec, call.key, args, kwargs, result)
+        return result
 
 
 async def confirm(call: EffectCall, outcome: Awaitable[Any]) -> Any:
@@ -266,6 +310,7 @@ def effect_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwarg
                 run.flush()
             raise
         if traced is not None:
+            span_usage(traced, call, result)
             traced.end()
         run.flush()
         return result

@@ -78,9 +78,12 @@ def run_completed(output: Any, output_hash: str) -> Json:
     return {"output": output, "output_hash": output_hash}
 
 
-def run_failed(error: Json, path: str | None) -> Json:
-    """``run.failed``: ``error`` is ``error_data(exc)`` (type, message, args)."""
-    return {**error, "path": path}
+def run_failed(error: Json, path: str | None, compensated: list[str] | None = None) -> Json:
+    """``run.failed``: ``error`` is ``error_data(exc)`` (type, message, args); the compensations it ran."""
+    data: Json = {**error, "path": path}
+    if compensated:
+        data["compensated"] = compensated
+    return data
 
 
 def run_interrupted(path: str, value: Any) -> Json:
@@ -88,9 +91,12 @@ def run_interrupted(path: str, value: Any) -> Json:
     return {"path": path, "value": value}
 
 
-def run_cancelled(reason: str) -> Json:
-    """``run.cancelled``: the run stopped on a cancellation request or its deadline."""
-    return {"reason": reason}
+def run_cancelled(reason: str, compensated: list[str] | None = None) -> Json:
+    """``run.cancelled``: the run stopped on a cancellation or its deadline; the compensations it ran."""
+    data: Json = {"reason": reason}
+    if compensated:
+        data["compensated"] = compensated
+    return data
 
 
 def run_resumed(reason: str) -> Json:
@@ -210,6 +216,14 @@ def receipt_ok(key: str, result: Any, ms: float | None = None) -> Json:
     data: Json = {"key": key, "outcome": "ok", "result": result}
     if ms is not None:
         data["ms"] = ms
+    return data
+
+
+def budget_set(budget: Json, by: str | None = None) -> Json:
+    """``budget.set``: the run's budget (``Budget.to_json()``), and who raised it."""
+    data: Json = dict(budget)
+    if by is not None:
+        data["by"] = by
     return data
 
 

@@ -11,7 +11,9 @@ import sys
 from typing import Any
 
 from .errors import (
+    BudgetExhaustedError,
     CapabilityDriftError,
+    CompensationFailedError,
     ConfigurationError,
     DurableError,
     MaxVisitsExceededError,
@@ -103,6 +105,10 @@ def rebuild_error(
         return MaxVisitsExceededError(message, run_id=run_id, path=path or "", step=path or "", limit=0)
     if cls is UnknownCommitError:
         return UnknownCommitError(message, run_id=run_id, key=path or "")
+    if cls is BudgetExhaustedError:
+        return BudgetExhaustedError(message, run_id=run_id, path=path)
+    if cls is CompensationFailedError:
+        return CompensationFailedError(message, run_id=run_id, key=path or "")
     if cls is CapabilityDriftError:
         return CapabilityDriftError(message, run_id=run_id, changes=[])
     return StepFailedError(

@@ -170,6 +170,8 @@ def describe(spec: Spec, cache: Cache | None = None, legacy: str | None = None) 
         options["reconcile"] = getattr(spec.reconcile, "__qualname__", None)
         if spec.outbox:  # only when set: the manifests of other tools keep their hashes
             options["outbox"] = True
+        if spec.compensate is not None:  # only when set, as outbox
+            options["compensate"] = getattr(spec_of(spec.compensate), "name", None)
     if spec.kind == "model":
         options["slot"] = spec.slot
     if spec.retry is not None:

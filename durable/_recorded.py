@@ -104,6 +104,7 @@ class Recorded:
             ``kind`` added; a finished ``recv`` also has ``done``.
         drift_keys: Drift keys a ``run.resolved`` accepted that no ``drift.accepted`` has
             recorded yet: the next drive accepts them.
+        budget: The data of the last ``budget.set`` (the run's budget), or ``None``.
     """
 
     started: Json | None = None
@@ -128,6 +129,7 @@ class Recorded:
     cycle_completed: Json | None = None
     talk: dict[str, Json] = field(default_factory=dict)
     drift_keys: list[str] = field(default_factory=list)
+    budget: Json | None = None
     _positions: dict[tuple[str, int], Call] | None = None
 
     @classmethod
@@ -184,6 +186,8 @@ class Recorded:
                 rec.intents[d["key"]] = d
             elif type_ == "effect.receipt":
                 rec.receipts[d["key"]] = d
+            elif type_ == "budget.set":
+                rec.budget = {k: v for k, v in d.items() if k != "by"}
             elif type_ == "value.recorded":
                 rec.values[d["key"]] = d
             elif type_ == "step.failed":
@@ -316,6 +320,8 @@ class Recorded:
             state[name] = getattr(self, name)
         if not self.talk:  # absent when empty: the states of older runs keep their hashes
             del state["talk"]
+        if self.budget is not None:
+            state["budget"] = self.budget
         state["terminal"] = list(self.terminal) if self.terminal is not None else None
         return state
 
@@ -336,6 +342,7 @@ class Recorded:
         for name in _STATE_FIELDS:
             if name in state:
                 setattr(rec, name, state[name])
+        rec.budget = state.get("budget")
         terminal = state.get("terminal")
         rec.terminal = (terminal[0], terminal[1]) if terminal else None
         return rec

@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _encode as ev
 from ._claim import REPLAYED
+from ._compensation import remember
 from ._context import CURRENT, RunContext
 from ._decide import EXECUTE
 from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok, settle
@@ -186,4 +187,6 @@ async def effect_with_retry(
                 call.emit_intent()
                 continue
             await settle(call)
+            if spec.compensate is not None:
+                remember(run, spec, call.key, args, kwargs, result)
             return result

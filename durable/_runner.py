@@ -13,7 +13,9 @@ from pydantic import ValidationError
 
 from . import _encode as ev
 from ._artifacts import check_artifacts
+from ._budget import Account, Budget, account_of, checked_budget
 from ._compatible import step_additions
+from ._compensation import compensate
 from ._context import CURRENT, NOTHING, Guard, RunContext, Scope, check_awaited
 from ._failures import error_data, recordable, recorded_run_failure
 from ._logging import ERROR, INFO, note
@@ -101,6 +103,7 @@ async def run_workflow(
     resume: Any = None,
     retry_failed: bool = False,
     accept_drift: Iterable[str] = (),
+    budget: Budget | None = None,
 ) -> Any:
     """Run a workflow, or resume it when ``run_id`` names a run already in ``world``.
 
@@ -124,6 +127,10 @@ async def run_workflow(
             run goes on with the changed code, the log records the accepted
             change, and later resumes compare with the new manifest. Drift
             under any other key still fails.
+        budget: What the run and its child runs may spend on model calls
+            (``durable.Budget``); a resume with another budget records it
+            (raising or lowering the limits). Once spent, the next model call
+            raises ``BudgetExhaustedError`` before it executes.
 
     Returns:
         The workflow's output.
@@ -133,6 +140,7 @@ async def run_workflow(
         CapabilityDriftError: The code or models changed under the run.
         RunInterrupted: The run waits on ``durable.interrupt``; answer with ``resume=``.
         RunTimeoutError: ``timeout`` passed first.
+        BudgetExhaustedError: A model call was due and the budget is spent.
 
     Example:
         >>> import asyncio, durable
@@ -155,6 +163,7 @@ async def run_workflow(
         resume=_UNSET if resume is None else resume,
         retry_failed=retry_failed,
         accept_drift=_drift_keys(accept_drift),
+        budget=None if budget is None else checked_budget(budget),
     )
     if timeout is None:
         return await coro
@@ -199,6 +208,8 @@ async def drive(
     lock_held: bool = False,
     resume_cancelled: bool = False,
     traceparent: str | None = None,
+    budget: Budget | None = None,
+    account: Account | None = None,
 ) -> Any:
     """Take the run's lock, check the log against the caller, and execute or replay.
 
@@ -206,10 +217,13 @@ async def drive(
     (seconds, recorded as an absolute time when the run starts), ``lock_held``
     (it took the run's lock itself), ``resume_cancelled`` (continue a
     cancelled run) and ``traceparent`` (the trace of the code that started
-    the run, which a new run's span continues).
+    the run, which a new run's span continues). ``budget`` is recorded when it
+    differs from the run's; a child run counts against its parent's ``account``.
     """
     value, data, input_hash = validate_input(spec, input, run_id)
-    how = _How(resume, retry_failed, accept_drift, guard, deadline, resume_cancelled, traceparent)
+    how = _How(
+        resume, retry_failed, accept_drift, guard, deadline, resume_cancelled, traceparent, budget, account
+    )
     if lock_held:
         return await _drive_held(spec, value, data, input_hash, world, run_id, models, parent, how)
     async with hold(world.locks, f"run:{run_id}"):
@@ -224,6 +238,8 @@ class _How(NamedTuple):
     deadline: float | None
     resume_cancelled: bool
     traceparent: str | None
+    budget: Budget | None
+    account: Account | None
 
 
 async def _drive_held(
@@ -297,6 +313,10 @@ async def _drive_run(
             workflow=spec.name,
             recorded_calls=calls,
         )
+    if how.budget is not None and how.budget.to_json() != rec.budget:
+        run.record("budget.set", ev.budget_set(how.budget.to_json()))
+        run.flush()
+    run.account = how.account if how.account is not None else account_of(world, run_id, rec)
     run.guard = how.guard
     return await _execute(run, spec, value)
 
@@ -454,13 +474,15 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, exc.path, "run %s is waiting at %r for an answer", run.run_id, exc.path)
         raise
     except RunCancelled as exc:
+        done = await _compensate(run, exc)
         with contextlib.suppress(BaseException):
-            run.emit("run.cancelled", ev.run_cancelled(exc.reason))
+            run.emit("run.cancelled", ev.run_cancelled(exc.reason, done))
             run.flush(status="cancelled")
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        _close_failed(run, exc)
+        done = await _compensate(run, exc) if _fails_for_good(exc) else []
+        _close_failed(run, exc, done)
         raise
     finally:
         CURRENT.reset(token)
@@ -470,12 +492,32 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     return out
 
 
-def _close_failed(run: RunContext, exc: BaseException) -> None:
+def _fails_for_good(exc: BaseException) -> bool:
+    """Whether ``exc`` ends the run as ``failed`` (the code's own failure, recorded)."""
+    return recordable(exc) and not isinstance(exc, SerializationError)
+
+
+async def _compensate(run: RunContext, exc: BaseException) -> list[str]:
+    """Run the compensations of the confirmed calls before the run's end is recorded.
+
+    A compensation that cannot finish raises its own error from ``exc``: the
+    run's end is then not recorded, and the runtime blocks it.
+    """
+    if not run.compensations:
+        return []
+    run.flush()  # the outcomes that led here are durable before anything is undone
+    try:
+        return await compensate(run)
+    except BaseException as failed:
+        raise failed from exc
+
+
+def _close_failed(run: RunContext, exc: BaseException, compensated: list[str]) -> None:
     """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
     with contextlib.suppress(BaseException):
-        if recordable(exc) and not isinstance(exc, SerializationError):
+        if _fails_for_good(exc):
             path = getattr(exc, "path", None)
-            run.emit("run.failed", ev.run_failed(error_data(exc), path))
+            run.emit("run.failed", ev.run_failed(error_data(exc), path, compensated))
             run.flush(status="failed")
             note(
                 ERROR,

@@ -35,6 +35,7 @@ class Spec:
         "_params",
         "_plan",
         "binding",
+        "compensate",
         "fn",
         "idempotent",
         "is_async",
@@ -79,6 +80,8 @@ class Spec:
         self.uses: tuple[Any, ...] = tuple(options.pop("uses", ()) or ())
         self.role: str | None = options.pop("role", None)
         self.timeout: float | None = options.pop("timeout", None)
+        self.compensate: Any = options.pop("compensate", None)
+        """The ``@tool`` that undoes a confirmed call of this tool when its run fails or is cancelled."""
         self.outbox: bool = options.pop("outbox", False)
         """A tool whose calls in a run go to the outbox, for a dispatcher to call."""
         self.stream_to: str | None = options.pop("stream_to", None)
@@ -290,6 +293,19 @@ def validate(kind: str, fn: Callable[..., Any], options: dict[str, Any]) -> None
     rec = options.get("reconcile")
     if rec is not None and not callable(rec):
         raise ConfigurationError(f"@tool reconcile= takes a callable (key, input), not {rec!r}.")
+    undo = options.get("compensate")
+    if undo is not None:
+        undo_spec = spec_of(undo)
+        if undo_spec is None or undo_spec.kind != "tool" or undo_spec.outbox or not undo_spec.is_async:
+            raise ConfigurationError(
+                f"@tool {fn.__qualname__}: compensate= takes an async @durable.tool (called with the "
+                f"original arguments and result=), not {undo!r}."
+            )
+        if options.get("outbox"):
+            raise ConfigurationError(
+                f"@tool {fn.__qualname__}: outbox=True and compensate= do not go together; an "
+                "outbox call's result is not returned to the run, so it has nothing to undo."
+            )
     slot = options.get("slot")
     if slot is not None and (not isinstance(slot, str) or not slot):
         raise ConfigurationError(f"@model_call slot= takes a non-empty string, not {slot!r}.")

@@ -9,6 +9,8 @@ caller can do next. The tree::
     ├── NondeterminismError         the code took another path than the log recorded
     ├── MaxVisitsExceededError      a step entered more often than max_visits allows
     ├── UnknownCommitError          an effect may have happened; nothing can confirm it
+    ├── BudgetExhaustedError        a model call was refused: the run's budget is spent
+    ├── CompensationFailedError     a compensate= tool failed for good: a person must look
     ├── StepFailedError             a recorded failure that could not be rebuilt as its type
     ├── NonRetryableError           raise it from user code to stop retries at once
     ├── RunFailedError              a run cannot start or resume as asked (cause_code, reason)
@@ -42,9 +44,11 @@ from typing import Any
 
 __all__ = [
     "ArtifactIntegrityError",
+    "BudgetExhaustedError",
     "CapabilityDriftError",
     "CheckpointNotFoundError",
     "CodecError",
+    "CompensationFailedError",
     "ConfigurationError",
     "DriftChange",
     "DurableControl",
@@ -143,6 +147,33 @@ class UnknownCommitError(DurableError):
 
     Attributes:
         key: The idempotency key of the unconfirmed effect.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, key: str):
+        super().__init__(message, run_id=run_id, path=key)
+        self.key = key
+
+
+class BudgetExhaustedError(DurableError):
+    """A model call did not execute: its run's budget (``durable.Budget``) is spent.
+
+    Under the runtime the run becomes ``blocked`` with reason ``budget``;
+    ``durable.resume_run(run_id, world=..., budget=...)`` raises the budget.
+
+    Attributes:
+        limit: The limit reached: ``max_model_calls``, ``max_tokens`` or ``max_cost``.
+    """
+
+    def __init__(self, message: str, *, run_id: str | None, path: str | None, limit: str = ""):
+        super().__init__(message, run_id=run_id, path=path)
+        self.limit = limit
+
+
+class CompensationFailedError(DurableError):
+    """The ``compensate=`` tool of a confirmed call failed for good; the run is ``blocked``.
+
+    Attributes:
+        key: The compensation's effect key, ``compensate:<original key>``.
     """
 
     def __init__(self, message: str, *, run_id: str | None, key: str):

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 __all__ = [
     "EVENT_TYPES",
     "LOG_FORMAT_VERSION",
+    "BudgetSet",
     "DriftAccepted",
     "EffectIntent",
     "EffectReceipt",
@@ -54,7 +55,7 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 6
+LOG_FORMAT_VERSION = 7
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
@@ -68,7 +69,11 @@ Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
 drives link to), and the ``ms`` of step and effect outcomes (how long the
 attempt took). Format 6 added ``run.resolved``, a person's decision about a
 run that was ``blocked`` or waited for an answer, and the ``drift_keys`` of a
-``run.failed`` for drift. This SDK reads formats 1 to 6.
+``run.failed`` for drift. Format 7 added ``budget.set`` (a run's budget, set
+when it starts or raised by a resume) and the ``usage`` of a model call's
+``effect.receipt`` (the tokens its response reported), and the
+``compensated`` of ``run.failed`` and ``run.cancelled``. This SDK reads
+formats 1 to 7.
 """
 
 
@@ -178,6 +183,8 @@ class EffectReceipt(_Event):
     error_args: list[Any] | None = None
     ms: float | None = None
     """How long the call took, in milliseconds, from its intent to its receipt (format 5 on)."""
+    usage: dict[str, Any] | None = None
+    """A model call's token usage: ``input_tokens``, ``output_tokens`` and ``model`` (format 7 on)."""
 
 
 class ValueRecorded(_Event):
@@ -415,6 +422,8 @@ class RunFailed(_Event):
     path: str | None = None
     drift_keys: list[str] | None = None
     """The drift keys of a run that a worker left because of drift (``resume --accept-drift``)."""
+    compensated: list[str] | None = None
+    """The compensations run before the run failed, as ``compensate:<key>`` (format 7 on)."""
 
 
 class RunCancelledEvent(_Event):
@@ -422,6 +431,8 @@ class RunCancelledEvent(_Event):
 
     type: Literal["run.cancelled"] = "run.cancelled"
     reason: str = "requested"
+    compensated: list[str] | None = None
+    """The compensations run before the run ended, as ``compensate:<key>`` (format 7 on)."""
 
 
 class RunResumed(_Event):
@@ -448,6 +459,17 @@ class RunResolved(_Event):
     drift_keys: list[str] = Field(default_factory=list)
     by: str
     decided_at: float
+
+
+class BudgetSet(_Event):
+    """The run's budget (``durable.Budget``), set at its start or raised by a resume; the last one holds."""
+
+    type: Literal["budget.set"] = "budget.set"
+    max_model_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    prices: dict[str, list[float]] | None = None
+    by: str | None = None
 
 
 class RunInterruptedEvent(_Event):
@@ -490,7 +512,8 @@ Event = Annotated[
     | RunInterruptedEvent
     | RunCancelledEvent
     | RunResumed
-    | RunResolved,
+    | RunResolved
+    | BudgetSet,
     Field(discriminator="type"),
 ]
 """Any event of the log, discriminated by its ``type``."""

@@ -11,8 +11,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._budget import budget_text, recorded_budget, run_usage
 from .._keys import without_visit
 from .._recorded import Recorded
+from .._recovery import recover_log
 from .._verify import import_workflow, parse_models, report_text, verify_run
 from .._world import WorldCore
 from ..errors import RunNotFoundError
@@ -38,6 +40,11 @@ def _runs_args(p: argparse.ArgumentParser) -> None:
         help="at most this many runs (default: every run); says how many it left out",
     )
     p.add_argument("--offset", type=int, default=0, help="skip this many runs first")
+    p.add_argument(
+        "--usage",
+        action="store_true",
+        help="add what each run spent on model calls (calls, tokens, cost) and its budget (reads each log)",
+    )
     watch_args(p)
 
 
@@ -75,8 +82,25 @@ def _runs_human(rows: list[dict[str, Any]]) -> str:
     if note is not None:
         rows = rows[:-1]
     shown = [r | {"created": iso(r.get("created_at"))} for r in rows]
-    text = table(shown, ["run_id", "workflow", "status", "driver", "created"])
+    columns = ["run_id", "workflow", "status", "driver", "created"]
+    if any("model_calls" in r for r in rows):
+        columns += ["model_calls", "tokens", "cost", "budget"]
+    text = table(shown, columns)
     return text if note is None else f"{text}\n{note}"
+
+
+def usage_columns(world: WorldCore, run_id: str) -> dict[str, Any]:
+    """A run's usage and budget as ``little runs --usage`` shows them."""
+    used = run_usage(world, run_id)
+    budget = recorded_budget(recover_log(world.log, run_id))
+    return {
+        "model_calls": used.calls,
+        "tokens": used.input_tokens + used.output_tokens,
+        "input_tokens": used.input_tokens,
+        "output_tokens": used.output_tokens,
+        "cost": round(used.cost, 6),
+        "budget": "" if budget is None else budget_text(budget),
+    }
 
 
 def _left_out_note(left_out: int, shown: int, offset: int, limit: int | None) -> str:
@@ -97,6 +121,8 @@ def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
     if (a.limit is not None and a.limit < 1) or a.offset < 0:
         raise CliError("--limit must be at least 1 and --offset at least 0")
     rows, left_out = list_runs(world, status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
+    if a.usage:
+        rows = [r | usage_columns(world, r["run_id"]) if r.get("status") != "enqueued" else r for r in rows]
     if not left_out:
         return rows
     note = _left_out_note(left_out, len(rows), a.offset, a.limit)

@@ -10,6 +10,8 @@ import os
 import sys
 from typing import Any
 
+from .._budget import Budget, budget_from_text
+from .._recovery import recover_log
 from .._spec import spec_of
 from .._world import WorldCore
 from ..errors import ConfigurationError
@@ -151,6 +153,22 @@ def _resume_args(p: argparse.ArgumentParser) -> None:
         metavar="MODULE:FUNCTION",
         help="drive a run without a queue here until it stops (otherwise a worker drives it)",
     )
+    p.add_argument(
+        "--budget",
+        metavar="JSON",
+        help="the run's new budget, e.g. '{\"max_cost\": 2.0}' (keys: max_model_calls, max_tokens, "
+        "max_cost, prices); the prices of the run's budget are kept unless given",
+    )
+
+
+def budget_arg(world: WorldCore, run_id: str, text: str | None) -> Budget | None:
+    """``--budget JSON`` as a ``Budget``: the given limits over the run's recorded budget."""
+    if text is None:
+        return None
+    try:
+        return budget_from_text(text, recover_log(world.log, run_id).budget)
+    except ConfigurationError as exc:
+        raise CliError(f"--budget: {exc}") from None
 
 
 def _check_resume(a: argparse.Namespace) -> None:
@@ -171,7 +189,10 @@ def _check_resume(a: argparse.Namespace) -> None:
 def _resume(world: WorldCore, a: argparse.Namespace) -> Any:
     async def go() -> dict[str, Any]:
         before = run_status(world, a.run_id).status
-        h = await resume_run(a.run_id, world=world, workflows=workflow_of(a), accept_drift=a.keys)
+        budget = budget_arg(world, a.run_id, a.budget)
+        h = await resume_run(
+            a.run_id, world=world, workflows=workflow_of(a), accept_drift=a.keys, budget=budget
+        )
         task = default_driver(world).tasks.get(a.run_id)
         if task is not None:
             await asyncio.wait([task])  # driven here, in the foreground, to its outcome

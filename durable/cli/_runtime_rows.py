@@ -84,9 +84,11 @@ def _detail(world: WorldCore, page: list[RunInfo | ControlRecord], shared: bool)
             continue
         r = _row(e)
         rec = recs.get(e.run_id)
-        if rec is not None or e.status == "cancelled":
+        if rec is not None or e.status in ("cancelled", "failed"):
             st = status_of(world, e.run_id, e, rec)
             r["status"], r["reason"], r["queue"] = st.status, st.reason, st.queue
+            if st.compensated:
+                r["compensated"] = len(st.compensated)
         if r["status"] == "running" and r["parent_run_id"] is None:
             d = driver_of(world, r["run_id"])
             r["driver"] = _driver_text(d)
@@ -95,5 +97,7 @@ def _detail(world: WorldCore, page: list[RunInfo | ControlRecord], shared: bool)
                 r["orphaned"] = d["driver"] == "orphaned"
         elif r["status"] == "cancelled" and r.get("reason"):
             r["driver"] = f"({r['reason']})"
+        if r.get("compensated"):
+            r["driver"] = f"{r.get('driver') or ''} (compensated {r['compensated']})".strip()
         rows.append(r)
     return rows

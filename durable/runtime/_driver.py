@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .._budget import budget_of
 from .._codec import Codec
 from .._logging import INFO, note
 from .._runner import drive
@@ -227,6 +228,7 @@ class Driver:
                 resume_cancelled=rec.resume == "cancelled",
                 retry_failed=rec.resume == "failed",
                 traceparent=rec.traceparent,
+                budget=None if recorded is not None else budget_of(rec.budget),
             )
         except (RunCancelled, RunCancelledError):
             state = "cancelled"

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
+from .._budget import Usage, run_usage
 from .._failures import rebuild_from
 from .._recovery import record_cancelled, recover_log
 from .._spec import Spec
@@ -54,6 +55,15 @@ class RunHandle:
     async def status_detail(self) -> RunStatus:
         """The status with its reason, error, the commands that fix it, its queue and driver."""
         return run_status(self.world, self.run_id)
+
+    async def usage(self) -> Usage:
+        """What the run and the runs it started spent on model calls, read from their logs.
+
+        ``calls``, ``input_tokens`` and ``output_tokens`` count each executed
+        model call once (replays add nothing); ``cost`` prices them with the
+        run's budget's ``prices`` (0 without a budget).
+        """
+        return run_usage(self.world, self.run_id)
 
     async def result(self, timeout: float | None = None) -> Any:
         """Wait for the run to finish; its output, or its error re-raised.

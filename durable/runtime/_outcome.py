@@ -21,7 +21,9 @@ from .._failures import error_data, error_type, rebuild_error
 from .._recovery import recover_log
 from .._world import WorldCore
 from ..errors import (
+    BudgetExhaustedError,
     CapabilityDriftError,
+    CompensationFailedError,
     FencedError,
     LogUnavailableError,
     NondeterminismError,
@@ -33,7 +35,8 @@ UNKNOWN_COMMIT = "unknown_commit"
 NONDETERMINISM = "nondeterminism"
 RECOVERY_EXHAUSTED = "recovery_exhausted"
 BUDGET = "budget"
-REASONS = (UNKNOWN_COMMIT, NONDETERMINISM, RECOVERY_EXHAUSTED, BUDGET)
+COMPENSATION_FAILED = "compensation_failed"
+REASONS = (UNKNOWN_COMMIT, NONDETERMINISM, RECOVERY_EXHAUSTED, BUDGET, COMPENSATION_FAILED)
 """Every reason a run is ``blocked``."""
 
 FAILED, BLOCKED, CUT = "failed", "blocked", "cut"
@@ -50,6 +53,10 @@ def classify(exc: BaseException) -> tuple[str, str | None]:
         return BLOCKED, UNKNOWN_COMMIT
     if isinstance(exc, NondeterminismError):
         return BLOCKED, NONDETERMINISM
+    if isinstance(exc, BudgetExhaustedError):
+        return BLOCKED, BUDGET
+    if isinstance(exc, CompensationFailedError):
+        return BLOCKED, COMPENSATION_FAILED
     if isinstance(exc, LogUnavailableError | FencedError) or not isinstance(exc, Exception):
         return CUT, None
     return FAILED, None
@@ -163,6 +170,8 @@ def fixes(
             f"little resolve {rid} {key} --not-happened{here}{w}",
             cancel,
         ]
+    if reason == BUDGET:
+        return [f"little resume {rid} --budget JSON{here}{w}", cancel]
     return [f"little resume {rid}{here}{w}", cancel]
 
 
@@ -177,6 +186,7 @@ def blocked_error(
         NONDETERMINISM: "the code reached a call the log does not match",
         RECOVERY_EXHAUSTED: "its drives were cut (its worker died) more often than max_recovery_attempts",
         BUDGET: "its budget is spent",
+        COMPENSATION_FAILED: f"the compensation {data.get('key')!r} failed for good",
     }.get(reason, reason)
     error = f" ({data['error_type'].rsplit('.', 1)[-1]})" if data.get("error_type") else ""
     return RunBlockedError(

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import _encode as ev
+from .._budget import Budget
 from .._capabilities import reachable
 from .._context import RunContext
 from .._recorded import Recorded
@@ -196,6 +197,15 @@ def record_resume(world: WorldCore, run_id: str, accept_drift: list[str], by: st
             "run.resolved",
             ev.run_resolved(decision, decided_by(by), world.clock(), drift_keys=accept_drift),
         )
+        run.flush()
+    held.release()
+
+
+def record_budget(world: WorldCore, run_id: str, budget: Budget, by: str | None = None) -> None:
+    """Record the run's new budget (``budget.set``) in its log, with who set it."""
+    held = _Held(world, run_id)
+    with held as run:
+        run.record("budget.set", ev.budget_set(budget.to_json(), decided_by(by)))
         run.flush()
     held.release()
 

@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from .._budget import Budget, checked_budget
 from .._logging import INFO, note
 from .._runner import _drift_keys, _workflow_spec, new_run_id, validate_input
 from .._spec import Spec
@@ -17,11 +18,12 @@ from .._tracing import traceparent
 from .._world import WorldCore
 from ..errors import ConfigurationError
 from ..store._control import ControlRecord
+from ._debounce import debounce_window
 from ._driver import HOST, Driver, control_of, default_driver, runtime_of, say_blocked, seal_input
 from ._handle import RunHandle
 from ._outcome import RECOVERY_EXHAUSTED, blocked_text
 from ._queue import queue_name
-from ._resolve import find_workflow, record_resume
+from ._resolve import find_workflow, record_budget, record_resume
 from ._status import run_status
 
 log = logging.getLogger("durable.runtime")
@@ -62,6 +64,10 @@ def start_workflow(
     dedup_id: str | None = None,
     deadline: float | None = None,
     models: dict[str, str] | None = None,
+    budget: Budget | None = None,
+    debounce_key: str | None = None,
+    debounce: float | None = None,
+    debounce_max: float | None = None,
 ) -> RunHandle:
     """Record a run durably and return its handle at once.
 
@@ -83,6 +89,14 @@ def start_workflow(
         deadline: Seconds the run may take from when it first starts executing;
             when they pass the run is cancelled (reason ``deadline``).
         models: Model slot mapping.
+        budget: What the run and its child runs may spend on model calls
+            (``durable.Budget``); once spent, the run is ``blocked`` (reason ``budget``).
+        debounce_key: With ``queue``: while a run of the queue with this key is
+            enqueued and not started, this start replaces its input and moves
+            its start instead, and returns its handle.
+        debounce: Seconds from this start to the run's start (needs ``debounce_key``).
+        debounce_max: The latest start, in seconds from the first start of the
+            burst (``None``: a steady stream of starts can delay it for ever).
 
     Returns:
         The run's handle.
@@ -95,6 +109,7 @@ def start_workflow(
     spec = _workflow_spec(wf)
     qname = queue_name(queue)
     _check_options(qname, partition_key, priority, dedup_id, deadline)
+    dkey, start_at, until = debounce_window(qname, debounce_key, debounce, debounce_max, world.clock())
     rid = run_id if run_id is not None else new_run_id()
     if not isinstance(rid, str) or not rid:
         raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}.")
@@ -108,6 +123,7 @@ def start_workflow(
                 "queue= and run a Worker."
             ) from None
     _, data, _ = validate_input(spec, input, rid)
+    budget_text = None if budget is None else json.dumps(checked_budget(budget).to_json())
     models_text = json.dumps(dict(models or {}))
     ctl = control_of(world)
     if world.log.info(rid) is not None:
@@ -132,6 +148,10 @@ def start_workflow(
         traceparent=traceparent(),
         drives=0 if qname is not None else 1,
         driven_at=None if qname is not None else world.clock(),
+        budget=budget_text,
+        debounce_key=dkey,
+        start_at=start_at,
+        debounce_until=until,
     )
     runtime_of(world).known[spec.name] = spec
     got = ctl.submit(rec)
@@ -158,6 +178,7 @@ async def resume_run(
     world: WorldCore,
     workflows: Iterable[Any] = (),
     accept_drift: Iterable[str] = (),
+    budget: Budget | None = None,
 ) -> RunHandle:
     """Let a cancelled, failed or blocked run continue.
 
@@ -175,16 +196,28 @@ async def resume_run(
         accept_drift: Drift keys, as ``CapabilityDriftError`` (or ``status_detail().fixes``)
             prints them, that the next drive accepts (as ``run_workflow``'s
             ``accept_drift``). The decision is recorded in the log with who and when.
+        budget: The run's new budget (``durable.Budget``), recorded in its log
+            before it continues: how a run blocked with reason ``budget`` gets more.
 
     Returns:
         The run's handle.
 
     Raises:
         RunNotFoundError: The world has no such run.
-        ConfigurationError: ``accept_drift`` is not a list of keys.
+        ConfigurationError: ``accept_drift`` is not a list of keys, ``budget`` not a
+            ``Budget``, or a budget was given for a run that is not stopped.
     """
     keys = sorted(_drift_keys(accept_drift))
+    raised = None if budget is None else checked_budget(budget)
     st = run_status(world, run_id)
+    if raised is not None:
+        if st.status not in ("cancelled", "failed", "blocked", "interrupted"):
+            raise ConfigurationError(
+                f"run {run_id!r} is {st.status}, so resume_run cannot record a budget for it now: "
+                "a budget is raised for a run that is stopped (blocked, failed, cancelled or "
+                "interrupted); a running run's next resume or start passes budget= instead."
+            )
+        record_budget(world, run_id, raised)
     if st.status == "running" and st.queue is None and run_id not in default_driver(world).tasks:
         _drive_if_undriven(world, run_id, workflows)  # asked before, and nobody drives it
         return RunHandle(run_id, world)

@@ -26,7 +26,7 @@ class RunStatus:
             ``failed``, ``cancelled``.
         reason: Why a cancelled run (or one asked to cancel) stops: ``requested`` or ``deadline``;
             why a blocked run waits: ``unknown_commit``, ``nondeterminism``,
-            ``recovery_exhausted`` or ``budget``.
+            ``recovery_exhausted``, ``budget`` or ``compensation_failed``.
         queue: Its queue, when it has one.
         owner: The driver that claimed it.
         pid: The driver's process id, when known.
@@ -35,6 +35,8 @@ class RunStatus:
             and ``key`` or ``path`` when it names one), else ``None``.
         fixes: The exact commands that move a blocked, failed or interrupted run again.
         drives: Drives begun since the run's last recorded outcome (cut ones stay counted).
+        compensated: The compensations a failed or cancelled run ran before it ended
+            (``compensate:<key>``, newest call first); empty when none.
     """
 
     status: str
@@ -46,6 +48,7 @@ class RunStatus:
     error: dict[str, Any] | None = None
     fixes: list[str] = field(default_factory=list)
     drives: int = 0
+    compensated: list[str] = field(default_factory=list)
 
 
 def run_status(world: WorldCore, run_id: str) -> RunStatus:
@@ -85,8 +88,12 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
         status = {"claimed": "running", "done": "failed"}.get(rec.state, rec.state)
     reason = None
     why: dict[str, Any] = {}
+    compensated: list[str] = []
     if status == "cancelled":
-        reason = _cancel_reason(world, run_id) if info is not None else (rec.cancel_reason if rec else None)
+        if info is not None:
+            reason, compensated = _cancelled(world, run_id)
+        else:
+            reason = rec.cancel_reason if rec else None
     elif status == "blocked":
         assert rec is not None
         why = blocked_data(rec.blocked)
@@ -97,14 +104,20 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
         if terminal is not None and terminal[0] == "run.failed":
             why = terminal[1]
             error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
+            compensated = list(why.get("compensated") or [])
     elif rec is not None:
         reason = rec.cancel_reason
     how = fixes(world, run_id, status, {**why, "reason": reason}, rec.queue if rec is not None else None)
     if rec is None:
-        return RunStatus(status, reason, error=error, fixes=how)
-    return RunStatus(status, reason or None, rec.queue, rec.owner, rec.pid, rec.host, error, how, rec.drives)
+        return RunStatus(status, reason, error=error, fixes=how, compensated=compensated)
+    return RunStatus(
+        status, reason or None, rec.queue, rec.owner, rec.pid, rec.host, error, how, rec.drives, compensated
+    )
 
 
-def _cancel_reason(world: WorldCore, run_id: str) -> str | None:
+def _cancelled(world: WorldCore, run_id: str) -> tuple[str | None, list[str]]:
+    """A cancelled run's reason and the compensations it ran, from its ``run.cancelled``."""
     terminal = recover_log(world.log, run_id).terminal
-    return terminal[1].get("reason") if terminal is not None and terminal[0] == "run.cancelled" else None
+    if terminal is None or terminal[0] != "run.cancelled":
+        return None, []
+    return terminal[1].get("reason"), list(terminal[1].get("compensated") or [])

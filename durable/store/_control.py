@@ -130,6 +130,12 @@ class ControlRecord:
         driven_at: When the last drive began (Unix time; recoveries back off from it).
         blocked: Why a ``blocked`` run waits for a decision, as JSON text
             (``reason``, ``error_type``, ``error_message``, ``key``).
+        budget: The budget ``start_workflow`` was given (``Budget.to_json()`` as JSON
+            text), which the run's first drive records in its log.
+        debounce_key: While the run is enqueued, a submit with the same queue and key
+            replaces its input and moves its start instead of adding a run.
+        start_at: No worker claims the run before this time (Unix time; ``None``: at once).
+        debounce_until: The latest ``start_at`` a debounce may move it to (``debounce_max``).
     """
 
     run_id: str
@@ -154,6 +160,18 @@ class ControlRecord:
     drives: int = 0
     driven_at: float | None = None
     blocked: str | None = None
+    budget: str | None = None
+    debounce_key: str | None = None
+    start_at: float | None = None
+    debounce_until: float | None = None
+
+
+def debounced(old: ControlRecord, new: ControlRecord) -> ControlRecord:
+    """``old`` (an enqueued run with ``new``'s debounce key) with ``new``'s input and start, bounded."""
+    start = new.start_at
+    if start is not None and old.debounce_until is not None:
+        start = min(start, old.debounce_until)
+    return dataclasses.replace(old, input=new.input, start_at=start)
 
 
 class RunControl(Protocol):
@@ -288,6 +306,14 @@ class MemoryControl:
                 for r in self._records.values():
                     if r.queue == record.queue and r.dedup_id == record.dedup_id and r.state in ACTIVE:
                         return r
+            if record.debounce_key is not None:
+                for r in self._records.values():
+                    if (
+                        r.queue == record.queue
+                        and r.debounce_key == record.debounce_key
+                        and r.state == "enqueued"
+                    ):
+                        return self._put(debounced(r, record))
             self._seq += 1
             return self._put(dataclasses.replace(record, seq=self._seq))
 
@@ -313,7 +339,13 @@ class MemoryControl:
             for r in inflight:
                 parts[r.partition_key] = parts.get(r.partition_key, 0) + 1
             waiting = sorted(
-                (r for r in rows if r.state == "enqueued" and (workflows is None or r.workflow in workflows)),
+                (
+                    r
+                    for r in rows
+                    if r.state == "enqueued"
+                    and (workflows is None or r.workflow in workflows)
+                    and (r.start_at is None or r.start_at <= now)
+                ),
                 key=lambda r: (r.priority, r.seq),
             )
             out: list[ControlRecord] = []

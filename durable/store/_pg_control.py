@@ -19,7 +19,16 @@ import hashlib
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._control import ControlRecord, QueueLimits, _partition_free, _room, adopted, claimed_by, reopened
+from ._control import (
+    ControlRecord,
+    QueueLimits,
+    _partition_free,
+    _room,
+    adopted,
+    claimed_by,
+    debounced,
+    reopened,
+)
 from ._pg_notify import Notifier, notify
 from ._pg_schema import Database
 
@@ -85,7 +94,7 @@ class PostgresControl:
     def submit(self, record: ControlRecord) -> ControlRecord:
         def op(conn: Connection[Any], attempt: int) -> ControlRecord:
             with conn.transaction():
-                if record.dedup_id is not None:
+                if record.dedup_id is not None or record.debounce_key is not None:
                     conn.execute(
                         "SELECT pg_advisory_xact_lock(%s)", (_queue_key(self.db.schema, record.queue),)
                     )
@@ -102,6 +111,16 @@ class PostgresControl:
                     ).fetchone()
                     if row is not None:
                         return _record(row)
+                if record.debounce_key is not None:
+                    row = conn.execute(
+                        self.db.sql(
+                            f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
+                            "AND debounce_key = %s AND state = 'enqueued' LIMIT 1"
+                        ),
+                        (record.queue, record.debounce_key),
+                    ).fetchone()
+                    if row is not None:
+                        return self._put(conn, debounced(_record(row), record))
                 rec = self._put(conn, dataclasses.replace(record, seq=self._next_seq(conn)))
                 self._announce(conn, f"queue:{record.queue or ''}")
                 return rec
@@ -159,13 +178,14 @@ class PostgresControl:
                 args: list[object] = [limits.name]
                 if workflows is not None:
                     args.append(sorted(workflows))
-                args.append(scan)
+                args += [now, scan]
                 waiting = [
                     _record(r)
                     for r in conn.execute(
                         sql(
                             f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue = %s AND state = 'enqueued' "
-                            f"{only}ORDER BY priority, seq LIMIT %s FOR UPDATE SKIP LOCKED"
+                            f"{only}AND (start_at IS NULL OR start_at <= %s) "
+                            "ORDER BY priority, seq LIMIT %s FOR UPDATE SKIP LOCKED"
                         ),
                         args,
                     )

@@ -173,6 +173,16 @@ DROP INDEX {s}.control_dedup;
 CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enqueued', 'claimed', 'blocked');
 """,
     ),
+    (
+        "0006_control_budget_debounce",
+        """
+ALTER TABLE {s}.control ADD COLUMN budget TEXT;
+ALTER TABLE {s}.control ADD COLUMN debounce_key TEXT;
+ALTER TABLE {s}.control ADD COLUMN start_at DOUBLE PRECISION;
+ALTER TABLE {s}.control ADD COLUMN debounce_until DOUBLE PRECISION;
+CREATE INDEX control_debounce ON {s}.control (queue, debounce_key) WHERE state = 'enqueued';
+""",
+    ),
 ]
 """Named migrations in order; migration ``n`` brings the schema to version ``n``."""
 

@@ -25,13 +25,15 @@ from ._control import (
     adopted,
     announcing,
     claimed_by,
+    debounced,
     reopened,
 )
 from ._doorbell import Doorbell
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """1: the control table; 2: ``traceparent`` and an index on ``seq`` (a new record takes ``MAX(seq) + 1``);
-3: ``drives``, ``driven_at`` and ``blocked`` (bounded recovery, blocked runs)."""
+3: ``drives``, ``driven_at`` and ``blocked`` (bounded recovery, blocked runs); 4: ``budget``,
+``debounce_key``, ``start_at`` and ``debounce_until``."""
 
 _PAUSE_MIN = 0.00005
 _PAUSE_MAX = 0.001
@@ -63,7 +65,11 @@ CREATE TABLE IF NOT EXISTS control (
     traceparent TEXT,
     drives INTEGER NOT NULL DEFAULT 0,
     driven_at REAL,
-    blocked TEXT
+    blocked TEXT,
+    budget TEXT,
+    debounce_key TEXT,
+    start_at REAL,
+    debounce_until REAL
 );
 CREATE INDEX IF NOT EXISTS control_waiting ON control (queue, state, priority, seq);
 CREATE INDEX IF NOT EXISTS control_dedup ON control (queue, dedup_id, state);
@@ -143,6 +149,11 @@ class SqliteControl:
             db.execute("ALTER TABLE control ADD COLUMN drives INTEGER NOT NULL DEFAULT 0")
             db.execute("ALTER TABLE control ADD COLUMN driven_at REAL")
             db.execute("ALTER TABLE control ADD COLUMN blocked TEXT")
+        if version in (1, 2, 3) and "budget" not in columns:  # a store of an SDK before budgets
+            db.execute("ALTER TABLE control ADD COLUMN budget TEXT")
+            db.execute("ALTER TABLE control ADD COLUMN debounce_key TEXT")
+            db.execute("ALTER TABLE control ADD COLUMN start_at REAL")
+            db.execute("ALTER TABLE control ADD COLUMN debounce_until REAL")
         if version < SCHEMA_VERSION:
             for stmt in _SCHEMA.split(";"):
                 if stmt.strip():
@@ -207,6 +218,14 @@ class SqliteControl:
                 ).fetchone()
                 if row is not None:
                     return _record(row)
+            if record.debounce_key is not None:
+                row = self._db.execute(
+                    f"SELECT {_COLUMNS} FROM control WHERE queue IS ? AND debounce_key = ? "
+                    "AND state = 'enqueued' LIMIT 1",
+                    (record.queue, record.debounce_key),
+                ).fetchone()
+                if row is not None:
+                    return self._put(debounced(_record(row), record))
             return self._put(dataclasses.replace(record, seq=self._next_seq()))
 
     def get(self, run_id: str) -> ControlRecord | None:
@@ -256,8 +275,8 @@ class SqliteControl:
                 _record(r)
                 for r in db.execute(
                     f"SELECT {_COLUMNS} FROM control WHERE queue = ? AND state = 'enqueued' {only}"
-                    "ORDER BY priority, seq LIMIT ?",
-                    (limits.name, *names, scan),
+                    "AND (start_at IS NULL OR start_at <= ?) ORDER BY priority, seq LIMIT ?",
+                    (limits.name, *names, now, scan),
                 )
             ]
             out: list[ControlRecord] = []

@@ -14,6 +14,8 @@ import json
 import os
 from typing import Any
 
+from .._budget import budget_from_text
+from .._recovery import recover_log
 from .._spec import Spec
 from .._timetravel import fork
 from .._world import WorldCore
@@ -37,12 +39,18 @@ async def cancel(world: WorldCore, run_id: str) -> str:
     return f"cancel requested: run {run_id} is {status}"
 
 
-async def resume(world: WorldCore, run_id: str, specs: dict[str, Spec], drift: str = "") -> str:
+async def resume(
+    world: WorldCore, run_id: str, specs: dict[str, Spec], drift: str = "", budget: str = ""
+) -> str:
     """Let a cancelled, failed or blocked run continue (driven here when its workflow is known).
 
     ``drift``: the drift keys to accept, separated by spaces (a run a worker left because of drift).
+    ``budget``: the run's new budget as JSON (``{"max_cost": 2.0}``), over its recorded one.
     """
-    handle = await resume_run(run_id, world=world, workflows=list(specs.values()), accept_drift=drift.split())
+    raised = budget_from_text(budget, recover_log(world.log, run_id).budget) if budget.strip() else None
+    handle = await resume_run(
+        run_id, world=world, workflows=list(specs.values()), accept_drift=drift.split(), budget=raised
+    )
     return f"resume requested: run {run_id} is {await handle.status()}"
 
 

@@ -192,10 +192,12 @@ def create_app(inspector: Inspector) -> Starlette:
         if action == "cancel":
             question = f"Cancel run {rid}? It stops at its next durable call; resume continues it."
         elif action == "resume":
-            fields |= {"drift": q.get("drift", "")}
+            fields |= {"drift": q.get("drift", ""), "budget": q.get("budget", "")}
             question = f"Resume run {rid}? It continues from its log." + (
                 f" The drift under {q.get('drift')} is accepted." if q.get("drift") else ""
             )
+            if q.get("budget"):
+                question += f" Its budget becomes {q.get('budget')}."
         elif action == "resolve":
             did = q.get("happened") == "1"
             fields |= {
@@ -232,7 +234,9 @@ def create_app(inspector: Inspector) -> Starlette:
             if action == "cancel":
                 text = await _actions.cancel(world, rid)
             elif action == "resume":
-                text = await _actions.resume(world, rid, inspector.specs, form.get("drift", ""))
+                text = await _actions.resume(
+                    world, rid, inspector.specs, form.get("drift", ""), form.get("budget", "")
+                )
             elif action == "resolve":
                 text = await _actions.resolve(
                     world,

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._budget import budget_text, recorded_budget, run_usage
 from .._run_calls import read_calls
 from .._run_diff import align, first_seqs
 from .._timetravel import checkpoints
@@ -260,6 +261,14 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
             "key": err.get("key"),
             "fixes": st.fixes,
         }
+    budget = recorded_budget(rec)
+    spent = run_usage(world, run_id)
+    usage = {
+        "calls": spent.calls,
+        "input_tokens": spent.input_tokens,
+        "output_tokens": spent.output_tokens,
+        "cost": round(spent.cost, 6),
+    }
     resolutions = [
         {"decision": e["decision"], "key": e.get("key"), "by": e["by"], "when": iso(e["decided_at"])}
         for e in events
@@ -306,6 +315,8 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "resumed_at": resumed_at,
         "error": error,
         "blocked": blocked,
+        "usage": usage if spent.calls or budget is not None else None,
+        "budget": None if budget is None else {"text": budget_text(budget), "json": budget.to_json()},
         "resolutions": resolutions,
         "parent_run_id": info.parent_run_id,
         "created_at": info.created_at,

@@ -75,6 +75,14 @@ def facts_section(d: dict[str, Any]) -> str:
         facts.append(
             f"<dt>driver</dt><dd>{e(drv['driver'])} {e(drv.get('pid') or '')} {e(drv.get('host') or '')}</dd>"
         )
+    if d.get("usage"):
+        u = d["usage"]
+        facts.append(
+            f'<dt>model usage</dt><dd id="run-usage">{e(u["calls"])} calls, {e(u["input_tokens"])} in + '
+            f"{e(u['output_tokens'])} out tokens, cost {e(u['cost'])}</dd>"
+        )
+    if d.get("budget"):
+        facts.append(f'<dt>budget</dt><dd id="run-budget">{e(d["budget"]["text"])}</dd>')
     other = "/compare?" + urlencode({"a": d["run_id"]})
     facts.append(f'<dt>compare</dt><dd><a class="compare-other" href="{e(other)}">with another run…</a></dd>')
     href = value_href(d["run_id"], "")
@@ -127,7 +135,24 @@ def blocked_section(d: dict[str, Any]) -> str:
             '<button type="submit" data-action="resolve-not-happened">it did not happen: call it again…</button>'
             "</form></section>"
         )
+    if b["reason"] == "budget":
+        out += budget_form(rid, (d.get("budget") or {}).get("json") or {})
     return out
+
+
+def budget_form(run_id: str, budget: dict[str, Any]) -> str:
+    """The form that raises a blocked run's budget and resumes it (after a confirmation)."""
+    limits = {k: v for k, v in budget.items() if k != "prices"}
+    return (
+        '<section id="raise-budget"><h2>Raise the budget</h2>'
+        "<p>The run stopped before a model call because its budget is spent. Give it new limits "
+        "(JSON; the prices are kept unless given):</p>"
+        '<form class="raise-budget" method="get" action="/confirm/resume">'
+        f'<input type="hidden" name="id" value="{e(run_id)}">'
+        f'<label>new budget <textarea name="budget" rows="2">{e(json.dumps(limits))}</textarea></label>'
+        '<button type="submit" data-action="raise-budget">raise the budget and resume…</button>'
+        "</form></section>"
+    )
 
 
 def _action_link(action: str, run_id: str, label: str, extra: dict[str, str] | None = None) -> str:

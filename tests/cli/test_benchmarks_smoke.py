@@ -91,3 +91,12 @@ def test_talk_latency_measures_durable_between_two_processes() -> None:
     assert "durable   send -> recv" in out
     assert "durable   write_stream -> read_stream" in out
     assert "(n=5)" in out
+
+
+def test_the_budget_benchmark_compares_a_budgeted_model_call_with_an_unbudgeted_one() -> None:
+    """benchmarks/budget_cost.py prints both kinds of call and their difference, with opcode counts."""
+    out = _python("-m", "benchmarks.budget_cost", "--calls", "10", "--repeats", "1")
+    lines = out.splitlines()
+    assert lines[0].startswith("unbudgeted: wall_us_per_call=")
+    assert lines[1].startswith("budgeted: wall_us_per_call=")
+    assert "opcodes_per_call=" in lines[2] and lines[2].startswith("difference:")

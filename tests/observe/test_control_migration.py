@@ -38,7 +38,7 @@ def test_a_version_1_store_gains_the_traceparent_column_and_keeps_its_records(tm
     finally:
         ctl.close()
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     raw.close()
 
 

@@ -250,3 +250,31 @@ def test_without_opentelemetry_installed_runs_work_and_record_no_trace(tmp_path:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120, check=True
     ).stdout
     assert out.strip() == "None"
+
+
+@durable.model_call
+async def priced(turn: int) -> dict[str, Any]:
+    return {"model": "small", "usage": {"prompt_tokens": 70, "completion_tokens": 7}, "turn": turn}
+
+
+@durable.workflow
+async def priced_loop(turns: int) -> int:
+    for i in range(turns):
+        await priced(i)
+    return turns
+
+
+async def test_a_model_calls_span_carries_its_usage_and_the_budget_spent_so_far(
+    worlds: Worlds, spans: InMemorySpanExporter
+) -> None:
+    """Each model span has durable.usage.* from its response and durable.budget.* spent with it."""
+    world = worlds.open()
+    await durable.run_workflow(
+        priced_loop, 2, world=world, run_id="u", budget=durable.Budget(max_tokens=1000)
+    )
+    calls = by_name(spans)["model priced"]
+    assert [s.attributes["durable.usage.input_tokens"] for s in calls] == [70, 70]
+    assert [s.attributes["durable.usage.output_tokens"] for s in calls] == [7, 7]
+    assert calls[0].attributes["durable.usage.model"] == "small"
+    assert [s.attributes["durable.budget.calls"] for s in calls] == [1, 2]
+    assert [s.attributes["durable.budget.tokens"] for s in calls] == [77, 154]

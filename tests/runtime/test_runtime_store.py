@@ -147,7 +147,7 @@ def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
     ctl._db.execute("PRAGMA user_version=1")
     ctl.close()
     ctl = SqliteControl(path)
-    assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
     plan = ctl._db.execute("EXPLAIN QUERY PLAN SELECT COALESCE(MAX(seq), 0) + 1 FROM control").fetchall()
     assert "control_seq" in str(plan)  # a new record no longer scans the table for its seq
     assert ctl.submit(ControlRecord("new", "wf")).seq == 2

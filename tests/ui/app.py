@@ -100,3 +100,17 @@ async def charge_card(cents: int) -> str:
 @durable.workflow
 async def charging(cents: int) -> str:
     return f"paid: {await charge_card(cents)}"
+
+
+@durable.model_call
+async def estimate(turn: int) -> dict[str, object]:
+    """A model call that reports its usage as the integrations record it."""
+    return {"model": "small", "usage": {"input_tokens": 40, "output_tokens": 10}, "turn": turn}
+
+
+@durable.workflow
+async def capped(turns: int) -> int:
+    """An agent loop of ``turns`` model calls, started with a budget."""
+    for i in range(turns):
+        await estimate(i)
+    return turns

@@ -53,6 +53,9 @@ PAYLOADS: dict[str, Any] = {
     "run.cancelled": ev.run_cancelled("deadline"),
     "run.resumed": ev.run_resumed("requested"),
     "run.resolved": ev.run_resolved("happened", "ada@host", 1.5, key="tool:pay#0", result={"id": 7}),
+    "budget.set": ev.budget_set(
+        {"max_model_calls": 5, "max_tokens": None, "max_cost": 1.5, "prices": {"m": [1.0, 2.0]}}, "ada@host"
+    ),
 }
 
 

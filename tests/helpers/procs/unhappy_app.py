@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,77 @@ async def healthy(x: int) -> int:
     return await wait_a_little(x) + 1
 
 
+@durable.model_call
+async def think(turn: int) -> dict[str, Any]:
+    """A model call that reports its usage, as the integrations record a response's."""
+    note(model="think", turn=turn)
+    return {"model": "m", "usage": {"input_tokens": 10, "output_tokens": 2}, "turn": turn}
+
+
+@durable.step(max_visits=10)
+async def hold(turn: int) -> int:
+    """At turn 2 it waits until ``go`` exists (the test kills its worker meanwhile)."""
+    if turn == 2:
+        note(hold=turn)
+        while not (here() / "go").exists():  # noqa: ASYNC110  (another process makes the file)
+            await asyncio.sleep(0.02)
+    return turn
+
+
+@durable.workflow
+async def budgeted(turns: int) -> int:
+    note(wf="budgeted")
+    for i in range(turns):
+        await think(i)
+        await hold(i)
+    return turns
+
+
+@durable.tool(idempotent=True)
+async def unbook(room: str, result: str) -> str:
+    """Undoes a booking; it hangs until ``go`` exists (the test kills its worker meanwhile)."""
+    note(tool="unbook", key=durable.idempotency_key(), result=result)
+    while not (here() / "go").exists():  # noqa: ASYNC110  (another process makes the file)
+        await asyncio.sleep(0.02)
+    return f"unbooked {result}"
+
+
+@durable.tool(compensate=unbook)
+async def book_room(room: str) -> str:
+    note(tool="book_room")
+    return f"bk-{room}"
+
+
+@durable.tool
+async def unpay(room: str, result: str) -> None:
+    note(tool="unpay", result=result)
+
+
+@durable.tool(compensate=unpay)
+async def pay_room(room: str) -> str:
+    note(tool="pay_room")
+    return f"paid-{room}"
+
+
+@durable.workflow
+async def saga(room: str) -> str:
+    note(wf="saga")
+    await pay_room(room)
+    await book_room(room)
+    raise durable.NonRetryableError("no taxi to the hotel")
+
+
+@durable.workflow
+async def digest(batch: str) -> str:
+    """A run that a burst of debounced starts makes once, with the last input."""
+    note(wf="digest", batch=batch)
+    return batch
+
+
 WORKFLOWS = [
+    budgeted,
+    digest,
+    saga,
     max_visits,
     serialization,
     configuration,
@@ -186,5 +257,20 @@ async def serve() -> None:
         world.close()
 
 
+async def start_digest(batch: str, debounce: float) -> None:
+    """Start a debounced ``digest`` run (key ``digest``) and print its run id."""
+    world = open_world()
+    try:
+        h = durable.start_workflow(
+            digest, batch, world=world, queue=unhappy, debounce_key="digest", debounce=debounce
+        )
+        print(h.run_id, flush=True)
+    finally:
+        world.close()
+
+
 if __name__ == "__main__":
-    asyncio.run(serve())
+    if len(sys.argv) > 1 and sys.argv[1] == "start-digest":
+        asyncio.run(start_digest(sys.argv[2], float(sys.argv[3])))
+    else:
+        asyncio.run(serve())

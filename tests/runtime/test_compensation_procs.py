@@ -1,0 +1,45 @@
+"""A worker SIGKILLed inside a compensation: another worker finishes the undoing (SQLite, Postgres)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import durable
+from tests.runtime.unhappy import Procs, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def procs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Procs]:
+    """Worker processes of the unhappy app on each backend."""
+    p = Procs(request.param, tmp_path)
+    yield p
+    p.close()
+
+
+def test_a_kill_inside_a_compensation_resumes_the_undoing_on_another_worker(procs: Procs) -> None:
+    """Killed while unbook runs: the next worker re-drives it with the same key, then unpay runs once."""
+    w = procs.worker()
+    h = durable.start_workflow(procs.app.saga, "r7", world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.bodies(tool="unbook"), 20, "the compensation to start")
+    procs.kill(w)
+    (procs.tmp / "go").touch()
+    procs.worker()
+    st = procs.ends(h.run_id, 30)
+    assert st.status == "failed"
+    assert st.compensated == ["compensate:tool:book_room#1", "compensate:tool:pay_room#0"]
+    with pytest.raises(durable.NonRetryableError):
+        asyncio.run(h.result(timeout=5))
+    procs.settle()
+    unbooks = procs.bodies(tool="unbook")
+    assert len(unbooks) == 2  # cut mid-call, idempotent: re-driven
+    assert unbooks[0]["key"] == unbooks[1]["key"] == f"{h.run_id}:compensate:tool:book_room#1"
+    assert [b["result"] for b in procs.bodies(tool="unpay")] == ["paid-r7"]
+    assert len(procs.bodies(tool="book_room")) == 1
+    assert len(procs.bodies(tool="pay_room")) == 1
+    assert len(procs.bodies(wf="saga")) == 2
