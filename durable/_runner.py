@@ -24,6 +24,7 @@ from ._manifest import (
     run_drift,
     run_manifest,
 )
+from ._metrics import count_run
 from ._recovery import recover_log, unsafe_unconfirmed
 from ._serde import ANY, matches, to_json, value_hash
 from ._session_manifest import recorded_model_drift
@@ -279,6 +280,7 @@ async def _drive_run(
             )
         deadline_at = None if how.deadline is None else world.clock() + how.deadline
         _start(run, spec, data, input_hash, parent, deadline_at)
+        count_run("started", spec.name)
         note(INFO, run_id, None, "run %s started (workflow %r)", run_id, spec.name, workflow=spec.name)
     else:
         finished = _check_resume(run, spec, data, input_hash, how)
@@ -455,23 +457,30 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        _close_failed(run, exc)
+        if _close_failed(run, exc):
+            count_run("failed", spec.name)
         raise
     finally:
         CURRENT.reset(token)
     run.emit("run.completed", ev.run_completed(data, value_hash(data)))
     run.flush(status="completed")
+    count_run("completed", spec.name)
     note(INFO, run.run_id, None, "run %s completed", run.run_id)
     return out
 
 
-def _close_failed(run: RunContext, exc: BaseException) -> None:
-    """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
+def _close_failed(run: RunContext, exc: BaseException) -> bool:
+    """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``.
+
+    Returns whether ``run.failed`` was recorded.
+    """
+    failed = False
     with contextlib.suppress(BaseException):
         if recordable(exc) and not isinstance(exc, SerializationError):
             path = getattr(exc, "path", None)
             run.emit("run.failed", ev.run_failed(error_data(exc), path))
             run.flush(status="failed")
+            failed = True
             note(
                 ERROR,
                 run.run_id,
@@ -494,3 +503,4 @@ def _close_failed(run: RunContext, exc: BaseException) -> None:
                 str(exc).splitlines()[0] if str(exc) else "",
                 error_type=type(exc).__name__,
             )
+    return failed

@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from .._logging import INFO, note
+from .._metrics import record_queue_wait
 from .._spec import check_recovery_attempts
 from .._world import WorldCore
 from ..errors import ConfigurationError
@@ -262,6 +263,7 @@ class Worker:
                 if lock is None:
                     continue  # another driver took it over already
                 self._queue_of[rec.run_id] = q.name
+                record_queue_wait(q.name, world.clock() - rec.created_at)
                 self.driver.spawn(self.specs[rec.workflow], rec, lock)
                 note(
                     INFO,
