@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import time
 from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
+from .._clock import monotonic
 from .._failures import rebuild_from
 from .._recovery import record_cancelled, recover_log
 from .._spec import Spec
@@ -73,7 +73,7 @@ class RunHandle:
             RunTimeoutError: ``timeout`` passed first.
             Exception: The run's recorded failure, rebuilt.
         """
-        give_up = None if timeout is None else time.monotonic() + timeout
+        give_up = None if timeout is None else monotonic() + timeout
         task = default_driver(self.world).tasks.get(self.run_id)
         if task is not None:
             await asyncio.wait([task], timeout=timeout)
@@ -86,7 +86,7 @@ class RunHandle:
                 st = run_status(self.world, self.run_id)
                 if st.status not in ("enqueued", "running"):
                     return self._outcome(st)
-                left = None if give_up is None else give_up - time.monotonic()
+                left = None if give_up is None else give_up - monotonic()
                 if left is not None and left <= 0:
                     raise RunTimeoutError(
                         f"run {self.run_id!r} did not finish within {timeout} s; it goes on "
