@@ -15,6 +15,7 @@ of waiting for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import time
 from typing import Any
@@ -44,6 +45,39 @@ def monotonic() -> float:
     return time.monotonic() + clock.skipped
 
 
+async def poll_sleep(seconds: float) -> None:
+    """``asyncio.sleep`` for a loop that polls: in virtual time the clock does not jump for it."""
+    clock = VIRTUAL.get()
+    if clock is None:
+        await asyncio.sleep(seconds)
+        return
+    await clock.poll(seconds, None)
+
+
+async def poll_wait(event: asyncio.Event, seconds: float) -> None:
+    """Wait for ``event`` at most ``seconds``, as a poll (see ``poll_sleep``); it stays set."""
+    clock = VIRTUAL.get()
+    if clock is None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await event.wait()
+        return
+    await clock.poll(seconds, event)
+
+
+def due_at(when: float) -> Any:
+    """In virtual time, a timer at the wall time ``when`` the clock jumps to (cancel it after); else ``None``.
+
+    A poller that knows its next due time (a worker and the next tick of a
+    schedule) sets one, so the clock does not jump past it.
+    """
+    clock = VIRTUAL.get()
+    if clock is None:
+        return None
+    loop = asyncio.get_running_loop()
+    return loop.call_later(max(0.0, when - wall()), lambda: None)
+
+
 class _JumpingSelector:
     """The loop's selector, which jumps the clock instead of blocking when the loop is idle."""
 
@@ -61,7 +95,7 @@ class _JumpingSelector:
             # A thread works for the loop (its answer comes through the self-pipe), or no timer is
             # due at all: wait for real, briefly, and look again.
             return self._real.select(0.01 if timeout is None else min(timeout, 0.01))
-        self._clock.jump(timeout)
+        self._clock.jump(max(timeout, self._clock.until_due(timeout)))
         return []
 
     def __getattr__(self, name: str) -> Any:
@@ -80,7 +114,37 @@ class VirtualClock:
         self.skipped = 0.0
         self.jumps = 0
         self.threads = 0
+        self.polls: set[Any] = set()  # timer handles of pollers: the clock does not jump for them
         self._loops: list[tuple[Any, Any, Any]] = []  # (loop, real selector, real run_in_executor)
+
+    def until_due(self, first: float) -> float:
+        """Seconds to the running loop's next timer that is not a poll (``first`` when only polls wait)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        due = [h.when() for h in getattr(loop, "_scheduled", ()) if not h.cancelled() and h not in self.polls]
+        return min(due) - now if due else first
+
+    async def poll(self, seconds: float, event: asyncio.Event | None) -> None:
+        """Wait ``seconds`` (or until ``event`` is set) on a timer the clock does not jump for."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+
+        def ring() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        handle = loop.call_later(seconds, ring)
+        self.polls.add(handle)
+        waiter = None if event is None else asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait(
+                [done] if waiter is None else [done, waiter], return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            handle.cancel()
+            self.polls.discard(handle)
+            if waiter is not None:
+                waiter.cancel()
 
     def now(self) -> float:
         """The virtual time, in seconds since the epoch."""

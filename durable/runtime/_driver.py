@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .._clock import poll_wait
 from .._codec import Codec
 from .._logging import INFO, note
 from .._metrics import count_run
@@ -327,9 +328,7 @@ class Driver:
         stop_listening = self.control.subscribe(waker(rung))
         try:
             while self.guards:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(WATCH_INTERVAL):
-                        await rung.wait()
+                await poll_wait(rung, WATCH_INTERVAL)
                 rung.clear()
                 try:
                     requests = self.control.cancel_requests(list(self.guards))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
-from .._clock import monotonic
+from .._clock import due_at, monotonic, poll_wait, wall
 from .._failures import rebuild_from
 from .._recovery import record_cancelled, recover_log
 from .._spec import Spec
@@ -81,6 +80,7 @@ class RunHandle:
         stop_listening = control_of(self.world).subscribe(waker(rung))
         most = _POLL_MAX if stop_listening is None else _POLL_ANNOUNCED
         delay = _POLL_MIN
+        due = None if timeout is None else due_at(wall() + timeout)  # virtual time stops there
         try:
             while True:
                 st = run_status(self.world, self.run_id)
@@ -93,12 +93,12 @@ class RunHandle:
                         "(call result() again to keep waiting).",
                         run_id=self.run_id,
                     )
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay if left is None else min(delay, left)):
-                        await rung.wait()
+                await poll_wait(rung, delay if left is None else min(delay, left))
                 rung.clear()
                 delay = min(delay * 1.5, most)
         finally:
+            if due is not None:
+                due.cancel()
             if stop_listening is not None:
                 stop_listening()
 
