@@ -118,6 +118,15 @@ def _tick_runs(world: durable.World, name: str = "hourly") -> list[str]:
     return sorted(r.run_id for r in world.runs() if r.run_id.startswith(f"schedule:{name}:"))
 
 
+async def _completed_ticks(world: durable.World, name: str, n: int, *, pause: float) -> None:
+    """Wait until the first ``n`` tick runs of the schedule ``name`` completed (the caller bounds it)."""
+    while True:
+        runs = _tick_runs(world, name)[:n]
+        if len(runs) == n and all(world.log.info(r).status == "completed" for r in runs):
+            return
+        await asyncio.sleep(pause)
+
+
 def test_48_hourly_schedule_ticks_run_in_seconds_like_ticks_on_a_real_clock(
     worlds: Worlds, clock: VirtualClock
 ) -> None:
@@ -128,10 +137,7 @@ def test_48_hourly_schedule_ticks_run_in_seconds_like_ticks_on_a_real_clock(
     async def go() -> None:
         async with Worker(world, workflows=[ticked], schedules=[hourly]):
             async with asyncio.timeout(49 * 3600):
-                while len(_tick_runs(world)) < 48 or any(
-                    world.log.info(r).status != "completed" for r in _tick_runs(world)[:48]
-                ):
-                    await asyncio.sleep(60)  # noqa: ASYNC110  (a bounded wait on the world's state)
+                await _completed_ticks(world, "hourly", 48, pause=60)
 
     started = time.monotonic()
     asyncio.run(go())
@@ -146,10 +152,7 @@ def test_48_hourly_schedule_ticks_run_in_seconds_like_ticks_on_a_real_clock(
     async def short() -> None:
         async with Worker(real, workflows=[ticked], schedules=[fast]):
             async with asyncio.timeout(30):
-                while len(_tick_runs(real, "fast")) < 2 or any(
-                    real.log.info(r).status != "completed" for r in _tick_runs(real, "fast")[:2]
-                ):
-                    await asyncio.sleep(0.05)  # noqa: ASYNC110  (a bounded wait on the world's state)
+                await _completed_ticks(real, "fast", 2, pause=0.05)
 
     with _real():
         asyncio.run(short())
