@@ -402,8 +402,8 @@ def virtual_time() -> Iterator[VirtualClock]:
         >>> with virtual_time() as clock:
         ...     asyncio.run(durable.run_workflow(month, 1, world=durable.memory_world()))
         1
-        >>> clock.skipped >= 30 * 86400
-        True
+        >>> round(clock.skipped / 86400)  # days jumped (the real clock ran a little too)
+        30
     """
     clock = VirtualClock()
     token = VIRTUAL.set(clock)
