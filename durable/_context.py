@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._clock import VIRTUAL, poll_sleep
 from ._encode import encode
 from ._keys import branch_segment
 from ._recorded import Recorded
@@ -52,7 +53,7 @@ class Guard(Protocol):
     def check(self, run: RunContext) -> None:
         """Raise (``RunCancelled``, or a stop) when the run must not go on."""
 
-    async def pause(self, run: RunContext, seconds: float) -> None:
+    async def pause(self, run: RunContext, seconds: float, sleep: Any = None) -> None:
         """Wait ``seconds`` with ``run.sleep``, raising as ``check`` does if the run must stop."""
 
     def child(self, run: RunContext) -> Guard:
@@ -119,13 +120,18 @@ class RunContext:
         self.account: Account | None = None  # set by the runner for a run with a budget
         self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
 
-    async def pause(self, seconds: float) -> None:
-        """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising."""
+    async def pause(self, seconds: float, *, poll: bool = False) -> None:
+        """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising.
+
+        ``poll``: the wait only looks again later (``recv``); in virtual time the clock
+        does not jump for it (``durable._clock.poll_sleep``).
+        """
+        sleep = poll_sleep if poll and VIRTUAL.get() is not None else self.sleep
         guard = self.guard
         if guard is None:
-            await self.sleep(seconds)
+            await sleep(seconds)
         else:
-            await guard.pause(self, seconds)
+            await guard.pause(self, seconds, sleep)
 
     def accepts(self, changes: list[DriftChange]) -> bool:
         """Whether the caller accepted every one of these drift changes (``accept_drift=``)."""

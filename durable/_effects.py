@@ -23,6 +23,7 @@ from ._context import CURRENT, EFFECT_KEY, Scope
 from ._decide import EXECUTE, FAIL, RECONCILE, REPLAY, Action, Call
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import effect_key, idempotency_key
+from ._metrics import record_attempt
 from ._nested_calls import body_recorded_calls
 from ._serde import stored_bytes, to_json
 from ._spec import Spec
@@ -189,6 +190,7 @@ async def effect_attempt(
     """
     run = call.run
     traced = None if run.tracer is None else start_span(call, attempt)
+    started = time.perf_counter()
     try:
         if call.action is RECONCILE:
             answer = call.spec.reconcile(call.idempotency_key, call.input)  # type: ignore[misc]
@@ -209,10 +211,13 @@ async def effect_attempt(
     except BaseException as exc:
         if traced is not None:
             traced.end(exc)
+        if isinstance(exc, Exception):
+            record_attempt(call.spec.kind, call.spec.name, time.perf_counter() - started, ok=False)
         raise
     if traced is not None:
         span_usage(traced, call, out)
         traced.end()
+    record_attempt(call.spec.kind, call.spec.name, time.perf_counter() - started, ok=True)
     return out
 
 

@@ -27,6 +27,7 @@ from ._manifest import (
     run_drift,
     run_manifest,
 )
+from ._metrics import count_run
 from ._recovery import recover_log, unsafe_unconfirmed
 from ._serde import ANY, matches, to_json, value_hash
 from ._session_manifest import recorded_model_drift
@@ -296,6 +297,7 @@ async def _drive_run(
             )
         deadline_at = None if how.deadline is None else world.clock() + how.deadline
         _start(run, spec, data, input_hash, parent, deadline_at)
+        count_run("started", spec.name)
         note(INFO, run_id, None, "run %s started (workflow %r)", run_id, spec.name, workflow=spec.name)
     else:
         finished = _check_resume(run, spec, data, input_hash, how)
@@ -482,12 +484,14 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         raise
     except BaseException as exc:
         done = await _compensate(run, exc) if _fails_for_good(exc) else []
-        _close_failed(run, exc, done)
+        if _close_failed(run, exc, done):
+            count_run("failed", spec.name)
         raise
     finally:
         CURRENT.reset(token)
     run.emit("run.completed", ev.run_completed(data, value_hash(data)))
     run.flush(status="completed")
+    count_run("completed", spec.name)
     note(INFO, run.run_id, None, "run %s completed", run.run_id)
     return out
 
@@ -512,13 +516,18 @@ async def _compensate(run: RunContext, exc: BaseException) -> list[str]:
         raise failed from exc
 
 
-def _close_failed(run: RunContext, exc: BaseException, compensated: list[str]) -> None:
-    """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``."""
+def _close_failed(run: RunContext, exc: BaseException, compensated: list[str]) -> bool:
+    """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``.
+
+    Returns whether ``run.failed`` was recorded.
+    """
+    failed = False
     with contextlib.suppress(BaseException):
         if _fails_for_good(exc):
             path = getattr(exc, "path", None)
             run.emit("run.failed", ev.run_failed(error_data(exc), path, compensated))
             run.flush(status="failed")
+            failed = True
             note(
                 ERROR,
                 run.run_id,
@@ -541,3 +550,4 @@ def _close_failed(run: RunContext, exc: BaseException, compensated: list[str]) -
                 str(exc).splitlines()[0] if str(exc) else "",
                 error_type=type(exc).__name__,
             )
+    return failed

@@ -21,6 +21,7 @@ from ._context import CURRENT, NOTHING, Scope, check_awaited
 from ._decide import EXECUTE, REPLAY
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
+from ._metrics import record_attempt
 from ._serde import bytes_hash, stored_bytes, to_json
 from ._spec import Spec
 from ._sync_bodies import call_sync_body
@@ -158,6 +159,7 @@ async def step_attempt(
     )
     scope = Scope(run, call.path)
     token = CURRENT.set(scope)
+    started = time.perf_counter()
     try:
         timeout = call.spec.timeout
         if timeout is None:
@@ -169,11 +171,14 @@ async def step_attempt(
     except BaseException as exc:
         if traced is not None:
             traced.end(exc)
+        if isinstance(exc, Exception):
+            record_attempt("step", call.spec.name, time.perf_counter() - started, ok=False)
         raise
     finally:
         CURRENT.reset(token)
     if traced is not None:
         traced.end()
+    record_attempt("step", call.spec.name, time.perf_counter() - started, ok=True)
     step_commit(call, out)
     return out
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from . import _encode as ev
 from ._claim import Claim
+from ._clock import due_at
 from ._context import RunContext, Scope, current_scope
 from ._decide import Call, mismatch
 from ._keys import message_id, value_key
@@ -115,22 +116,34 @@ async def recv(topic: str | None = None, *, timeout: float | None = None) -> Any
             run.emit("message.waiting", ev.message_waiting(key, topic, wake, claim.n))
             await run.flush_async()
         store = messages_for(run.log, run.world.extensions)
-        delay = POLL_MIN
-        while True:
-            if store.waiting(run.run_id, topic):
-                msg = _consume(run, store, key, topic, claim.n)
-                if msg is not None:
-                    return json.loads(msg.data)
-            if wake is not None:
-                remaining = wake - run.clock()
-                if remaining <= 0:
-                    run.emit("message.received", ev.message_received(key, topic, None, None, True, claim.n))
-                    await run.flush_async()
-                    return None
-                await run.pause(min(delay, remaining))
-            else:
-                await run.pause(delay)
-            delay = min(delay * 2, POLL_MAX)
+        due = None if wake is None else due_at(wake)  # in virtual time, the clock stops at the timeout
+        try:
+            return await _wait_message(run, store, key, topic, claim.n, wake)
+        finally:
+            if due is not None:
+                due.cancel()
+
+
+async def _wait_message(
+    run: RunContext, store: Any, key: str, topic: str | None, pos: int, wake: float | None
+) -> Any:
+    """Poll the mailbox until a message comes (its value) or ``wake`` passes (``None``, recorded)."""
+    delay = POLL_MIN
+    while True:
+        if store.waiting(run.run_id, topic):
+            msg = _consume(run, store, key, topic, pos)
+            if msg is not None:
+                return json.loads(msg.data)
+        if wake is not None:
+            remaining = wake - run.clock()
+            if remaining <= 0:
+                run.emit("message.received", ev.message_received(key, topic, None, None, True, pos))
+                await run.flush_async()
+                return None
+            await run.pause(min(delay, remaining), poll=True)
+        else:
+            await run.pause(delay, poll=True)
+        delay = min(delay * 2, POLL_MAX)
 
 
 def _consume(run: RunContext, store: Any, key: str, topic: str | None, pos: int) -> Message | None:

@@ -7,11 +7,11 @@ The public ``World`` (in ``_worlds``) adds the memory store, and
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from ._clock import wall
 from ._codec import Codec
 from .errors import ConfigurationError, LogCorruptedError, RunNotFoundError
 from .events import Event, parse_event
@@ -54,7 +54,7 @@ class WorldCore:
         self.locks = locks
         self.data_dir = data_dir
         self.durability = durability
-        self.clock: Callable[[], float] = clock or time.time
+        self.clock: Callable[[], float] = clock or wall
         self.sleep: Callable[[float], Awaitable[None]] = sleep or asyncio.sleep
         self.extensions: dict[str, Any] = {}
         self.codec = codec

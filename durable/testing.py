@@ -11,6 +11,9 @@ These helpers let a test say so without spawning processes:
   followed by a full replay.
 - ``FakeClock`` gives ``local_world``/``memory_world`` a clock and a sleep
   that never wait, for retries with backoff and ``durable.sleep``.
+- ``virtual_time()`` runs worlds, workers and the whole runtime on a virtual
+  clock that jumps to the next due time whenever nothing is ready to run:
+  a month of ``durable.sleep`` takes a moment (``durable._clock``).
 
 A simulated crash is a ``SimulatedCrash`` (a ``BaseException``, so user code's
 ``except Exception`` does not catch it) raised by the log in place of the
@@ -38,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import uuid
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import World, run_workflow
+from ._clock import VIRTUAL, VirtualClock
 from .errors import ConfigurationError
 from .store import Append, EventLog, Row, RunInfo
 from .store._messages import MessageStore
@@ -61,6 +66,7 @@ __all__ = [
     "crashing_world",
     "run_replaying_always",
     "run_with_crash",
+    "virtual_time",
 ]
 
 
@@ -363,3 +369,47 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         """Move the clock forward, as time passing while no process runs."""
         self.now += seconds
+
+
+@contextlib.contextmanager
+def virtual_time() -> Iterator[VirtualClock]:
+    """Run durable, and the event loop it runs in, on a virtual clock while the block lasts.
+
+    The clock reads the real clock plus every jump it made. Whenever its event
+    loop has nothing ready to run (every run waits on a durable sleep, a
+    ``recv`` or ``get_event`` timeout, a deadline, a schedule's next tick, a
+    retry's backoff, a queue's rate limit, a worker's next poll), it jumps to
+    the loop's next timer instead of waiting. Everything durable reads (the
+    world's clock, the log's timestamps, ``durable.now()``) is that virtual
+    time, so the log is the one a real clock would write, with virtual
+    timestamps. The clock belongs to the current context: each test has its own.
+
+    Entered inside a running event loop, it takes that loop at once; entered
+    outside one (a pytest fixture, then ``asyncio.run``), it takes the loop at
+    durable's first reading of the clock, so enter it before the loop starts
+    timers of its own that must stay real.
+
+    Yields:
+        The ``VirtualClock`` (``now()``, ``skipped`` seconds, ``jumps``).
+
+    Example:
+        >>> import asyncio, durable
+        >>> from durable.testing import virtual_time
+        >>> @durable.workflow
+        ... async def month(x: int) -> int:
+        ...     await durable.sleep(30 * 86400)
+        ...     return x
+        >>> with virtual_time() as clock:
+        ...     asyncio.run(durable.run_workflow(month, 1, world=durable.memory_world()))
+        1
+        >>> round(clock.skipped / 86400)  # days jumped (the real clock ran a little too)
+        30
+    """
+    clock = VirtualClock()
+    token = VIRTUAL.set(clock)
+    try:
+        clock.take_loop()
+        yield clock
+    finally:
+        VIRTUAL.reset(token)
+        clock.release()

@@ -31,8 +31,8 @@ from .._codec import codec_from_env
 from .._open_world import local_world
 from .._postgres_world import postgres_world
 from ..errors import DurableError
-from . import _crypto, _diff, _history, _runs, _runtime, _talk, _ui, _unblock  # noqa: F401  (importing registers commands)
-from ._registry import COMMANDS, HUMAN, RAW, CliError
+from . import _crypto, _diff, _history, _lint, _runs, _runtime, _talk, _ui, _unblock  # noqa: F401  (importing registers commands)
+from ._registry import COMMANDS, HUMAN, RAW, STANDALONE, CliError
 from ._safe import escape, safe
 
 # -- output -------------------------------------------------------------------
@@ -110,6 +110,14 @@ def _run(argv: Sequence[str] | None) -> int:
     a, status = _parse(argv)
     if a is None:
         return status
+    if a.command in STANDALONE:  # a command that reads no data directory (lint)
+        try:
+            data = COMMANDS[a.command][2](None, a)
+        except (DurableError, CliError) as exc:
+            _error(str(exc))
+            return 1
+        _print(a, data)
+        return int(getattr(a, "exit_status", 0))
     data_dir = Path(a.data_dir)
     if a.dsn is None and a.command != "worker" and not (data_dir / "events.db").exists():
         _error(

@@ -25,6 +25,7 @@ ORDER = [
     "events",
     "replay",
     "diff",
+    "lint",
     "checkpoints",
     "restore",
     "fork",

@@ -24,6 +24,8 @@ HUMAN: dict[str, Callable[[Any], str]] = {}
 """Command name → how its data is shown without ``--json`` (when not the default)."""
 RAW: set[str] = set()
 """Commands that open the data directory themselves; their handler gets ``None`` for the world."""
+STANDALONE: set[str] = set()
+"""Commands that read no data directory at all (``lint``); their handler gets ``None`` for the world."""
 CHECKS: dict[str, Callable[[argparse.Namespace], None]] = {}
 """Command name → a check of its parsed arguments; a ``CliError`` it raises is a usage error."""
 
@@ -39,6 +41,7 @@ def command(
     *,
     human: Callable[[Any], str] | None = None,
     raw: bool = False,
+    standalone: bool = False,
     check: Callable[[argparse.Namespace], None] | None = None,
 ) -> Callable[[Handler], Handler]:
     """Register a ``little`` subcommand (``human`` formats its data for people).
@@ -46,6 +49,7 @@ def command(
     A handler that prints as it goes (``events --follow``) returns ``None``.
     ``check`` looks at the parsed arguments before the data directory is
     opened; the ``CliError`` it raises is reported as a usage error.
+    ``standalone`` marks a command that opens no data directory.
     """
 
     def register(fn: Handler) -> Handler:
@@ -56,6 +60,8 @@ def command(
             CHECKS[name] = check
         if raw:
             RAW.add(name)
+        if standalone:
+            STANDALONE.add(name)
         return fn
 
     return register

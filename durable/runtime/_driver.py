@@ -25,8 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .._budget import budget_of
+from .._clock import poll_wait
 from .._codec import Codec
 from .._logging import INFO, note
+from .._metrics import count_run
 from .._runner import drive
 from .._spec import Spec
 from .._world import WorldCore
@@ -264,7 +266,11 @@ class Driver:
                 return "done"
             kind, reason = classify(exc)
             if kind == FAILED:
-                if record_failed(world, rid, exc) or _recorded_failure(world, rid):
+                recorded = record_failed(world, rid, exc)
+                if recorded:
+                    rec = self.control.get(rid)
+                    count_run("failed", rec.workflow if rec is not None else "")
+                if recorded or _recorded_failure(world, rid):
                     log.warning("run %s failed: %s: %s", rid, type(exc).__name__, first)
                     return "done"
             elif kind == BLOCKED:
@@ -324,9 +330,7 @@ class Driver:
         stop_listening = self.control.subscribe(waker(rung))
         try:
             while self.guards:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(WATCH_INTERVAL):
-                        await rung.wait()
+                await poll_wait(rung, WATCH_INTERVAL)
                 rung.clear()
                 try:
                     requests = self.control.cancel_requests(list(self.guards))
@@ -361,6 +365,7 @@ def say_blocked(world: WorldCore, run_id: str, reason: str, exc: BaseException |
     """The one warning a run gets when it becomes ``blocked``: why, and the commands that unblock it."""
     data = json.loads(blocked_text(reason, exc))
     rec = runtime_of(world).control.get(run_id)
+    count_run("blocked", rec.workflow if rec is not None else "")
     log.warning("%s", blocked_error(world, run_id, data, rec.queue if rec is not None else None))
 
 

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from .._clock import due_at
 from ..errors import RunCancelled
 
 if TYPE_CHECKING:
@@ -54,18 +55,22 @@ class RunGuard:
             self.reason = "deadline"
             raise self._cancelled()
 
-    async def pause(self, run: RunContext, seconds: float) -> None:
+    async def pause(self, run: RunContext, seconds: float, sleep: Any = None) -> None:
         self.check(run)
         at = self.deadline_at(run)
+        due = None
         if at is not None:
             seconds = min(seconds, max(at - run.clock(), 0.0))
+            due = due_at(at)  # in virtual time, the clock stops at the deadline
         loop = asyncio.get_running_loop()
         woken: asyncio.Future[None] = loop.create_future()
         self._wakers.add(woken)
-        sleeper = asyncio.ensure_future(run.sleep(seconds))
+        sleeper = asyncio.ensure_future((sleep or run.sleep)(seconds))
         try:
             await asyncio.wait([sleeper, woken], return_when=asyncio.FIRST_COMPLETED)
         finally:
+            if due is not None:
+                due.cancel()
             self._wakers.discard(woken)
             if not sleeper.done():
                 sleeper.cancel()

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import time
 from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
 from .._budget import Usage, run_usage
+from .._clock import due_at, monotonic, poll_wait, wall
 from .._failures import rebuild_from
 from .._recovery import record_cancelled, recover_log
 from .._spec import Spec
@@ -83,7 +82,7 @@ class RunHandle:
             RunTimeoutError: ``timeout`` passed first.
             Exception: The run's recorded failure, rebuilt.
         """
-        give_up = None if timeout is None else time.monotonic() + timeout
+        give_up = None if timeout is None else monotonic() + timeout
         task = default_driver(self.world).tasks.get(self.run_id)
         if task is not None:
             await asyncio.wait([task], timeout=timeout)
@@ -91,24 +90,25 @@ class RunHandle:
         stop_listening = control_of(self.world).subscribe(waker(rung))
         most = _POLL_MAX if stop_listening is None else _POLL_ANNOUNCED
         delay = _POLL_MIN
+        due = None if timeout is None else due_at(wall() + timeout)  # virtual time stops there
         try:
             while True:
                 st = run_status(self.world, self.run_id)
                 if st.status not in ("enqueued", "running"):
                     return self._outcome(st)
-                left = None if give_up is None else give_up - time.monotonic()
+                left = None if give_up is None else give_up - monotonic()
                 if left is not None and left <= 0:
                     raise RunTimeoutError(
                         f"run {self.run_id!r} did not finish within {timeout} s; it goes on "
                         "(call result() again to keep waiting).",
                         run_id=self.run_id,
                     )
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(delay if left is None else min(delay, left)):
-                        await rung.wait()
+                await poll_wait(rung, delay if left is None else min(delay, left))
                 rung.clear()
                 delay = min(delay * 1.5, most)
         finally:
+            if due is not None:
+                due.cancel()
             if stop_listening is not None:
                 stop_listening()
 

@@ -294,6 +294,22 @@ def schedule_pass(world: WorldCore, workflows: Iterable[str], now: float) -> lis
     return started
 
 
+def next_tick(world: WorldCore, workflows: Iterable[str], now: float) -> float | None:
+    """The earliest tick after ``now`` of the unpaused schedules of ``workflows`` (``None``: no schedule)."""
+    if not keeps_schedules(world):
+        return None
+    known = set(workflows)
+    found: list[float] = []
+    for rec in schedules_of(world).all():
+        if rec.paused or rec.workflow not in known:
+            continue
+        after = max(now, rec.last_tick or now)
+        upcoming = next(ticks(rec, after, after + 400 * 86400), None)  # cron ticks come at least yearly
+        if upcoming is not None:
+            found.append(upcoming)
+    return min(found, default=None)
+
+
 @dataclass(frozen=True)
 class ScheduleInfo:
     """A schedule as ``world.schedules.list()`` and ``little schedules`` show it.

@@ -12,6 +12,7 @@ from typing import Any
 
 from .._budget import Budget, checked_budget
 from .._logging import INFO, note
+from .._metrics import count_recovery
 from .._runner import _drift_keys, _workflow_spec, new_run_id, validate_input
 from .._spec import Spec
 from .._tracing import traceparent
@@ -367,6 +368,7 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
             world.locks.release(lock)
             raise
         driver.spawn(spec, rec, lock)
+        count_recovery(wf_name)
         why = (
             "no process drives it"
             if old is not None and not old.owner

@@ -9,13 +9,12 @@ its snapshot, whose state keeps every talk record in order.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from .._clock import due_at, monotonic, poll_sleep, wall
 from .._context import CURRENT
 from .._encode import encode
 from .._serde import ANY, to_json
@@ -141,7 +140,7 @@ class LogTail:
 
 
 async def _pause(delay: float) -> float:
-    await asyncio.sleep(delay)
+    await poll_sleep(delay)
     return min(delay * 2, POLL_MAX)
 
 
@@ -153,7 +152,16 @@ async def get_event(world: WorldCore, run_id: str, key: str, timeout: float | No
         ended without setting it.
     """
     tail = LogTail(world, run_id)
-    give_up = None if timeout is None else time.monotonic() + timeout
+    give_up = None if timeout is None else monotonic() + timeout
+    due = None if timeout is None else due_at(wall() + timeout)  # virtual time stops there
+    try:
+        return await _wait_event(tail, key, give_up)
+    finally:
+        if due is not None:
+            due.cancel()
+
+
+async def _wait_event(tail: LogTail, key: str, give_up: float | None) -> Any:
     delay = POLL_MIN
     while True:
         found, value, ended = False, None, False
@@ -169,9 +177,9 @@ async def get_event(world: WorldCore, run_id: str, key: str, timeout: float | No
                 ended = True
         if found:
             return value
-        if ended or (give_up is not None and time.monotonic() >= give_up):
+        if ended or (give_up is not None and monotonic() >= give_up):
             return None
-        delay = await _pause(delay if give_up is None else min(delay, max(give_up - time.monotonic(), 0)))
+        delay = await _pause(delay if give_up is None else min(delay, max(give_up - monotonic(), 0)))
 
 
 async def read_stream(world: WorldCore, run_id: str, key: str, start: int = 0) -> AsyncIterator[Any]:

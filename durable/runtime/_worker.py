@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from .._clock import VIRTUAL, due_at, poll_wait
 from .._logging import INFO, note
+from .._metrics import record_queue_wait
 from .._spec import check_recovery_attempts
 from .._world import WorldCore
 from ..errors import ConfigurationError
@@ -21,7 +23,7 @@ from ..store._talk_stores import keeps_outbox
 from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker
 from ._outbox import OutboxDispatcher
 from ._queue import Queue
-from ._schedules import Schedule, Schedules, schedule_pass
+from ._schedules import Schedule, Schedules, next_tick, schedule_pass
 from ._start import recovery_pass, workflow_map
 
 log = logging.getLogger("durable.runtime")
@@ -240,9 +242,19 @@ class Worker:
                 version = -1 if seen is None else seen
                 self._duty("claims", self._claim)
                 next_claim = now + CLAIM_EVERY
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(poll, max(next_recovery - loop.time(), 0.0))):
-                    await self._wake.wait()
+            upcoming = self._next_tick()
+            tick = None if upcoming is None else due_at(upcoming)
+            try:
+                await poll_wait(self._wake, min(poll, max(next_recovery - loop.time(), 0.0)))
+            finally:
+                if tick is not None:
+                    tick.cancel()
+
+    def _next_tick(self) -> float | None:
+        """In virtual time, the wall time of the next schedule tick this worker starts (else ``None``)."""
+        if VIRTUAL.get() is None:
+            return None
+        return self._duty("schedules", lambda: next_tick(self.world, self.specs, self.world.clock()))
 
     def _duty(self, what: str, fn: Callable[[], T]) -> T | None:
         """Do one of the loop's duties; a failure is said (once per message) and tried again later."""
@@ -280,6 +292,7 @@ class Worker:
                 if lock is None:
                     continue  # another driver took it over already
                 self._queue_of[rec.run_id] = q.name
+                record_queue_wait(q.name, world.clock() - rec.created_at)
                 self.driver.spawn(self.specs[rec.workflow], rec, lock)
                 note(
                     INFO,

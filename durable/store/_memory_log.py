@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
+from .._clock import wall
 from ._protocol import Append, Row, RunInfo, _stale, _taken
 
 
@@ -50,7 +50,7 @@ class MemoryLog:
                 for i, row in enumerate(a.rows):
                     if row[0] != last + 1 + i:
                         raise _taken(a.run_id, row[0])
-            now = time.time()
+            now = wall()
             for a in batch:
                 self._rows.setdefault(a.run_id, []).extend(a.rows)
                 self._times.setdefault(a.run_id, {}).update((row[0], now) for row in a.rows)
@@ -118,7 +118,7 @@ class MemoryLog:
             if snapshot[0] != last + 1:
                 raise _taken(run_id, snapshot[0])
             self._rows[run_id] = [snapshot]
-            self._times[run_id] = {snapshot[0]: time.time()}
+            self._times[run_id] = {snapshot[0]: wall()}
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run: its rows, its summary and its fencing token."""

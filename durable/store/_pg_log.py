@@ -16,10 +16,10 @@ written twice.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._clock import wall
 from ._pg_schema import Database
 from ._protocol import Append, Row, RunInfo, _stale, _taken
 
@@ -104,7 +104,7 @@ class PostgresLog:
     def _append_batch(self, conn: Connection[Any], attempt: int, batch: Sequence[Append]) -> None:
         if attempt and self._already_written(conn, batch):
             return
-        now = time.time()
+        now = wall()
         finished: list[str] = []
         with conn.transaction():
             for a in batch:

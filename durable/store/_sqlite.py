@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from .._clock import wall
 from ..errors import ConfigurationError, LogCorruptedError, LogUnavailableError
 from ._protocol import Append, Row, RunInfo, _stale, _taken
 from ._sqlite_schema import _BUSY, INSERT_EVENT, open_log
@@ -149,7 +149,7 @@ class SqliteLog:
         with self._lock:
             try:
                 db.execute("BEGIN IMMEDIATE")
-                now = time.time()
+                now = wall()
                 for a in batch:
                     if a.created is not None:
                         db.execute(
@@ -192,7 +192,7 @@ class SqliteLog:
         sql = self._inserts.get(n)
         if sql is None:
             sql = self._inserts[n] = _guarded_insert(n)
-        params: list[object] = [a.run_id, a.token, time.time()]
+        params: list[object] = [a.run_id, a.token, wall()]
         for row in a.rows:
             params += row
         with self._lock:
@@ -243,7 +243,7 @@ class SqliteLog:
                 try:
                     db.execute(
                         INSERT_EVENT,
-                        (run_id, *snapshot, time.time()),
+                        (run_id, *snapshot, wall()),
                     )
                 except sqlite3.IntegrityError:
                     raise _taken(run_id, snapshot[0]) from None

@@ -10,10 +10,10 @@ it is an ordinary log (older SDKs ignore the table).
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from typing import Any
 
+from .._clock import wall
 from ._messages import Message
 from ._protocol import Row, _stale, _taken
 from ._sqlite import SqliteLog
@@ -110,7 +110,7 @@ class SqliteMessages:
                 try:
                     db.execute(
                         INSERT_EVENT,
-                        (run_id, seq, type_, data, time.time()),
+                        (run_id, seq, type_, data, wall()),
                     )
                 except sqlite3.IntegrityError:
                     raise _taken(run_id, seq) from None

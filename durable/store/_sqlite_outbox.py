@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-import time
 from typing import Any
 
+from .._clock import wall
 from ._outbox import OutboxEntry
 from ._protocol import Append, _stale, _taken
 from ._sqlite import SqliteLog
@@ -80,7 +80,7 @@ class SqliteOutbox:
             current = row[0] if row else 0
             if current != append.token:
                 raise _stale(append.run_id, append.token, current)
-            at = time.time()
+            at = wall()
             try:
                 db.executemany(
                     INSERT_EVENT,

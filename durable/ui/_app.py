@@ -55,8 +55,10 @@ class Inspector:
         self.private = private
 
     def holds_token(self, request: Request) -> bool:
-        """Whether the request carries the token (cookie or ``?token=``)."""
-        given = request.cookies.get(COOKIE) or request.query_params.get("token") or ""
+        """Whether the request carries the token (cookie, ``?token=`` or ``Authorization: Bearer``)."""
+        bearer = request.headers.get("authorization", "")
+        bearer = bearer[7:].strip() if bearer[:7].lower() == "bearer " else ""
+        given = request.cookies.get(COOKIE) or request.query_params.get("token") or bearer
         return hmac.compare_digest(given.encode(), self.token.encode())
 
 
@@ -181,6 +183,14 @@ def create_app(inspector: Inspector) -> Starlette:
             return HTMLResponse(page[start : page.rindex("</div></main>")])
         return HTMLResponse(page)
 
+    async def metrics(request: Request) -> Response:
+        try:
+            from .._prometheus import exposition
+        except ImportError:  # pragma: no cover - prometheus_client ships with the ui extra
+            return Response("/metrics needs prometheus-client (the ui extra)\n", 501, media_type="text/plain")
+        body, content_type = exposition(world)
+        return Response(body, media_type=content_type)
+
     async def confirm(request: Request) -> Response:
         action = request.path_params["action"]
         if action not in _actions.ACTIONS:
@@ -302,6 +312,7 @@ def create_app(inspector: Inspector) -> Starlette:
         Route("/compare", guarded(compare)),
         Route("/value", guarded(value)),
         Route("/runtime", guarded(runtime)),
+        Route("/metrics", guarded(metrics)),
         Route("/confirm/{action}", guarded(confirm)),
         Route("/action/{action}", guarded(act), methods=["POST"]),
         Route("/live", guarded(live)),

@@ -1,10 +1,11 @@
-"""Tracing fixtures: an SDK tracer provider with an in-memory exporter, set for one test only."""
+"""Tracing and metrics fixtures: SDK providers with in-memory exporters or readers, set for one test only."""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,32 @@ def spans() -> Iterator[InMemorySpanExporter]:
     finally:
         provider.shutdown()
         _reset_provider()
+
+
+def _reset_meter_provider() -> None:
+    # As for traces: the global meter provider can be set once per process.
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+    metrics_internal._METER_PROVIDER = None
+
+
+@pytest.fixture
+def metric_reader() -> Iterator[Any]:
+    """An in-memory reader of this test's metrics (the global meter provider is reset afterwards)."""
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    _reset_meter_provider()
+    metrics.set_meter_provider(provider)
+    try:
+        yield reader
+    finally:
+        provider.shutdown()
+        _reset_meter_provider()
 
 
 @pytest.hookimpl(tryfirst=True)

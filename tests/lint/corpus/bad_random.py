@@ -1,0 +1,21 @@
+"""Bad: randomness drawn in workflow and step bodies."""
+
+import random
+import secrets
+import uuid
+from random import choice
+
+import durable
+
+
+@durable.step
+async def pick(options: list[str]) -> str:
+    return choice(options)  # expect: random
+
+
+@durable.workflow
+async def lottery(n: int) -> str:
+    ticket = random.randint(1, n)  # expect: random
+    token = secrets.token_hex(8)  # expect: random
+    run = uuid.uuid4()  # expect: random
+    return f"{ticket} {token} {run} {await pick(['a', 'b'])}"
