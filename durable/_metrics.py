@@ -92,11 +92,13 @@ def record_attempt(kind: str, name: str, seconds: float, ok: bool) -> None:
         return
     histogram = m.step_duration if kind == "step" else m.effect_duration
     outcome = "ok" if ok else "error"
-    histogram.record(seconds, {"durable.name": name, "durable.kind": kind, "durable.outcome": outcome})
+    histogram.record(
+        seconds, attributes={"durable.name": name, "durable.kind": kind, "durable.outcome": outcome}
+    )
 
 
 def record_queue_wait(queue: str, seconds: float) -> None:
     """Record how long a run waited in ``queue`` before a worker claimed it."""
     m = meters()
     if m is not None:
-        m.queue_wait.record(max(0.0, seconds), {"durable.queue": queue})
+        m.queue_wait.record(max(0.0, seconds), attributes={"durable.queue": queue})
