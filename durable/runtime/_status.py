@@ -12,6 +12,7 @@ from ..store._control import ControlRecord
 from ..store._protocol import RunInfo
 from ._driver import control_of
 from ._outcome import blocked_data, fixes
+from ._serving import WAITING_FOR_CODE, Waiting, waiting_fixes
 
 STATUSES = ("enqueued", "running", "interrupted", "blocked", "completed", "failed", "cancelled")
 """Every status a run reports."""
@@ -26,7 +27,8 @@ class RunStatus:
             ``failed``, ``cancelled``.
         reason: Why a cancelled run (or one asked to cancel) stops: ``requested`` or ``deadline``;
             why a blocked run waits: ``unknown_commit``, ``nondeterminism``,
-            ``recovery_exhausted`` or ``budget``.
+            ``recovery_exhausted`` or ``budget``; ``waiting_for_code`` for a run that no
+            worker drives because their code cannot replay it (see ``detail``).
         queue: Its queue, when it has one.
         owner: The driver that claimed it.
         pid: The driver's process id, when known.
@@ -35,6 +37,8 @@ class RunStatus:
             and ``key`` or ``path`` when it names one), else ``None``.
         fixes: The exact commands that move a blocked, failed or interrupted run again.
         drives: Drives begun since the run's last recorded outcome (cut ones stay counted).
+        detail: What a run waits for, in words: ``waiting for code matching sha256:…`` for a
+            run that no worker whose code can replay it drives (reason ``waiting_for_code``).
     """
 
     status: str
@@ -46,6 +50,7 @@ class RunStatus:
     error: dict[str, Any] | None = None
     fixes: list[str] = field(default_factory=list)
     drives: int = 0
+    detail: str | None = None
 
 
 def run_status(world: WorldCore, run_id: str) -> RunStatus:
@@ -97,6 +102,16 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
         if terminal is not None and terminal[0] == "run.failed":
             why = terminal[1]
             error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
+    elif rec is not None and rec.state == "waiting":
+        waiting = Waiting.of(rec)
+        return RunStatus(
+            status,
+            rec.cancel_reason or WAITING_FOR_CODE,
+            rec.queue,
+            drives=rec.drives,
+            fixes=waiting_fixes(world, run_id, waiting),
+            detail=waiting.detail(),
+        )
     elif rec is not None:
         reason = rec.cancel_reason
     how = fixes(world, run_id, status, {**why, "reason": reason}, rec.queue if rec is not None else None)
