@@ -1,4 +1,4 @@
-"""A deploy under live runs: worker processes of two versions of the code over one world, SQLite and Postgres."""
+"""A deploy under live runs: workers of two versions of one code over one world (SQLite, Postgres)."""
 
 from __future__ import annotations
 

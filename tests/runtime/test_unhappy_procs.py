@@ -142,7 +142,7 @@ def test_nondeterminism_blocks_the_run_and_resume_after_the_fix_completes_it(pro
 
 
 def test_drift_leaves_the_run_waiting_and_accept_drift_resumes_it(procs: Procs) -> None:
-    """A worker with changed code leaves the run waiting with the drift keys; `resume --accept-drift` goes on."""
+    """Changed code leaves the run waiting with its drift keys; `resume --accept-drift` completes it."""
     old = procs.worker()
     h = durable.start_workflow(procs.app.drift, 1, world=procs.world, queue=procs.app.unhappy)
     assert procs.ends(h.run_id, 20).status == "interrupted"

@@ -45,7 +45,7 @@ else:
 
 @durable.step
 async def hold(x: int) -> int:
-    while x < 100 and not (here() / f"gate-{x}").exists():
+    while x < 100 and not (here() / f"gate-{x}").exists():  # noqa: ASYNC110  (another process opens it)
         await asyncio.sleep(0.02)
     return x
 
