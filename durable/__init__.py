@@ -20,6 +20,7 @@ from ._effects import NEVER_HAPPENED
 from ._open_world import World, local_world, memory_world
 from ._outbox_call import OutboxRef
 from ._parallel import branch, parallel
+from ._patched import patched
 from ._postgres_world import PostgresWorld, postgres_world
 from ._recorded import Recorded
 from ._recovery import Compaction, compact, gc, recover
@@ -158,6 +159,7 @@ __all__ = [
     "model_for",
     "now",
     "parallel",
+    "patched",
     "postgres_world",
     "random",
     "recover",

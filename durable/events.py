@@ -32,6 +32,7 @@ __all__ = [
     "MessageSent",
     "MessageWaiting",
     "OuterLoopCycleCompleted",
+    "PatchMarked",
     "RetryDecision",
     "RunCompleted",
     "RunFailed",
@@ -54,7 +55,7 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 6
+LOG_FORMAT_VERSION = 7
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
@@ -68,7 +69,8 @@ Format 4 added ``run.cancelled``, ``run.resumed`` and the ``deadline_at`` of
 drives link to), and the ``ms`` of step and effect outcomes (how long the
 attempt took). Format 6 added ``run.resolved``, a person's decision about a
 run that was ``blocked`` or waited for an answer, and the ``drift_keys`` of a
-``run.failed`` for drift. This SDK reads formats 1 to 6.
+``run.failed`` for drift. Format 7 added ``patch.marked``, where a run took
+the new side of a ``durable.patched()`` change. This SDK reads formats 1 to 7.
 """
 
 
@@ -188,6 +190,18 @@ class ValueRecorded(_Event):
     kind: str
     value: Any = None
     pos: int = 0
+
+
+class PatchMarked(_Event):
+    """A run reached ``durable.patched(change_id)`` running new code: it takes the new side there.
+
+    The marker takes no position among the scope's calls, so deleting the
+    ``if patched(...)`` later shifts nothing.
+    """
+
+    type: Literal["patch.marked"] = "patch.marked"
+    key: str
+    change_id: str
 
 
 class RetryDecision(_Event):
@@ -466,6 +480,7 @@ Event = Annotated[
     | EffectIntent
     | EffectReceipt
     | ValueRecorded
+    | PatchMarked
     | RetryDecision
     | SessionStarted
     | SessionCompleted
