@@ -16,6 +16,7 @@ from ._codec import Codec, EncryptionCodec
 from ._current import idempotency_key, model_for
 from ._decorators import DurableFunction, model_call, step, tool, workflow
 from ._determinism import interrupt, now, random, sleep, uuid4
+from ._dry_resume import DryResume, dry_resume
 from ._effects import NEVER_HAPPENED
 from ._open_world import World, local_world, memory_world
 from ._outbox_call import OutboxRef
@@ -94,6 +95,7 @@ __all__ = [
     "Cycle",
     "CycleRecord",
     "Done",
+    "DryResume",
     "DurableError",
     "DurableFunction",
     "Embedder",
@@ -147,6 +149,7 @@ __all__ = [
     "close_stream",
     "compact",
     "doctor",
+    "dry_resume",
     "fork",
     "gc",
     "handle",

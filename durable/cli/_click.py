@@ -37,6 +37,8 @@ ORDER = [
     "resolve",
     "answer",
     "doctor",
+    "dry-resume",
+    "export",
     "outbox",
     "schedules",
     "rekey",

@@ -1,4 +1,4 @@
-"""durable.patched(): new executions take the new side, resumes of older logs the old one, on every backend."""
+"""durable.patched(): new executions take the new side, resumes of older logs the old one (every backend)."""
 
 from __future__ import annotations
 
