@@ -1,4 +1,4 @@
-"""``little dry-resume`` and ``little export`` with ``durable.testing.replay_file``: new code checked against runs."""
+"""`little dry-resume`, `little export` and `durable.testing.replay_file`: new code checked against runs."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_an_exported_run_replays_with_its_code_and_catches_an_inserted_call(
     with pytest.raises(NondeterminismError, match="never made"):
         replay_file(tmp_path / "run.json", end.wf)
     _, signature = code(NEW_SIGNATURE)
-    with pytest.raises(CapabilityDriftError, match="steps.load.signature"):
+    with pytest.raises(CapabilityDriftError, match=r"steps\.load\.signature"):
         replay_file(tmp_path / "run.json", signature.wf)
 
 

@@ -1,4 +1,4 @@
-"""durable.dry_resume: a resume under the current code, replayed without running a body or writing (every backend)."""
+"""durable.dry_resume: a resume under the current code, without running a body or writing (every backend)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ def rows(world: durable.World, run_id: str) -> list[Any]:
 
 def pipeline(calls: Counter[str], *, scale: bool = False, insert: bool = False) -> Any:
     """Three steps, then a question; ``scale`` changes a step's signature, ``insert`` adds a call."""
-
     if scale:
 
         @durable.step
