@@ -74,8 +74,8 @@ def _runs_human(rows: list[dict[str, Any]]) -> str:
     note = rows[-1].get("left_out_note") if rows else None
     if note is not None:
         rows = rows[:-1]
-    shown = [r | {"created": iso(r.get("created_at"))} for r in rows]
-    text = table(shown, ["run_id", "workflow", "status", "driver", "created"])
+    shown = [r | {"created": iso(r.get("created_at")), "code": r.get("code") or ""} for r in rows]
+    text = table(shown, ["run_id", "workflow", "code", "status", "driver", "created"])
     return text if note is None else f"{text}\n{note}"
 
 

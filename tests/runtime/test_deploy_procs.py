@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +34,13 @@ def _open_gate(procs: Procs, x: int) -> None:
     (procs.tmp / f"gate-{x}").write_text("go")
 
 
+def _committed(procs: Procs, run_id: str, path: str) -> bool:
+    """Whether the run's log holds the step's output (the old code's use of it is recorded)."""
+    if procs.world.log.info(run_id) is None:
+        return False  # not claimed yet
+    return any(e.type == "step.completed" and e.path == path for e in procs.world.events(run_id))  # type: ignore[union-attr]
+
+
 def _waiting(procs: Procs, run_id: str) -> durable.RunStatus | None:
     st = procs.status(run_id)
     return st if st.reason == "waiting_for_code" else None
@@ -42,7 +50,8 @@ def test_a_deploy_fails_no_run_and_each_run_is_finished_by_code_that_can_replay_
     """Old runs wait (holding no slot) under new code, new runs finish there, old code finishes the old."""
     old = procs.worker(APP)
     first = [_start(procs, x) for x in (1, 2)]
-    wait_for(lambda: len(procs.bodies(step="prepare", code="old")) == 2, 30, "two runs past prepare")
+    for h in first:
+        wait_for(lambda h=h: _committed(procs, h.run_id, "prepare"), 30, "the runs to commit prepare")
     procs.kill(old)
     new = procs.worker(APP, DURABLE_TEST_CODE="new")
     for h in first:
@@ -82,12 +91,17 @@ def test_a_run_no_live_worker_can_serve_is_finished_once_a_matching_worker_start
     """With only new code alive the old run waits and doctor lists it; an old worker then completes it."""
     old = procs.worker(APP)
     h = _start(procs, 5)
-    wait_for(lambda: procs.bodies(step="prepare", x=5), 30, "the run to pass prepare")
+    wait_for(lambda: _committed(procs, h.run_id, "prepare"), 30, "the run to commit prepare")
     procs.kill(old)
     procs.worker(APP, DURABLE_TEST_CODE="new")
     wait_for(lambda: _waiting(procs, h.run_id), 30, "the run to wait for its code")
     listed = procs.little("doctor")
     assert h.run_id in listed.stdout and "waiting_for_code" in listed.stdout, listed.stdout
+    runs = procs.little("runs")
+    [line] = [line for line in runs.stdout.splitlines() if line.startswith(h.run_id)]
+    recorded = procs.world.log.read(h.run_id)[0][2]
+    assert json.loads(recorded)["manifest_hash"][:19] in line  # the short code version
+    assert "no live worker's code can replay it" in line
     _open_gate(procs, 5)
     assert procs.status(h.run_id).status == "running"  # nobody fails it meanwhile
     procs.worker(APP)
