@@ -75,7 +75,8 @@ def start_worker(data: Path, code: str) -> subprocess.Popen[str]:
     p = subprocess.Popen(
         [sys.executable, __file__, "worker", str(data)], env=env, stdout=subprocess.PIPE, text=True
     )
-    assert p.stdout is not None and "serving" in p.stdout.readline()
+    assert p.stdout is not None
+    assert "serving" in p.stdout.readline()
     return p
 
 
@@ -90,8 +91,16 @@ def dry_resume_with_new_code(data: Path) -> int:
     """``little dry-resume`` as a CI job would run it, from a checkout of the new code."""
     env = {**os.environ, "ROLLING_DEPLOY_CODE": "new"}
     got = subprocess.run(
-        [sys.executable, "-m", "durable.cli", "dry-resume", "rolling_deploy:onboard", "--all"]
-        + ["--data-dir", str(data)],
+        [
+            sys.executable,
+            "-m",
+            "durable.cli",
+            "dry-resume",
+            "rolling_deploy:onboard",
+            "--all",
+            "--data-dir",
+            str(data),
+        ],
         cwd=Path(__file__).parent,
         env=env,
         capture_output=True,
