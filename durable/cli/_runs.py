@@ -17,6 +17,7 @@ from .._verify import import_workflow, parse_models, report_text, verify_run
 from .._world import WorldCore
 from ..errors import RunNotFoundError
 from ..events import Event, parse_event
+from ..runtime._serving import short_hash
 from ..store._protocol import row_times
 from ._bulk import check_runs, exit_status, many, runs_args, verify_many, verify_text
 from ._registry import CliError, command, read_rows, run_id_arg, table
@@ -241,6 +242,8 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
             for d in rec.accepted
             for c in d["changes"]
         ],
+        "code": short_hash(started.get("manifest_hash")),
+        "patches": [{"key": k, "change_id": d["change_id"]} for k, d in sorted(rec.patches.items())],
     }
 
 

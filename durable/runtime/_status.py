@@ -102,7 +102,7 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
         if terminal is not None and terminal[0] == "run.failed":
             why = terminal[1]
             error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
-    elif rec is not None and rec.state == "waiting":
+    elif rec is not None and rec.state == "waiting" and status in ("running", "interrupted", "enqueued"):
         waiting = Waiting.of(rec)
         return RunStatus(
             status,
