@@ -44,9 +44,18 @@ def _waiting_row(rec: ControlRecord) -> dict[str, Any]:
 
 
 def code_version(world: WorldCore, run_id: str) -> str | None:
-    """The run's code version: its recorded manifest hash, short (one read of its first row)."""
-    started = first_started(world, run_id)
-    return None if started is None else short_hash(started.get("manifest_hash"))
+    """The run's code version: its recorded manifest hash, short (one read of its first row).
+
+    ``None`` when the run has not started, or its first row is damaged (``little verify`` names it).
+    """
+    try:
+        started = first_started(world, run_id)
+    except ValueError:
+        return None
+    if not isinstance(started, dict):
+        return None
+    tag = started.get("manifest_hash")
+    return short_hash(tag) if isinstance(tag, str) else None
 
 
 def _has_control(world: WorldCore) -> bool:
