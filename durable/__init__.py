@@ -17,10 +17,12 @@ from ._codec import Codec, EncryptionCodec
 from ._current import idempotency_key, model_for
 from ._decorators import DurableFunction, model_call, step, tool, workflow
 from ._determinism import interrupt, now, random, sleep, uuid4
+from ._dry_resume import DryResume, dry_resume
 from ._effects import NEVER_HAPPENED
 from ._open_world import World, local_world, memory_world
 from ._outbox_call import OutboxRef
 from ._parallel import branch, parallel
+from ._patched import patched
 from ._postgres_world import PostgresWorld, postgres_world
 from ._recorded import Recorded
 from ._recovery import Compaction, compact, gc, recover
@@ -99,6 +101,7 @@ __all__ = [
     "Cycle",
     "CycleRecord",
     "Done",
+    "DryResume",
     "DurableError",
     "DurableFunction",
     "Embedder",
@@ -153,6 +156,7 @@ __all__ = [
     "close_stream",
     "compact",
     "doctor",
+    "dry_resume",
     "fork",
     "gc",
     "handle",
@@ -165,6 +169,7 @@ __all__ = [
     "model_for",
     "now",
     "parallel",
+    "patched",
     "postgres_world",
     "random",
     "recover",

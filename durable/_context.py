@@ -285,6 +285,7 @@ class Scope:
         "last",
         "n",
         "nested",
+        "patches",
         "path",
         "prefix",
         "run",
@@ -304,6 +305,7 @@ class Scope:
         self.used_branches: set[str] | None = None
         self.fanouts = 0
         self.nested: dict[str, Scope] | None = None  # the scopes of calls made in its effects' bodies
+        self.patches: dict[str, int] | None = None  # durable.patched() calls made here, per change id
 
     def child_branch(self, name: str, key: str) -> Scope:
         """A new branch scope ``name[key]`` below this one (each used once)."""

@@ -274,6 +274,11 @@ def value_recorded(key: str, kind: str, value: Any, pos: int) -> Json:
     return {"key": key, "kind": kind, "value": value, "pos": pos}
 
 
+def patch_marked(key: str, change_id: str) -> Json:
+    """``patch.marked``: the run took the new side of ``durable.patched(change_id)`` at ``key``."""
+    return {"key": key, "change_id": change_id}
+
+
 def fanout_started(path: str, name: str, keys: list[str]) -> Json:
     """``fanout.started``: a ``parallel`` call's name and branch keys."""
     return {"path": path, "name": name, "keys": keys}

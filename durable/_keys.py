@@ -72,6 +72,16 @@ def value_key(prefix: str, kind: str, n: int) -> str:
     return f"{prefix}{kind}#{n}"
 
 
+def patch_key(prefix: str, change_id: str, visit: int) -> str:
+    """The key of a ``durable.patched`` marker: the ``visit``-th call of ``change_id`` in its scope.
+
+    Example:
+        >>> patch_key("review[c1].", "new-scoring", 0)
+        'review[c1].patched[new-scoring]#0'
+    """
+    return f"{prefix}patched[{change_id}]#{visit}"
+
+
 def mirrored_chunk_key(effect_key: str, i: int) -> str:
     """The key of the ``i``-th chunk of a streamed model call mirrored to a stream (``stream_to=``).
 

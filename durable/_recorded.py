@@ -45,6 +45,7 @@ _STATE_FIELDS = (
     "state_version",
     "cycle_completed",
     "talk",
+    "patches",
 )
 """The attributes of ``Recorded`` that make up the canonical state (``terminal`` is added)."""
 
@@ -87,6 +88,7 @@ class Recorded:
         intents: ``effect.intent`` data per effect key.
         receipts: ``effect.receipt`` data per effect key.
         values: ``value.recorded`` data per key.
+        patches: ``patch.marked`` data per key (``durable.patched`` calls that took the new side).
         timers: ``timer.set`` data per path.
         interrupts: ``interrupt`` data per path, in order.
         answers: ``interrupt.resumed`` data per path.
@@ -115,6 +117,7 @@ class Recorded:
     intents: dict[str, Json] = field(default_factory=dict)
     receipts: dict[str, Json] = field(default_factory=dict)
     values: dict[str, Json] = field(default_factory=dict)
+    patches: dict[str, Json] = field(default_factory=dict)
     timers: dict[str, Json] = field(default_factory=dict)
     interrupts: dict[str, Json] = field(default_factory=dict)
     answers: dict[str, Json] = field(default_factory=dict)
@@ -190,6 +193,8 @@ class Recorded:
                 rec.budget = {k: v for k, v in d.items() if k != "by"}
             elif type_ == "value.recorded":
                 rec.values[d["key"]] = d
+            elif type_ == "patch.marked":
+                rec.patches[d["key"]] = d
             elif type_ == "step.failed":
                 if d.get("final", True):
                     rec.steps_failed[d["path"]] = d
@@ -322,6 +327,8 @@ class Recorded:
             del state["talk"]
         if self.budget is not None:
             state["budget"] = self.budget
+        if not self.patches:
+            del state["patches"]
         state["terminal"] = list(self.terminal) if self.terminal is not None else None
         return state
 
@@ -369,6 +376,7 @@ class Recorded:
                 out.intents[key] = {**self.intents[key], "inherited": True}
                 out.receipts[key] = receipt
         out.values = dict(self.values)
+        out.patches = dict(self.patches)
         out.timers = dict(self.timers)
         out.answers = dict(self.answers)
         out.interrupts = {p: d for p, d in self.interrupts.items() if p in self.answers}

@@ -333,7 +333,7 @@ def _drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:
     return frozenset(keys)
 
 
-def _memory_manifest(world: WorldCore) -> dict[str, Any] | None:
+def memory_manifest(world: WorldCore) -> dict[str, Any] | None:
     """The world's memory store as the manifest records it (``None`` when it was not opened).
 
     Read through ``world.extensions`` so that the runner does not import the store,
@@ -352,7 +352,7 @@ def _start(
     deadline_at: float | None,
 ) -> None:
     cache = manifest_cache(run.world)
-    manifest = run_manifest(spec, run.models, cache, _memory_manifest(run.world))
+    manifest = run_manifest(spec, run.models, cache, memory_manifest(run.world))
     started = ev.run_started(
         spec.name,
         data,
@@ -396,7 +396,7 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
     if model_drift is not None and not run.accepts(model_drift.changes):
         raise model_drift  # accepted, it is recorded when its session opens again
-    cache, memory = manifest_cache(run.world), _memory_manifest(run.world)
+    cache, memory = manifest_cache(run.world), memory_manifest(run.world)
     changes = run_drift(started, spec, run.models, rec, cache, memory)
     # Steps that only gained parameters with defaults: recorded calls match without them.
     run.added_params = step_additions(

@@ -33,6 +33,7 @@ __all__ = [
     "MessageSent",
     "MessageWaiting",
     "OuterLoopCycleCompleted",
+    "PatchMarked",
     "RetryDecision",
     "RunCompleted",
     "RunFailed",
@@ -71,9 +72,10 @@ attempt took). Format 6 added ``run.resolved``, a person's decision about a
 run that was ``blocked`` or waited for an answer, and the ``drift_keys`` of a
 ``run.failed`` for drift. Format 7 added ``budget.set`` (a run's budget, set
 when it starts or raised by a resume) and the ``usage`` of a model call's
-``effect.receipt`` (the tokens its response reported), and the
-``compensated`` of ``run.failed`` and ``run.cancelled``. This SDK reads
-formats 1 to 7.
+``effect.receipt`` (the tokens its response reported), the ``compensated``
+of ``run.failed`` and ``run.cancelled``, and ``patch.marked``, where a run
+took the new side of a ``durable.patched()`` change. This SDK reads formats
+1 to 7.
 """
 
 
@@ -195,6 +197,18 @@ class ValueRecorded(_Event):
     kind: str
     value: Any = None
     pos: int = 0
+
+
+class PatchMarked(_Event):
+    """A run reached ``durable.patched(change_id)`` running new code: it takes the new side there.
+
+    The marker takes no position among the scope's calls, so deleting the
+    ``if patched(...)`` later shifts nothing.
+    """
+
+    type: Literal["patch.marked"] = "patch.marked"
+    key: str
+    change_id: str
 
 
 class RetryDecision(_Event):
@@ -488,6 +502,7 @@ Event = Annotated[
     | EffectIntent
     | EffectReceipt
     | ValueRecorded
+    | PatchMarked
     | RetryDecision
     | SessionStarted
     | SessionCompleted

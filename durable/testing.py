@@ -9,6 +9,9 @@ These helpers let a test say so without spawning processes:
 - ``run_replaying_always`` lets every run commit exactly one transaction,
   then resumes it from the log, until it finishes: every committed event is
   followed by a full replay.
+- ``replay_file`` replays a run exported with ``little export RUN_ID >
+  run.json`` against the current code, with no world: recorded production
+  runs kept as regression tests.
 - ``FakeClock`` gives ``local_world``/``memory_world`` a clock and a sleep
   that never wait, for retries with backoff and ``durable.sleep``.
 - ``virtual_time()`` runs worlds, workers and the whole runtime on a virtual
@@ -51,6 +54,7 @@ from typing import Any
 
 from . import World, run_workflow
 from ._clock import VIRTUAL, VirtualClock
+from ._export import replay_file
 from .errors import ConfigurationError
 from .store import Append, EventLog, Row, RunInfo
 from .store._messages import MessageStore
@@ -64,6 +68,7 @@ __all__ = [
     "ReplayResult",
     "SimulatedCrash",
     "crashing_world",
+    "replay_file",
     "run_replaying_always",
     "run_with_crash",
     "virtual_time",

@@ -31,7 +31,7 @@ from .._codec import codec_from_env
 from .._open_world import local_world
 from .._postgres_world import postgres_world
 from ..errors import DurableError
-from . import _crypto, _diff, _history, _lint, _runs, _runtime, _talk, _ui, _unblock  # noqa: F401  (importing registers commands)
+from . import _crypto, _deploy, _diff, _history, _lint, _runs, _runtime, _talk, _ui, _unblock  # noqa: F401  (importing registers commands)
 from ._registry import COMMANDS, HUMAN, RAW, STANDALONE, CliError
 from ._safe import escape, safe
 

@@ -38,6 +38,8 @@ ORDER = [
     "resolve",
     "answer",
     "doctor",
+    "dry-resume",
+    "export",
     "outbox",
     "schedules",
     "rekey",

@@ -19,6 +19,7 @@ from .._verify import import_workflow, parse_models, report_text, verify_run
 from .._world import WorldCore
 from ..errors import RunNotFoundError
 from ..events import Event, parse_event
+from ..runtime._serving import short_hash
 from ..store._protocol import row_times
 from ._bulk import check_runs, exit_status, many, runs_args, verify_many, verify_text
 from ._registry import CliError, command, read_rows, run_id_arg, table
@@ -81,8 +82,8 @@ def _runs_human(rows: list[dict[str, Any]]) -> str:
     note = rows[-1].get("left_out_note") if rows else None
     if note is not None:
         rows = rows[:-1]
-    shown = [r | {"created": iso(r.get("created_at"))} for r in rows]
-    columns = ["run_id", "workflow", "status", "driver", "created"]
+    shown = [r | {"created": iso(r.get("created_at")), "code": r.get("code") or ""} for r in rows]
+    columns = ["run_id", "workflow", "code", "status", "driver", "created"]
     if any("model_calls" in r for r in rows):
         columns += ["model_calls", "tokens", "cost", "budget"]
     text = table(shown, columns)
@@ -267,6 +268,8 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
             for d in rec.accepted
             for c in d["changes"]
         ],
+        "code": short_hash(started.get("manifest_hash")),
+        "patches": [{"key": k, "change_id": d["change_id"]} for k, d in sorted(rec.patches.items())],
     }
 
 

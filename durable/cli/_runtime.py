@@ -21,11 +21,11 @@ from ..runtime._handle import driver_of
 from ._registry import CliError, command, run_id_arg
 
 
-def _import(target: str) -> tuple[Any, Any]:
+def _import(target: str, command: str = "worker") -> tuple[Any, Any]:
     """The module and the object named ``MODULE:ATTR``."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
-        raise CliError(f"little worker takes MODULE:ATTR, not {target!r}")
+        raise CliError(f"little {command} takes MODULE:ATTR, not {target!r}")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:

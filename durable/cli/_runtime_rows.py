@@ -7,6 +7,7 @@ from typing import Any
 from .._world import WorldCore
 from ..runtime._driver import control_of
 from ..runtime._handle import driver_of
+from ..runtime._serving import WAITING_FOR_CODE, first_started, short_hash
 from ..runtime._status import status_of
 from ..store._control import ControlRecord
 from ..store._protocol import RunInfo
@@ -40,6 +41,21 @@ def _waiting_row(rec: ControlRecord) -> dict[str, Any]:
         "reason": rec.cancel_reason,
         "driver": f"(queue {rec.queue})" if rec.state == "enqueued" else f"({rec.cancel_reason})",
     }
+
+
+def code_version(world: WorldCore, run_id: str) -> str | None:
+    """The run's code version: its recorded manifest hash, short (one read of its first row).
+
+    ``None`` when the run has not started, or its first row is damaged (``little verify`` names it).
+    """
+    try:
+        started = first_started(world, run_id)
+    except ValueError:
+        return None
+    if not isinstance(started, dict):
+        return None
+    tag = started.get("manifest_hash")
+    return short_hash(tag) if isinstance(tag, str) else None
 
 
 def _has_control(world: WorldCore) -> bool:
@@ -83,13 +99,16 @@ def _detail(world: WorldCore, page: list[RunInfo | ControlRecord], shared: bool)
             rows.append(_waiting_row(e))
             continue
         r = _row(e)
+        r["code"] = code_version(world, e.run_id)
         rec = recs.get(e.run_id)
         if rec is not None or e.status in ("cancelled", "failed"):
             st = status_of(world, e.run_id, e, rec)
             r["status"], r["reason"], r["queue"] = st.status, st.reason, st.queue
             if st.compensated:
                 r["compensated"] = len(st.compensated)
-        if r["status"] == "running" and r["parent_run_id"] is None:
+        if r.get("reason") == WAITING_FOR_CODE:
+            r["driver"] = "(no live worker's code can replay it)"
+        elif r["status"] == "running" and r["parent_run_id"] is None:
             d = driver_of(world, r["run_id"])
             r["driver"] = _driver_text(d)
             if shared:

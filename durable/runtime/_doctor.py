@@ -2,9 +2,10 @@
 
 It lists blocked runs, runs that no live process drives and no live worker
 recovered (a claim held by a dead worker, or a run whose workflow no live
-worker serves), enqueued runs that no worker has claimed for a long time,
-and dead-lettered outbox entries. Each finding says why, in one line, and
-gives the commands that move it again. It only reads.
+worker serves), runs waiting for code that can replay them, enqueued runs
+that no worker has claimed for a long time, and dead-lettered outbox
+entries. Each finding says why, in one line, and gives the commands that
+move it again. It only reads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ..store._control import ControlRecord
 from ..store._talk_stores import keeps_outbox, outbox_for
 from ._driver import control_of
 from ._outcome import blocked_data, fixes, where_args, workflow_target
+from ._serving import WAITING_FOR_CODE, Waiting, waiting_fixes
 from ._start import CLAIM_GRACE, backoff
 
 STALE = 60.0
@@ -34,7 +36,8 @@ class Finding:
     Attributes:
         kind: ``blocked``, ``dead_claim`` (claimed by a worker that is gone, and no
             live worker recovered it), ``unserved`` (no live process drives it and no
-            live worker that knows its workflow recovered it), ``unclaimed`` (enqueued,
+            live worker that knows its workflow recovered it), ``waiting_for_code`` (the
+            code of the live workers cannot replay it), ``unclaimed`` (enqueued,
             and no worker claimed it for ``stale`` seconds) or ``dead_outbox`` (an
             outbox entry that ran out of attempts).
         run_id: The run it concerns.
@@ -91,6 +94,21 @@ def doctor(world: WorldCore, *, stale: float = STALE) -> list[Finding]:
         how = fixes(world, rec.run_id, "blocked", why, rec.queue)
         out.append(Finding("blocked", rec.run_id, reason, said, how))
     out.extend(_undriven(world, ctl.claimed(), now))
+    for rec in sorted(ctl.waiting_records(), key=lambda r: r.seq):
+        lock = world.locks.try_acquire(f"run:{rec.run_id}")
+        if lock is None:
+            continue  # a worker whose code matches is taking it now
+        world.locks.release(lock)
+        waiting = Waiting.of(rec)
+        out.append(
+            Finding(
+                WAITING_FOR_CODE,
+                rec.run_id,
+                rec.workflow,
+                f"{waiting.detail()}; no live worker whose code can replay it drives it",
+                waiting_fixes(world, rec.run_id, waiting),
+            )
+        )
     for rec in ctl.unstarted():
         if rec.state == "enqueued" and now - rec.created_at > stale:
             out.append(_unclaimed(world, rec, now))

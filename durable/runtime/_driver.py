@@ -51,6 +51,9 @@ MAX_RECOVERY_ATTEMPTS = 5
 
 HOST = socket.gethostname()
 
+UNREAD = object()
+"""``Driver.spawn`` without the run's ``run.started`` data: the drive reads it."""
+
 
 class RuntimeState:
     """The runtime's state for one world object.
@@ -189,8 +192,13 @@ class Driver:
         """Take the run's lock now, or ``None`` when another driver holds it."""
         return self.world.locks.try_acquire(f"run:{run_id}")
 
-    def spawn(self, spec: Spec, rec: ControlRecord, lock: object) -> asyncio.Task[None]:
-        """Drive the run in a task of its own; the task releases ``lock`` when it ends."""
+    def spawn(
+        self, spec: Spec, rec: ControlRecord, lock: object, started: Any = UNREAD
+    ) -> asyncio.Task[None]:
+        """Drive the run in a task of its own; the task releases ``lock`` when it ends.
+
+        ``started``: the run's ``run.started`` data when the caller read it (``None``: not started).
+        """
         rid = rec.run_id
         guard = RunGuard(rid)
         if rec.cancel_reason is not None:  # asked while nobody drove it
@@ -198,20 +206,24 @@ class Driver:
         self.guards[rid] = guard
         self._state.live[rid] = guard
         task = asyncio.get_running_loop().create_task(
-            self._drive(spec, rec, lock, guard), name=f"durable:{rid}"
+            self._drive(spec, rec, lock, guard, started), name=f"durable:{rid}"
         )
         self.tasks[rid] = task
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
         return task
 
-    async def _drive(self, spec: Spec, rec: ControlRecord, lock: object, guard: RunGuard) -> None:
+    async def _drive(
+        self, spec: Spec, rec: ControlRecord, lock: object, guard: RunGuard, started: Any
+    ) -> None:
         world, rid = self.world, rec.run_id
         state: str | None = "done"
         note(INFO, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
         try:
-            first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
-            recorded = json.loads(first[2]) if first is not None and first[1] == "run.started" else None
+            if started is UNREAD:
+                first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
+                started = json.loads(first[2]) if first is not None and first[1] == "run.started" else None
+            recorded = started
             value = (
                 recorded.get("input")
                 if recorded is not None

@@ -25,6 +25,7 @@ from ._handle import RunHandle
 from ._outcome import RECOVERY_EXHAUSTED, blocked_text
 from ._queue import queue_name
 from ._resolve import find_workflow, record_budget, record_resume
+from ._serving import WAITING_FOR_CODE, CodeMatch, first_started, leave_waiting
 from ._status import run_status
 
 log = logging.getLogger("durable.runtime")
@@ -181,14 +182,16 @@ async def resume_run(
     accept_drift: Iterable[str] = (),
     budget: Budget | None = None,
 ) -> RunHandle:
-    """Let a cancelled, failed or blocked run continue.
+    """Let a cancelled, failed or blocked run continue, or one waiting for code that can replay it.
 
     A queued run goes back on its queue (its limits apply); a run without a
     queue is driven by this process in the background (its workflow must be
     one of ``workflows`` or known from an earlier ``start_workflow`` here;
     otherwise any worker that knows the workflow drives it). A failed run
     runs its failed calls again; a blocked one starts its count of
-    recoveries again. A running or completed run is left as it is.
+    recoveries again; a waiting one (reason ``waiting_for_code``) goes on under
+    the current code once ``accept_drift`` names its drift. A running or
+    completed run is left as it is.
 
     Args:
         run_id: The run.
@@ -219,10 +222,16 @@ async def resume_run(
                 "interrupted); a running run's next resume or start passes budget= instead."
             )
         record_budget(world, run_id, raised)
-    if st.status == "running" and st.queue is None and run_id not in default_driver(world).tasks:
+    waiting = st.reason == WAITING_FOR_CODE  # no live worker's code can replay it (yet)
+    if (
+        st.status == "running"
+        and st.queue is None
+        and not waiting
+        and run_id not in default_driver(world).tasks
+    ):
         _drive_if_undriven(world, run_id, workflows)  # asked before, and nobody drives it
         return RunHandle(run_id, world)
-    if st.status not in ("cancelled", "failed", "blocked"):
+    if st.status not in ("cancelled", "failed", "blocked") and not waiting:
         return RunHandle(run_id, world)
     ctl = control_of(world)
     info = world.log.info(run_id)
@@ -232,7 +241,7 @@ async def resume_run(
         rec = ctl.adopt(run_id, info.workflow, owner="", pid=0, host="", now=world.clock())
     if info is not None and (keys or st.status == "blocked"):
         record_resume(world, run_id, keys)
-    resume: str | None = None if st.status == "blocked" else st.status
+    resume: str | None = None if st.status == "blocked" or waiting else st.status
     if info is None:  # cancelled while enqueued: it never started
         resume = None
     got = ctl.reopen(run_id, resume)
@@ -306,8 +315,13 @@ def recovery_limit(driver: Driver, spec: Spec) -> int:
     return own if own is not None else driver.max_recovery_attempts
 
 
-def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> list[RunHandle]:
+def recovery_pass(
+    driver: Driver, specs: dict[str, Spec], warned: set[str], code: CodeMatch | None = None
+) -> list[RunHandle]:
     """Drive every run of a known workflow whose driver died; return their handles.
+
+    Only runs this code can replay are driven (``code``, see ``_serving``): one it
+    cannot is left ``waiting`` for code that can, with one warning.
 
     A run whose drives were cut more than its ``max_recovery_attempts`` is
     ``blocked`` (``recovery_exhausted``) instead; the recoveries of one run
@@ -315,7 +329,10 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
     drive began), so a run that kills its worker cannot take the worker's CPU.
     """
     world, ctl = driver.world, driver.control
+    code = code or CodeMatch(world)
     seen: dict[str, str] = {}
+    for rec in ctl.waiting_records():
+        seen[rec.run_id] = rec.workflow
     for rec in ctl.claimed():
         if rec.workflow:  # a cancel request of a run the runtime never drove names none
             seen[rec.run_id] = rec.workflow
@@ -351,6 +368,8 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
         exhausted = cut > recovery_limit(driver, spec)
         if old is not None and not exhausted and now < (old.driven_at or 0.0) + backoff(cut):
             continue
+        if code.known_mismatch(old):
+            continue  # left waiting by this worker, and nobody drove it since
         lock = driver.lock(rid)
         if lock is None:
             continue  # its driver is alive
@@ -363,11 +382,20 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
                 _exhausted(driver, rid, old.drives)
                 world.locks.release(lock)
                 continue
+            started = first_started(world, rid)
+            changes = code.changes(spec, rid, started)
+            if changes:
+                waiting = old or ctl.adopt(
+                    rid, wf_name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
+                )
+                leave_waiting(code, driver.owner, waiting, started, changes, counted=old is None)
+                world.locks.release(lock)
+                continue
             rec = ctl.adopt(rid, wf_name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
         except BaseException:
             world.locks.release(lock)
             raise
-        driver.spawn(spec, rec, lock)
+        driver.spawn(spec, rec, lock, started)
         count_recovery(wf_name)
         why = (
             "no process drives it"
@@ -389,6 +417,7 @@ def recovery_pass(driver: Driver, specs: dict[str, Spec], warned: set[str]) -> l
             worker=driver.owner,
         )
         out.append(RunHandle(rid, world, spec))
+    code.forget(set(seen))
     return out
 
 
@@ -413,4 +442,4 @@ async def recover_runs(world: WorldCore, workflows: Iterable[Any]) -> list[RunHa
     """
     specs = workflow_map(workflows)
     runtime_of(world).known.update(specs)
-    return recovery_pass(default_driver(world), specs, set())
+    return recovery_pass(default_driver(world), specs, set(), CodeMatch(world))

@@ -12,6 +12,7 @@ from ..store._control import ControlRecord
 from ..store._protocol import RunInfo
 from ._driver import control_of
 from ._outcome import blocked_data, fixes
+from ._serving import WAITING_FOR_CODE, Waiting, waiting_fixes
 
 STATUSES = ("enqueued", "running", "interrupted", "blocked", "completed", "failed", "cancelled")
 """Every status a run reports."""
@@ -26,7 +27,8 @@ class RunStatus:
             ``failed``, ``cancelled``.
         reason: Why a cancelled run (or one asked to cancel) stops: ``requested`` or ``deadline``;
             why a blocked run waits: ``unknown_commit``, ``nondeterminism``,
-            ``recovery_exhausted``, ``budget`` or ``compensation_failed``.
+            ``recovery_exhausted``, ``budget`` or ``compensation_failed``; ``waiting_for_code``
+            for a run that no worker drives because their code cannot replay it (see ``detail``).
         queue: Its queue, when it has one.
         owner: The driver that claimed it.
         pid: The driver's process id, when known.
@@ -37,6 +39,8 @@ class RunStatus:
         drives: Drives begun since the run's last recorded outcome (cut ones stay counted).
         compensated: The compensations a failed or cancelled run ran before it ended
             (``compensate:<key>``, newest call first); empty when none.
+        detail: What a run waits for, in words: ``waiting for code matching sha256:…`` for a
+            run that no worker whose code can replay it drives (reason ``waiting_for_code``).
     """
 
     status: str
@@ -49,6 +53,7 @@ class RunStatus:
     fixes: list[str] = field(default_factory=list)
     drives: int = 0
     compensated: list[str] = field(default_factory=list)
+    detail: str | None = None
 
 
 def run_status(world: WorldCore, run_id: str) -> RunStatus:
@@ -105,6 +110,16 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
             why = terminal[1]
             error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
             compensated = list(why.get("compensated") or [])
+    elif rec is not None and rec.state == "waiting" and status in ("running", "interrupted", "enqueued"):
+        waiting = Waiting.of(rec)
+        return RunStatus(
+            status,
+            rec.cancel_reason or WAITING_FOR_CODE,
+            rec.queue,
+            drives=rec.drives,
+            fixes=waiting_fixes(world, run_id, waiting),
+            detail=waiting.detail(),
+        )
     elif rec is not None:
         reason = rec.cancel_reason
     how = fixes(world, run_id, status, {**why, "reason": reason}, rec.queue if rec is not None else None)

@@ -24,6 +24,7 @@ from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of
 from ._outbox import OutboxDispatcher
 from ._queue import Queue
 from ._schedules import Schedule, Schedules, next_tick, schedule_pass
+from ._serving import CodeMatch, first_started, leave_waiting
 from ._start import recovery_pass, workflow_map
 
 log = logging.getLogger("durable.runtime")
@@ -104,6 +105,7 @@ class Worker:
             world, self.name, on_done=self._done, max_recovery_attempts=max_recovery_attempts
         )
         self.outbox = OutboxDispatcher(world, self.name)
+        self.code = CodeMatch(world)
         self._queue_of: dict[str, str | None] = {}
         self._warned: set[str] = set()
         self._said: set[str] = set()
@@ -226,7 +228,10 @@ class Worker:
                 next_schedule = now + SCHEDULE_EVERY
             if now >= next_recovery:
                 for h in (
-                    self._duty("recovery", lambda: recovery_pass(self.driver, self.specs, self._warned)) or ()
+                    self._duty(
+                        "recovery", lambda: recovery_pass(self.driver, self.specs, self._warned, self.code)
+                    )
+                    or ()
                 ):
                     self._queue_of[h.run_id] = None
                 next_recovery = now + RECOVER_EVERY
@@ -291,9 +296,21 @@ class Worker:
                 lock = self.driver.lock(rec.run_id)
                 if lock is None:
                     continue  # another driver took it over already
+                spec = self.specs[rec.workflow]
+                try:
+                    started = first_started(world, rec.run_id)
+                    changes = self.code.changes(spec, rec.run_id, started)
+                    if changes:  # a resumed run this code cannot replay: no slot, no drive
+                        leave_waiting(self.code, self.name, rec, started, changes, counted=True)
+                except BaseException:
+                    world.locks.release(lock)
+                    raise
+                if changes:
+                    world.locks.release(lock)
+                    continue
                 self._queue_of[rec.run_id] = q.name
                 record_queue_wait(q.name, world.clock() - rec.created_at)
-                self.driver.spawn(self.specs[rec.workflow], rec, lock)
+                self.driver.spawn(spec, rec, lock, started)
                 note(
                     INFO,
                     rec.run_id,

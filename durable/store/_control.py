@@ -79,7 +79,12 @@ def reopened(old: ControlRecord, state: str, resume: str | None) -> ControlRecor
     )
 
 
-ACTIVE = ("enqueued", "claimed", "blocked")
+def waiting_for_code(old: ControlRecord, waiting: str) -> ControlRecord:
+    """``old`` left to code that can replay it (``RunControl.wait_for_code``)."""
+    return dataclasses.replace(old, state="waiting", owner=None, pid=None, host=None, blocked=waiting)
+
+
+ACTIVE = ("enqueued", "claimed", "blocked", "waiting")
 """States of a control record whose run has not finished (its dedup id is taken)."""
 
 
@@ -114,7 +119,8 @@ class ControlRecord:
         priority: Lower goes first.
         dedup_id: Deduplication id (free again once the run finished).
         deadline: Seconds the run may take once it starts executing.
-        state: ``enqueued``, ``claimed``, ``blocked``, ``done`` or ``cancelled``.
+        state: ``enqueued``, ``claimed``, ``blocked``, ``waiting`` (for code that can replay it:
+            no worker drives it and it holds no slot of its queue), ``done`` or ``cancelled``.
         owner: The driver that claimed it (a worker's name).
         pid: The driver's process id.
         host: The driver's host name.
@@ -129,7 +135,8 @@ class ControlRecord:
             dying worker cut stays counted (recovery is bounded by it).
         driven_at: When the last drive began (Unix time; recoveries back off from it).
         blocked: Why a ``blocked`` run waits for a decision, as JSON text
-            (``reason``, ``error_type``, ``error_message``, ``key``).
+            (``reason``, ``error_type``, ``error_message``, ``key``); for a ``waiting`` run,
+            the code it waits for (``manifest_hash``, ``drift_keys``).
         budget: The budget ``start_workflow`` was given (``Budget.to_json()`` as JSON
             text), which the run's first drive records in its log.
         debounce_key: While the run is enqueued, a submit with the same queue and key
@@ -225,6 +232,9 @@ class RunControl(Protocol):
         A blocked run holds no slot of its queue and no worker drives or recovers it.
         """
 
+    def wait_for_code(self, run_id: str, waiting: str) -> None:
+        """Leave the run to code that can replay it: state ``waiting``, no owner, ``waiting`` its detail."""
+
     def uncount(self, run_id: str) -> None:
         """Take back the count of a drive that stopped on purpose (a worker that stops)."""
 
@@ -242,6 +252,9 @@ class RunControl(Protocol):
 
     def claimed(self) -> list[ControlRecord]:
         """Every claimed record (recovery looks for those whose driver died)."""
+
+    def waiting_records(self) -> list[ControlRecord]:
+        """Every record in state ``waiting`` (for code that can replay its run)."""
 
     def blocked_records(self) -> list[ControlRecord]:
         """Every blocked record."""
@@ -390,6 +403,13 @@ class MemoryControl:
             if old is not None:
                 self._put(dataclasses.replace(old, state="blocked", blocked=blocked))
 
+    @announcing
+    def wait_for_code(self, run_id: str, waiting: str) -> None:
+        with self._mutex:
+            old = self._records.get(run_id)
+            if old is not None:
+                self._put(waiting_for_code(old, waiting))
+
     def uncount(self, run_id: str) -> None:
         with self._mutex:
             old = self._records.get(run_id)
@@ -437,6 +457,9 @@ class MemoryControl:
 
     def blocked_records(self) -> list[ControlRecord]:
         return [r for r in self._records.values() if r.state == "blocked"]
+
+    def waiting_records(self) -> list[ControlRecord]:
+        return [r for r in self._records.values() if r.state == "waiting"]
 
     def records(self, run_ids: Sequence[str]) -> dict[str, ControlRecord]:
         return {rid: self._records[rid] for rid in run_ids if rid in self._records}

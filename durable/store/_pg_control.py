@@ -105,7 +105,8 @@ class PostgresControl:
                     row = conn.execute(
                         self.db.sql(
                             f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
-                            "AND dedup_id = %s AND state IN ('enqueued', 'claimed', 'blocked') LIMIT 1"
+                            "AND dedup_id = %s AND state IN ('enqueued', 'claimed', 'blocked', 'waiting') "
+                            "LIMIT 1"
                         ),
                         (record.queue, record.dedup_id),
                     ).fetchone()
@@ -268,6 +269,20 @@ class PostgresControl:
 
         self.db.run(op, run_id=run_id)
 
+    def wait_for_code(self, run_id: str, waiting: str) -> None:
+        def op(conn: Connection[Any], attempt: int) -> None:
+            with conn.transaction():
+                conn.execute(
+                    self.db.sql(
+                        "UPDATE {s}.control SET state = 'waiting', owner = NULL, pid = NULL, host = NULL, "
+                        "blocked = %s WHERE run_id = %s"
+                    ),
+                    (waiting, run_id),
+                )
+                self._announce(conn, f"run:{run_id}")
+
+        self.db.run(op, run_id=run_id)
+
     def uncount(self, run_id: str) -> None:
         def op(conn: Connection[Any], attempt: int) -> None:
             conn.execute(
@@ -326,6 +341,13 @@ class PostgresControl:
     def claimed(self) -> list[ControlRecord]:
         def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
             cur = conn.execute(self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE state = 'claimed'"))
+            return [_record(r) for r in cur]
+
+        return self.db.run(op)
+
+    def waiting_records(self) -> list[ControlRecord]:
+        def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
+            cur = conn.execute(self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE state = 'waiting'"))
             return [_record(r) for r in cur]
 
         return self.db.run(op)

@@ -213,7 +213,7 @@ class SqliteControl:
             if record.dedup_id is not None:
                 row = self._db.execute(
                     f"SELECT {_COLUMNS} FROM control WHERE queue IS ? AND dedup_id = ? "
-                    "AND state IN ('enqueued', 'claimed', 'blocked') LIMIT 1",
+                    "AND state IN ('enqueued', 'claimed', 'blocked', 'waiting') LIMIT 1",
                     (record.queue, record.dedup_id),
                 ).fetchone()
                 if row is not None:
@@ -326,6 +326,15 @@ class SqliteControl:
                 "UPDATE control SET state = 'blocked', blocked = ? WHERE run_id = ?", (blocked, run_id)
             )
 
+    @announcing
+    def wait_for_code(self, run_id: str, waiting: str) -> None:
+        with self._tx():
+            self._db.execute(
+                "UPDATE control SET state = 'waiting', owner = NULL, pid = NULL, host = NULL, blocked = ? "
+                "WHERE run_id = ?",
+                (waiting, run_id),
+            )
+
     def uncount(self, run_id: str) -> None:
         with self._tx():
             self._db.execute("UPDATE control SET drives = MAX(drives - 1, 0) WHERE run_id = ?", (run_id,))
@@ -371,6 +380,13 @@ class SqliteControl:
             return [
                 _record(r)
                 for r in self._db.execute(f"SELECT {_COLUMNS} FROM control WHERE state = 'claimed'")
+            ]
+
+    def waiting_records(self) -> list[ControlRecord]:
+        with self._lock:
+            return [
+                _record(r)
+                for r in self._db.execute(f"SELECT {_COLUMNS} FROM control WHERE state = 'waiting'")
             ]
 
     def blocked_records(self) -> list[ControlRecord]:

@@ -21,6 +21,7 @@ from ..cli._runtime_rows import list_runs as runs_page
 from ..errors import DurableError, RunNotFoundError
 from ..runtime._driver import control_of
 from ..runtime._handle import driver_of
+from ..runtime._serving import short_hash
 from ..runtime._status import run_status
 from ._tree import build_tree
 
@@ -323,6 +324,9 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "updated_at": info.updated_at,
         "started_at": events[0].get("at") if events else None,
         "driver": driver,
+        "code": short_hash(started.get("manifest_hash")),
+        "code_detail": st.detail,
+        "patches": sorted(rec.patches),
     }
 
 

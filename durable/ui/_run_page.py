@@ -70,6 +70,11 @@ def facts_section(d: dict[str, Any]) -> str:
             f'<dt>forked from</dt><dd><a href="{e(run_href(src))}">{e(src)}</a> at seq {e(d.get("fork_seq"))} '
             f'<a class="compare-fork" href="{e(compare_href(src, d["run_id"]))}">compare with it</a></dd>'
         )
+    if d.get("code"):
+        waits = f" ({e(d['code_detail'])})" if d.get("code_detail") else ""
+        facts.append(f'<dt>code</dt><dd class="run-code">{e(d["code"])}{waits}</dd>')
+    if d.get("patches"):
+        facts.append(f'<dt>patched</dt><dd class="run-patches">{e(", ".join(d["patches"]))}</dd>')
     if d.get("driver"):
         drv = d["driver"]
         facts.append(

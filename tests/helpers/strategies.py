@@ -30,6 +30,7 @@ def _op(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
                 "effect.intent",
                 "effect.receipt",
                 "value.recorded",
+                "patch.marked",
                 "timer.set",
                 "interrupt",
                 "interrupt.resumed",
@@ -64,6 +65,8 @@ def _op(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
         data = {"key": key, "outcome": outcome, "result": value}
     elif kind == "value.recorded":
         data = {"key": value_key("", "now", draw(st.integers(0, 3))), "kind": "now", "value": value, "pos": 0}
+    elif kind == "patch.marked":
+        data = {"key": f"patched[c]#{draw(st.integers(0, 3))}", "change_id": "c"}
     elif kind == "timer.set":
         data = {"path": value_key("", "sleep", draw(st.integers(0, 3))), "wake_at": 1.5, "pos": 0}
     elif kind in ("interrupt", "interrupt.resumed", "run.interrupted"):

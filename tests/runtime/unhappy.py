@@ -95,10 +95,11 @@ class Procs:
             timeout=120,
         )
 
-    def worker(self, **extra: str) -> subprocess.Popen[str]:
+    def worker(self, module: str = APP, **extra: str) -> subprocess.Popen[str]:
+        """A worker process of ``module`` (the unhappy app), with ``extra`` in its environment."""
         with open(self.tmp / f"worker-{time.monotonic_ns()}.err", "w") as err:
             p = subprocess.Popen(
-                [sys.executable, "-m", APP],
+                [sys.executable, "-m", module],
                 cwd=ROOT,
                 env={**self.env, **extra},
                 stdout=subprocess.PIPE,

@@ -22,6 +22,7 @@ PAYLOADS: dict[str, Any] = {
     "effect.intent": ev.effect_intent("tool:pay#0", "workflow", "pay", "h", 0, "r:tool:pay#0"),
     "effect.receipt": ev.receipt_error("tool:pay#0", ERROR),
     "value.recorded": ev.value_recorded("now#1", "now", 1.5, 1),
+    "patch.marked": ev.patch_marked("a.patched[use-c]#0", "use-c"),
     "retry.decision": ev.retry_decision("a", 1, True, 0.5, 10.0, "builtins.ValueError", 9.0),
     "session.started": ev.session_started("session:w#0", "w", {"role": "w"}, "sha256:y", 2),
     "session.completed": ev.session_completed("session:w#0", "w", "sha256:y"),

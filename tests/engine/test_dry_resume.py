@@ -1,0 +1,133 @@
+"""durable.dry_resume: a resume under the current code, without running a body or writing (every backend)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import durable
+from durable import CapabilityDriftError, NondeterminismError, RunInterrupted, RunNotFoundError
+from durable.testing import run_with_crash
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def rows(world: durable.World, run_id: str) -> list[Any]:
+    return list(world.log.read(run_id))
+
+
+def pipeline(calls: Counter[str], *, scale: bool = False, insert: bool = False) -> Any:
+    """Three steps, then a question; ``scale`` changes a step's signature, ``insert`` adds a call."""
+    if scale:
+
+        @durable.step
+        async def load(x: int, factor: int = 1) -> int:
+            calls["load"] += 1
+            return x * factor
+
+    else:
+
+        @durable.step
+        async def load(x: int) -> int:
+            calls["load"] += 1
+            return x
+
+    @durable.step
+    async def audit(x: int) -> int:
+        calls["audit"] += 1
+        return x
+
+    @durable.step
+    async def add(x: int) -> int:
+        calls["add"] += 1
+        return x + 1
+
+    @durable.step
+    async def save(x: int) -> int:
+        calls["save"] += 1
+        return x * 10
+
+    @durable.workflow(name="pipeline")
+    async def wf(x: int) -> int:
+        y = await load(x)
+        if insert:
+            y = await audit(y)
+        y = await save(await add(y))
+        return y + int(durable.interrupt("go?"))
+
+    return wf
+
+
+def test_unchanged_code_is_ok_and_continues_at_the_question(world: durable.World) -> None:
+    """An interrupted run replays to its question: ok, no body runs, not a row is written."""
+    calls: Counter[str] = Counter()
+    wf = pipeline(calls)
+    with pytest.raises(RunInterrupted):
+        run(durable.run_workflow(wf, 1, world=world, run_id="d1"))
+    before, ran = rows(world, "d1"), dict(calls)
+    got = run(durable.dry_resume(wf, "d1", world=world))
+    assert (got.ok, got.continues_at, got.waits_for) == (True, "interrupt#3", "an answer")
+    assert dict(calls) == ran
+    assert rows(world, "d1") == before
+
+
+def test_a_cut_run_reports_the_first_call_that_would_execute_without_running_it(world: durable.World) -> None:
+    """A run cut after its first step: continues_at names the next step, whose body does not run."""
+    calls: Counter[str] = Counter()
+    wf = pipeline(calls)
+    crash = run(run_with_crash(wf, 1, world=world, crash_after=2, run_id="d2"))
+    assert crash.crashed
+    before, ran = rows(world, "d2"), dict(calls)
+    got = run(durable.dry_resume(wf, "d2", world=world))
+    assert got.ok and got.continues_at == "add"
+    assert dict(calls) == ran  # the cut process ran add, whose commit was lost; the dry resume did not
+    assert rows(world, "d2") == before
+
+
+def test_a_changed_signature_of_a_used_step_is_the_drift_a_resume_would_raise(world: durable.World) -> None:
+    """The new code's drift is reported with its keys and diff; nothing is written."""
+    calls: Counter[str] = Counter()
+    with pytest.raises(RunInterrupted):
+        run(durable.run_workflow(pipeline(calls), 1, world=world, run_id="d3"))
+    before = rows(world, "d3")
+    got = run(durable.dry_resume(pipeline(calls, scale=True), "d3", world=world))
+    assert not got.ok
+    assert isinstance(got.error, CapabilityDriftError)
+    assert [c.key for c in got.changes] == ["steps.load.signature"]
+    assert "steps.load.signature" in got.detail()
+    assert rows(world, "d3") == before
+
+
+def test_an_inserted_call_is_the_nondeterminism_a_resume_would_raise(world: durable.World) -> None:
+    """A call inserted between recorded ones fails the dry resume with NondeterminismError; no body runs."""
+    calls: Counter[str] = Counter()
+    with pytest.raises(RunInterrupted):
+        run(durable.run_workflow(pipeline(calls), 1, world=world, run_id="d4"))
+    before, ran = rows(world, "d4"), dict(calls)
+    got = run(durable.dry_resume(pipeline(calls, insert=True), "d4", world=world))
+    assert not got.ok and isinstance(got.error, NondeterminismError)
+    assert "would fail: NondeterminismError" in got.line()
+    assert dict(calls) == ran
+    assert rows(world, "d4") == before
+
+
+def test_a_dry_resume_leaves_the_run_resumable_as_before(world: durable.World) -> None:
+    """After a dry resume the real resume completes the run, each body having run once."""
+    calls: Counter[str] = Counter()
+    wf = pipeline(calls)
+    with pytest.raises(RunInterrupted):
+        run(durable.run_workflow(wf, 1, world=world, run_id="d5"))
+    run(durable.dry_resume(wf, "d5", world=world))
+    assert run(durable.run_workflow(wf, 1, world=world, run_id="d5", resume="5")) == 25
+    assert (calls["load"], calls["add"], calls["save"]) == (1, 1, 1)
+
+
+def test_an_unknown_run_is_refused_with_where_to_look(world: durable.World) -> None:
+    """dry_resume of a run the world does not have raises RunNotFoundError naming `little runs`."""
+    with pytest.raises(RunNotFoundError, match="little runs"):
+        run(durable.dry_resume(pipeline(Counter()), "nope", world=world))
