@@ -47,8 +47,8 @@ from typing import Any
 import pydantic_core
 
 import durable
-from durable.store._sqlite import _guarded_insert
-from durable.store._sqlite_schema import _SCHEMA
+from durable.store.log._sqlite import _guarded_insert
+from durable.store.log._sqlite_schema import _SCHEMA
 
 STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000
 ROUNDS = 7

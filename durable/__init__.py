@@ -10,27 +10,22 @@ from __future__ import annotations
 
 import contextlib
 
-from ._artifact_save import save_artifact
-from ._artifacts import ArtifactRef
-from ._budget import Budget, Usage
-from ._codec import Codec, EncryptionCodec
-from ._current import idempotency_key, model_for
-from ._decorators import DurableFunction, model_call, step, tool, workflow
-from ._determinism import interrupt, now, random, sleep, uuid4
-from ._dry_resume import DryResume, dry_resume
-from ._effects import NEVER_HAPPENED
-from ._open_world import World, local_world, memory_world
-from ._outbox_call import OutboxRef
-from ._parallel import branch, parallel
-from ._patched import patched
-from ._postgres_world import PostgresWorld, postgres_world
-from ._recorded import Recorded
-from ._recovery import Compaction, compact, gc, recover
-from ._retry_policy import RetryPolicy
-from ._runner import run_workflow
-from ._sessions import Session, scratch_dir, session
-from ._talk import close_stream, recv, set_event, write_stream
-from ._timetravel import Checkpoint, Fork, Restored, checkpoints, fork, restore
+from .engine._artifact_save import save_artifact
+from .engine._artifacts import ArtifactRef
+from .engine._budget import Budget, Usage
+from .engine._current import idempotency_key, model_for
+from .engine._decorators import DurableFunction, model_call, step, tool, workflow
+from .engine._determinism import interrupt, now, random, sleep, uuid4
+from .engine._effects import NEVER_HAPPENED
+from .engine._loader import recover
+from .engine._messages import close_stream, recv, set_event, write_stream
+from .engine._outbox_call import OutboxRef
+from .engine._parallel import branch, parallel
+from .engine._patched import patched
+from .engine._recorded import Recorded
+from .engine._retry_policy import RetryPolicy
+from .engine._runner import run_workflow
+from .engine._sessions import Session, scratch_dir, session
 from .errors import (
     ArtifactIntegrityError,
     BudgetExhaustedError,
@@ -64,6 +59,9 @@ from .errors import (
     UnknownCommitError,
 )
 from .memory import Embedder, MemoryItem, MemoryStore, NewItem, SearchHit, lexical_embedder
+from .ops._compaction import Compaction, compact, gc
+from .ops._dry_resume import DryResume, dry_resume
+from .ops._timetravel import Checkpoint, Fork, Restored, checkpoints, fork, restore
 from .outer import Continue, Cycle, CycleRecord, Done, OuterLoopResult, run_outer_loop
 from .runtime import (
     Finding,
@@ -79,7 +77,10 @@ from .runtime import (
     send,
     start_workflow,
 )
+from .security._codecs import Codec, EncryptionCodec
 from .store import MemoryLog, RunInfo, SqliteLog
+from .worlds._local import World, local_world, memory_world
+from .worlds._postgres import PostgresWorld, postgres_world
 
 __version__ = "0.1.0"
 

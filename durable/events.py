@@ -13,13 +13,47 @@ Example:
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 __all__ = [
+    "BUDGET_SET",
+    "DRIFT_ACCEPTED",
+    "EFFECT_INTENT",
+    "EFFECT_RECEIPT",
+    "EVENT_SET",
     "EVENT_TYPES",
+    "FANOUT_STARTED",
+    "INTERRUPT",
+    "INTERRUPT_RESUMED",
     "LOG_FORMAT_VERSION",
+    "MESSAGE_RECEIVED",
+    "MESSAGE_SENT",
+    "MESSAGE_WAITING",
+    "OUTER_LOOP_CYCLE_COMPLETED",
+    "PATCH_MARKED",
+    "RETRY_DECISION",
+    "RUN_CANCELLED",
+    "RUN_COMPLETED",
+    "RUN_FAILED",
+    "RUN_INTERRUPTED",
+    "RUN_RESOLVED",
+    "RUN_RESTORED",
+    "RUN_RESUMED",
+    "RUN_RETRIED",
+    "RUN_STARTED",
+    "SESSION_COMPLETED",
+    "SESSION_STARTED",
+    "SNAPSHOT",
+    "STEP_COMPLETED",
+    "STEP_FAILED",
+    "STEP_STARTED",
+    "STREAM_CLOSED",
+    "STREAM_CURSOR",
+    "STREAM_WRITE",
+    "TIMER_SET",
+    "VALUE_RECORDED",
     "BudgetSet",
     "DriftAccepted",
     "EffectIntent",
@@ -77,6 +111,42 @@ of ``run.failed`` and ``run.cancelled``, and ``patch.marked``, where a run
 took the new side of a ``durable.patched()`` change. This SDK reads formats
 1 to 7.
 """
+
+# The event types, each named once: the models below carry these strings as their ``type``.
+RUN_STARTED: Final = "run.started"
+STEP_STARTED: Final = "step.started"
+STEP_COMPLETED: Final = "step.completed"
+STEP_FAILED: Final = "step.failed"
+EFFECT_INTENT: Final = "effect.intent"
+EFFECT_RECEIPT: Final = "effect.receipt"
+VALUE_RECORDED: Final = "value.recorded"
+PATCH_MARKED: Final = "patch.marked"
+RETRY_DECISION: Final = "retry.decision"
+SESSION_STARTED: Final = "session.started"
+SESSION_COMPLETED: Final = "session.completed"
+INTERRUPT: Final = "interrupt"
+INTERRUPT_RESUMED: Final = "interrupt.resumed"
+STREAM_CURSOR: Final = "stream.cursor"
+MESSAGE_WAITING: Final = "message.waiting"
+MESSAGE_RECEIVED: Final = "message.received"
+MESSAGE_SENT: Final = "message.sent"
+EVENT_SET: Final = "event.set"
+STREAM_WRITE: Final = "stream.write"
+STREAM_CLOSED: Final = "stream.closed"
+FANOUT_STARTED: Final = "fanout.started"
+DRIFT_ACCEPTED: Final = "drift.accepted"
+TIMER_SET: Final = "timer.set"
+SNAPSHOT: Final = "snapshot"
+RUN_RESTORED: Final = "run.restored"
+RUN_RETRIED: Final = "run.retried"
+OUTER_LOOP_CYCLE_COMPLETED: Final = "outer_loop.cycle_completed"
+RUN_COMPLETED: Final = "run.completed"
+RUN_FAILED: Final = "run.failed"
+RUN_CANCELLED: Final = "run.cancelled"
+RUN_RESUMED: Final = "run.resumed"
+RUN_RESOLVED: Final = "run.resolved"
+BUDGET_SET: Final = "budget.set"
+RUN_INTERRUPTED: Final = "run.interrupted"
 
 
 class _Event(BaseModel):

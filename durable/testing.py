@@ -54,12 +54,9 @@ from typing import Any
 
 from . import World, run_workflow
 from ._clock import VIRTUAL, VirtualClock
-from ._export import replay_file
 from .errors import ConfigurationError
-from .store import Append, EventLog, Row, RunInfo
-from .store._messages import MessageStore
-from .store._protocol import row_times
-from .store._talk_stores import messages_for
+from .store import Append, EventLog, MessageStore, Row, RunInfo, messages_for, row_times
+from .worlds import replay_file
 
 __all__ = [
     "CrashResult",

@@ -27,11 +27,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._codec import codec_from_env
-from .._open_world import local_world
-from .._postgres_world import postgres_world
 from ..errors import DurableError
-from . import _crypto, _deploy, _diff, _history, _lint, _runs, _runtime, _talk, _ui, _unblock  # noqa: F401  (importing registers commands)
+from ..security import codec_from_env
+from ..worlds import local_world, postgres_world
+from . import _crypto, _deploy, _diff, _history, _lint, _outbox_schedules, _runs, _runtime, _ui, _unblock  # noqa: F401  (importing registers commands)
 from ._registry import COMMANDS, HUMAN, RAW, STANDALONE, CliError
 from ._safe import escape, safe
 

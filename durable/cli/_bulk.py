@@ -14,13 +14,10 @@ import itertools
 from collections import Counter
 from typing import Any
 
-from .._manifest import change_lines
-from .._recovery import compact
-from .._spec import Spec
-from .._verify import completed_text, database_problems, verify_run
-from .._world import WorldCore
+from ..engine import Spec, WorldCore, change_lines
 from ..errors import DriftChange, DurableError
-from ..store._protocol import TERMINAL, RunInfo
+from ..ops import compact, completed_text, database_problems, verify_run
+from ..store import TERMINAL, RunInfo
 from ._progress import progress_bar
 from ._registry import CliError
 

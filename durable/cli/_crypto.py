@@ -12,8 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .._codec import KEY_ENV, KEY_FILE_ENV, codec_from_env
-from .._rekey import rekey
+from ..ops import rekey
+from ..security import KEY_ENV, KEY_FILE_ENV, codec_from_env
 from ._registry import CliError, command
 
 

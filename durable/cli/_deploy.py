@@ -7,10 +7,9 @@ import asyncio
 import json
 from typing import Any
 
-from .._dry_resume import dry_resume
-from .._export import export_run
-from .._spec import spec_of
-from .._world import WorldCore
+from ..engine import WorldCore, spec_of
+from ..ops import dry_resume
+from ..worlds import export_run
 from ._registry import CliError, command, run_id_arg
 from ._runtime import _import
 

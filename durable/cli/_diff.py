@@ -1,8 +1,8 @@
 """``little diff RUN_A RUN_B``: two runs aligned by call path.
 
-The runs are read by ``durable._run_calls`` (a step output stored as an
+The runs are read by ``durable.ops._run_calls`` (a step output stored as an
 artifact is read back, decrypted when the world holds the key) and aligned
-by the pure ``durable._run_diff``, as the inspector's ``/compare`` does.
+by the pure ``durable.ops._run_diff``, as the inspector's ``/compare`` does.
 """
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._run_calls import read_calls
-from .._run_diff import align, canonical, summary
-from .._world import WorldCore
+from ..engine import WorldCore
+from ..ops import align, canonical, read_calls, summary
 from ._registry import command, table
 
 
 def diff_runs(world: WorldCore, run_a: str, run_b: str) -> list[dict[str, Any]]:
-    """The two runs' calls aligned by path (see ``durable._run_diff.align``)."""
+    """The two runs' calls aligned by path (see ``durable.ops._run_diff.align``)."""
     return align(read_calls(world, run_a).calls, read_calls(world, run_b).calls)
 
 

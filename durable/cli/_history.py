@@ -11,10 +11,9 @@ import json
 import re
 from typing import Any
 
-from .._recovery import compact, gc
-from .._snapshots import decode_state
-from .._timetravel import UNCHANGED, checkpoints, fork, restore
-from .._world import WorldCore
+from ..engine import WorldCore, decode_state
+from ..events import RUN_STARTED
+from ..ops import UNCHANGED, checkpoints, compact, fork, gc, restore
 from ._bulk import (
     FINISHED,
     check_runs,
@@ -153,7 +152,7 @@ def _fork(world: WorldCore, a: argparse.Namespace) -> Any:
 
 def _parent_models(rows: list[tuple[int, str, str]]) -> dict[str, str]:
     for _, type_, data in rows:
-        if type_ == "run.started":
+        if type_ == RUN_STARTED:
             return dict(json.loads(data).get("models") or {})
         if type_ == "snapshot":
             started = decode_state(json.loads(data)["state"]).get("started") or {}

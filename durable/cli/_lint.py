@@ -1,4 +1,4 @@
-"""``little lint PATH_OR_MODULE``: the determinism checks of ``durable._lint`` from the shell.
+"""``little lint PATH_OR_MODULE``: the determinism checks of ``durable.ops._lint`` from the shell.
 
 Exit status 1 on any finding. ``--format github`` prints one workflow command
 a finding (``::error file=...,line=...``), which GitHub Actions shows on the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._lint import lint_files, lint_paths
+from ..ops import lint_files, lint_paths
 from ._registry import command
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from .._world import WorldCore
+from ..engine import WorldCore
 from ..errors import RunNotFoundError
 
 Handler = Callable[[Any, argparse.Namespace], Any]

@@ -11,19 +11,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._budget import budget_text, recorded_budget, run_usage
-from .._keys import without_visit
-from .._recorded import Recorded
-from .._recovery import recover_log
-from .._verify import import_workflow, parse_models, report_text, verify_run
-from .._world import WorldCore
+from ..engine import Recorded, WorldCore, budget_text, recorded_budget, recover_log, run_usage, without_visit
 from ..errors import RunNotFoundError
-from ..events import Event, parse_event
-from ..runtime._serving import short_hash
-from ..store._protocol import row_times
+from ..events import RUN_FAILED, Event, parse_event
+from ..ops import import_workflow, parse_models, report_text, verify_run
+from ..runtime import list_runs, short_hash
+from ..store import row_times
 from ._bulk import check_runs, exit_status, many, runs_args, verify_many, verify_text
 from ._registry import CliError, command, read_rows, run_id_arg, table
-from ._runtime_rows import list_runs
 from ._safe import safe
 
 
@@ -239,7 +234,7 @@ def _replay(world: WorldCore, a: argparse.Namespace) -> Any:
     started = rec.started or {}
     error = None
     retry = None
-    if rec.terminal is not None and rec.terminal[0] == "run.failed":
+    if rec.terminal is not None and rec.terminal[0] == RUN_FAILED:
         d = rec.terminal[1]
         error = {"type": d.get("error_type"), "message": d.get("error_message"), "path": d.get("path")}
         retry = f"little resume {shlex.quote(a.run_id)} --workflow MODULE:FUNCTION"

@@ -10,14 +10,9 @@ import os
 import sys
 from typing import Any
 
-from .._budget import Budget, budget_from_text
-from .._recovery import recover_log
-from .._spec import spec_of
-from .._world import WorldCore
+from ..engine import Budget, WorldCore, budget_from_text, recover_log, spec_of
 from ..errors import ConfigurationError
-from ..runtime import Queue, Worker, cancel_run, resume_run, run_status
-from ..runtime._driver import default_driver
-from ..runtime._handle import driver_of
+from ..runtime import Queue, Worker, cancel_run, default_driver, driver_of, resume_run, run_status
 from ._registry import CliError, command, run_id_arg
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .._spec import spec_of
-from .._world import WorldCore
+from ..engine import WorldCore, spec_of
 from ._registry import CliError, command
 from ._runtime import _import, show_logs
 

@@ -7,9 +7,8 @@ import asyncio
 import json
 from typing import Any
 
-from .._world import WorldCore
-from ..runtime import doctor, handle
-from ..runtime._driver import default_driver
+from ..engine import WorldCore
+from ..runtime import default_driver, doctor, handle
 from ._registry import CliError, command, run_id_arg
 from ._runtime import workflow_of
 

@@ -8,8 +8,14 @@ names are re-exported by ``durable``.
 
 from __future__ import annotations
 
+# The door: what the other parts of the package use (not public API).
+from ._db import VecDb as VecDb
 from ._embedders import Embedder, lexical_embedder
 from ._items import MemoryItem, NewItem, SearchHit
+from ._sealed import recorded_check as recorded_check
+from ._sealed import rekey_items as rekey_items
+from ._sealed import stored_key_id as stored_key_id
 from ._store import MemoryStore
+from ._store import open_world_memory as open_world_memory
 
 __all__ = ["Embedder", "MemoryItem", "MemoryStore", "NewItem", "SearchHit", "lexical_embedder"]

@@ -16,8 +16,7 @@ from array import array
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .._context import EFFECT_KEY
-from .._spec import spec_of
+from ..engine import EFFECT_KEY, spec_of
 from ..errors import MemoryStoreError
 
 EmbedFn = Callable[[list[str]], "Sequence[Sequence[float]] | Awaitable[Sequence[Sequence[float]]]"]

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._codec import Codec
 from ..errors import CodecError, KeyMismatchError, MemoryStoreError
-from ..store._encrypted import META_KEY, key_check, recorded_key_id, verify_key_check
+from ..security import Codec
+from ..store import META_KEY, key_check, recorded_key_id, verify_key_check
 from ._db import VecDb
 
 INSTALL_KEY_HINT = (

@@ -23,19 +23,18 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._codec import Codec
-from .._context import CURRENT, EFFECT_KEY
-from .._decorators import make_decorator
+from ..engine import CURRENT, EFFECT_KEY, make_decorator
 from ..errors import MemoryStoreError
+from ..security import Codec
 from ._db import Driver, VecDb
 from ._embedders import Embedder, EmbedFn
 from ._filter import compile_filter
 from ._items import MemoryItem, NewItem, RecordedRow, SearchHit, new_item
-from ._rows import StoredRows, check_namespace
 from ._sealed import ItemCipher, check_store_key
+from ._tables import StoredRows, check_namespace
 
 if TYPE_CHECKING:
-    from .._world import WorldCore
+    from ..engine import WorldCore
 
 Metric = Literal["cosine", "l2"]
 F = TypeVar("F", bound=Callable[..., Any])

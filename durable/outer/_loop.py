@@ -22,16 +22,23 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import _encode as ev
-from .._manifest import definition_hash
-from .._recorded import Recorded
-from .._runner import new_run_id, run_workflow, validate_input
-from .._serde import ANY, matches, to_json
-from .._spec import Spec, spec_of
-from .._world import WorldCore
+from ..engine import (
+    ANY,
+    Recorded,
+    Spec,
+    WorldCore,
+    definition_hash,
+    matches,
+    new_run_id,
+    run_workflow,
+    spec_of,
+    to_json,
+    validate_input,
+)
+from ..engine import payloads as ev
 from ..errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
-from ..store._locks import hold
-from ..store._protocol import Append
+from ..events import OUTER_LOOP_CYCLE_COMPLETED
+from ..store import Append, hold
 from ._manifest import CycleEntry, Goal, LoopResult, ManifestStore, OuterLoopManifest, check_outer_loop_id
 from ._types import Continue, Cycle, CycleRecord, Done, OuterLoopResult, Supervise
 
@@ -274,7 +281,7 @@ async def _append_commit(world: WorldCore, run_id: str, data: Json) -> Json:
         if rec.cycle_completed is not None:
             return rec.cycle_completed
         text = ev.text(data)
-        world.log.append([Append(run_id, [(rec.last_seq + 1, "outer_loop.cycle_completed", text)], token)])
+        world.log.append([Append(run_id, [(rec.last_seq + 1, OUTER_LOOP_CYCLE_COMPLETED, text)], token)])
         committed: Json = json.loads(text)
         return committed
 

@@ -30,7 +30,7 @@ from ..errors import CodecError, ConfigurationError, KeyMismatchError, OuterLoop
 if TYPE_CHECKING:
     from pydantic import SerializerFunctionWrapHandler
 
-    from .._world import WorldCore
+    from ..engine import WorldCore
 
 FOLDER = "outer-loops"
 """The folder under a local world's data directory that holds the manifests."""

@@ -7,10 +7,29 @@ world's control store (``durable.store.RunControl``).
 
 from __future__ import annotations
 
+# The door: what the other parts of the package use (not public API).
+from ._detail import _has_control as _has_control
+from ._detail import list_runs as list_runs
 from ._doctor import Finding, doctor
+from ._driver import HOST as HOST
+from ._driver import control_of as control_of
+from ._driver import default_driver as default_driver
+from ._guard import RunGuard as RunGuard
+from ._guard import WorkerStopping as WorkerStopping
 from ._handle import RunHandle, cancel_run, handle
+from ._handle import driver_of as driver_of
+from ._messages import send
 from ._outbox import DEFAULT_POLICY, OutboxDispatcher, dispatch_outbox
+from ._outcome import BLOCKED as BLOCKED
+from ._outcome import FAILED as FAILED
+from ._outcome import blocked_error as blocked_error
+from ._outcome import blocked_text as blocked_text
+from ._outcome import classify as classify
+from ._outcome import record_failed as record_failed
 from ._queue import Queue
+from ._resolve import answer_run as answer_run
+from ._resolve import decided_by as decided_by
+from ._resolve import resolve_commit as resolve_commit
 from ._schedules import (
     CATCH_UP,
     MISSED_AFTER,
@@ -22,9 +41,9 @@ from ._schedules import (
     tick_id,
     ticks,
 )
+from ._serving import short_hash as short_hash
 from ._start import recover_runs, resume_run, start_workflow
 from ._status import STATUSES, RunStatus, run_status
-from ._talk import send
 from ._worker import Worker
 
 __all__ = [

@@ -14,9 +14,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._world import WorldCore
-from ..store._control import ControlRecord
-from ..store._talk_stores import keeps_outbox, outbox_for
+from ..engine import WorldCore
+from ..store import ControlRecord, keeps_outbox, outbox_for
 from ._driver import control_of
 from ._outcome import blocked_data, fixes, where_args, workflow_target
 from ._serving import WAITING_FOR_CODE, Waiting, waiting_fixes

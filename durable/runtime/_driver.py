@@ -14,7 +14,6 @@ the process dies the kernel frees the lock and any worker recovers the run.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import logging
@@ -24,17 +23,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .._budget import budget_of
 from .._clock import poll_wait
-from .._codec import Codec
 from .._logging import INFO, note
-from .._metrics import count_run
-from .._runner import drive
-from .._spec import Spec
-from .._world import WorldCore
-from ..errors import CodecError, FencedError, RunCancelled, RunCancelledError, RunInterrupted
-from ..store._control import ControlRecord, MemoryControl, RunControl
-from ..store._sqlite_control import SqliteControl
+from ..engine import Spec, WorldCore, budget_of, count_run, drive
+from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
+from ..events import RUN_STARTED
+from ..security import open_control_input, seal_control_input
+from ..store import ControlRecord, MemoryControl, RunControl, SqliteControl
 from ._guard import RunGuard, WorkerStopping
 from ._outcome import BLOCKED, FAILED, blocked_error, blocked_text, classify, record_failed
 
@@ -102,9 +97,6 @@ def waker(event: asyncio.Event) -> Callable[[], None]:
     return wake
 
 
-_SEALED = "sealed:"
-
-
 def seal_input(world: WorldCore, run_id: str, text: str) -> str:
     """The input's JSON text as the control store keeps it: encrypted under an encrypted world's codec.
 
@@ -114,14 +106,6 @@ def seal_input(world: WorldCore, run_id: str, text: str) -> str:
     return seal_control_input(world.codec, run_id, text)
 
 
-def seal_control_input(codec: Codec | None, run_id: str, text: str) -> str:
-    """``seal_input`` under ``codec`` (``None``: the text as it is)."""
-    if codec is None:
-        return text
-    sealed = codec.encrypt(text.encode(), f"control.input:{run_id}".encode())
-    return _SEALED + base64.b64encode(sealed).decode()
-
-
 def open_input(world: WorldCore, run_id: str, text: str) -> str:
     """The input's JSON text from a control record (see ``seal_input``).
 
@@ -129,19 +113,6 @@ def open_input(world: WorldCore, run_id: str, text: str) -> str:
         CodecError: The input is sealed and this world has no codec.
     """
     return open_control_input(world.codec, run_id, text)
-
-
-def open_control_input(codec: Codec | None, run_id: str, text: str) -> str:
-    """``open_input`` under ``codec``.
-
-    Raises:
-        CodecError: The input is sealed and ``codec`` is ``None``, or it does not decrypt.
-    """
-    if not text.startswith(_SEALED):
-        return text
-    if codec is None:
-        raise CodecError(f"the queued input of run {run_id!r} is encrypted; open the world with its codec.")
-    return codec.decrypt(base64.b64decode(text[len(_SEALED) :]), f"control.input:{run_id}".encode()).decode()
 
 
 def control_of(world: WorldCore) -> RunControl:
@@ -222,7 +193,7 @@ class Driver:
         try:
             if started is UNREAD:
                 first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
-                started = json.loads(first[2]) if first is not None and first[1] == "run.started" else None
+                started = json.loads(first[2]) if first is not None and first[1] == RUN_STARTED else None
             recorded = started
             value = (
                 recorded.get("input")

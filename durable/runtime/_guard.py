@@ -1,7 +1,7 @@
 """The runtime's guard over a driven run: cancellation, deadline and a worker's stop.
 
 The engine asks the guard at every durable call and hands it every durable
-wait (``durable._context.Guard``). A cancellation from this process reaches
+wait (``durable.engine._context.Guard``). A cancellation from this process reaches
 the guard at once; one from another process arrives through the control
 store, which the driver polls for the runs it drives.
 """
@@ -16,7 +16,7 @@ from .._clock import due_at
 from ..errors import RunCancelled
 
 if TYPE_CHECKING:
-    from .._context import RunContext
+    from ..engine import RunContext
 
 _UNSET: Any = object()
 

@@ -7,13 +7,11 @@ import os
 from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
-from .._budget import Usage, run_usage
 from .._clock import due_at, monotonic, poll_wait, wall
-from .._failures import rebuild_from
-from .._recovery import record_cancelled, recover_log
-from .._spec import Spec
-from .._world import WorldCore
+from ..engine import Spec, Usage, WorldCore, rebuild_from, recover_log, run_usage
 from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
+from ..events import RUN_COMPLETED, RUN_INTERRUPTED
+from ..ops import record_cancelled
 from ._driver import HOST, control_of, default_driver, live_guard, runtime_of, waker
 from ._outcome import blocked_data, blocked_error
 from ._status import RunStatus, run_status
@@ -134,9 +132,9 @@ class RunHandle:
         if terminal is None:  # failed before its first event (a control record only)
             raise RunNotFoundError(f"run {rid!r} ended without writing its log.", run_id=rid)
         kind, data = terminal
-        if kind == "run.completed":
+        if kind == RUN_COMPLETED:
             return self._spec.rebuild(data["output"]) if self._spec is not None else data["output"]
-        if kind == "run.interrupted":
+        if kind == RUN_INTERRUPTED:
             raise RunInterrupted(
                 f"run {rid!r} is waiting at {data['path']!r} for an answer; answer it with "
                 f"durable.handle({rid!r}, world=...).answer(value) or `little answer {rid} JSON`.",
@@ -212,7 +210,7 @@ class RunHandle:
 
     async def send(self, value: Any, topic: str | None = None) -> None:
         """Send ``value`` to the run (its ``durable.recv(topic)`` returns it); see ``durable.send``."""
-        from ._talk import send
+        from ._messages import send
 
         await send(self.run_id, value, topic=topic, world=self.world)
 
@@ -229,7 +227,7 @@ class RunHandle:
             The value as JSON data, or ``None`` when ``timeout`` passed first or the
             run ended without setting it.
         """
-        from ._talk import get_event
+        from ._messages import get_event
 
         return await get_event(self.world, self.run_id, key, timeout)
 
@@ -247,7 +245,7 @@ class RunHandle:
         Raises:
             ConfigurationError: ``start`` is not an int >= 0.
         """
-        from ._talk import read_stream
+        from ._messages import read_stream
 
         if isinstance(start, bool) or not isinstance(start, int) or start < 0:
             raise ConfigurationError(f"read_stream() takes start= as an offset >= 0, not {start!r}.")

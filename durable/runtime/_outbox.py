@@ -20,15 +20,8 @@ import contextlib
 import logging
 from typing import Any
 
-from .._context import EFFECT_KEY
-from .._encode import encode
-from .._outbox_call import OUTBOX_TOOLS
-from .._retry_policy import RetryPolicy, decide
-from .._serde import to_json
-from .._spec import Spec
-from .._world import WorldCore
-from ..store._outbox import OutboxEntry, OutboxStore
-from ..store._talk_stores import outbox_for
+from ..engine import EFFECT_KEY, OUTBOX_TOOLS, RetryPolicy, Spec, WorldCore, decide, encode, to_json
+from ..store import OutboxEntry, OutboxStore, outbox_for
 
 log = logging.getLogger("durable.runtime")
 

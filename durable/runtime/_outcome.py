@@ -15,11 +15,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from .. import _encode as ev
-from .._context import RunContext
-from .._failures import error_data, error_type, rebuild_error
-from .._recovery import recover_log
-from .._world import WorldCore
+from ..engine import RunContext, WorldCore, error_data, error_type, rebuild_error, recover_log
+from ..engine import payloads as ev
 from ..errors import (
     BudgetExhaustedError,
     CapabilityDriftError,
@@ -30,6 +27,7 @@ from ..errors import (
     RunBlockedError,
     UnknownCommitError,
 )
+from ..events import RUN_FAILED, RUN_STARTED
 
 UNKNOWN_COMMIT = "unknown_commit"
 NONDETERMINISM = "nondeterminism"
@@ -77,7 +75,7 @@ def record_failed(world: WorldCore, run_id: str, exc: BaseException) -> bool:
         data["error_args"] = None  # rebuilt from its message: the changes are in the message
         data["drift_keys"] = [c.key for c in exc.changes]
     path = getattr(exc, "path", None)
-    run.emit("run.failed", ev.run_failed(data, path))
+    run.emit(RUN_FAILED, ev.run_failed(data, path))
     run.flush(status="failed")
     return True
 
@@ -129,7 +127,7 @@ def where_args(world: WorldCore) -> str:
 def workflow_target(world: WorldCore, run_id: str) -> str | None:
     """``MODULE:FUNCTION`` of the run's workflow, as its manifest names the code (``None``: unknown)."""
     first = next(iter(world.log.iter_rows(run_id)), None)
-    if first is None or first[1] != "run.started":
+    if first is None or first[1] != RUN_STARTED:
         return None
     qualname = ((json.loads(first[2]).get("manifest") or {}).get("workflow") or {}).get("qualname")
     if not isinstance(qualname, str) or "." not in qualname or "<" in qualname:

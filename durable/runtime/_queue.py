@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ConfigurationError
-from ..store._control import QueueLimits
+from ..store import QueueLimits
 
 
 def _bound(name: str, what: str, value: int | None) -> int | None:

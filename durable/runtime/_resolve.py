@@ -14,17 +14,21 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from .. import _encode as ev
-from .._budget import Budget
-from .._capabilities import reachable
-from .._context import RunContext
-from .._recorded import Recorded
-from .._recovery import recover_log
-from .._runner import _workflow_spec
-from .._serde import ANY, to_json
-from .._spec import Spec
-from .._world import WorldCore
+from ..engine import (
+    ANY,
+    Budget,
+    Recorded,
+    RunContext,
+    Spec,
+    WorldCore,
+    reachable,
+    recover_log,
+    to_json,
+    workflow_spec,
+)
+from ..engine import payloads as ev
 from ..errors import ConfigurationError, RunNotFoundError
+from ..events import BUDGET_SET, INTERRUPT_RESUMED, RUN_INTERRUPTED, RUN_RESOLVED
 from ._driver import HOST, control_of, default_driver, runtime_of
 
 
@@ -46,7 +50,7 @@ def decided_by(by: str | None = None) -> str:
 def find_workflow(world: WorldCore, name: str, workflows: Iterable[Any] = ()) -> Spec | None:
     """The spec of the workflow recorded as ``name``: one of ``workflows``, or one this world object knows."""
     for wf in workflows:
-        spec = wf if isinstance(wf, Spec) else _workflow_spec(wf)
+        spec = wf if isinstance(wf, Spec) else workflow_spec(wf)
         if spec.name == name:
             return spec
     return runtime_of(world).known.get(name)
@@ -71,7 +75,7 @@ class _Held:
             token = world.log.fence(rid)
             rec = recover_log(world.log, rid)
             if rec.started is None:
-                raise RunNotFoundError(f"run {rid!r} has no log in {world._where()}.", run_id=rid)
+                raise RunNotFoundError(f"run {rid!r} has no log in {world.where()}.", run_id=rid)
             return RunContext(world, rid, token, rec, {})
         except BaseException:
             self.release()
@@ -153,7 +157,7 @@ def resolve_commit(
         data = _receipt_result(run_id, key, rec, spec, result) if happened else None
         decision = "happened" if happened else "not_happened"
         run.record(
-            "run.resolved", ev.run_resolved(decision, decided_by(by), world.clock(), key=key, result=data)
+            RUN_RESOLVED, ev.run_resolved(decision, decided_by(by), world.clock(), key=key, result=data)
         )
         run.flush()
     go_on(world, run_id, spec, held)
@@ -172,7 +176,7 @@ def answer_run(
     held = _Held(world, run_id)
     with held as run:
         terminal = run.recorded.terminal
-        if terminal is None or terminal[0] != "run.interrupted":
+        if terminal is None or terminal[0] != RUN_INTERRUPTED:
             status = run.recorded.status()
             raise ConfigurationError(
                 f"run {run_id!r} waits for no answer (it is {status}); answer a run whose status "
@@ -180,8 +184,8 @@ def answer_run(
             )
         path = terminal[1]["path"]
         answer = to_json(ANY, value, what="the answer", run_id=run_id, path=path)
-        run.record("interrupt.resumed", ev.interrupt_resumed(path, answer))
-        run.record("run.resolved", ev.run_resolved("answer", decided_by(by), world.clock(), key=path))
+        run.record(INTERRUPT_RESUMED, ev.interrupt_resumed(path, answer))
+        run.record(RUN_RESOLVED, ev.run_resolved("answer", decided_by(by), world.clock(), key=path))
         run.flush(status="running")
         spec = find_workflow(world, (run.recorded.started or {}).get("workflow", ""), workflows)
     go_on(world, run_id, spec, held)
@@ -194,7 +198,7 @@ def record_resume(world: WorldCore, run_id: str, accept_drift: list[str], by: st
     with held as run:
         decision = "accept_drift" if accept_drift else "resume"
         run.record(
-            "run.resolved",
+            RUN_RESOLVED,
             ev.run_resolved(decision, decided_by(by), world.clock(), drift_keys=accept_drift),
         )
         run.flush()
@@ -205,7 +209,7 @@ def record_budget(world: WorldCore, run_id: str, budget: Budget, by: str | None 
     """Record the run's new budget (``budget.set``) in its log, with who set it."""
     held = _Held(world, run_id)
     with held as run:
-        run.record("budget.set", ev.budget_set(budget.to_json(), decided_by(by)))
+        run.record(BUDGET_SET, ev.budget_set(budget.to_json(), decided_by(by)))
         run.flush()
     held.release()
 

@@ -26,14 +26,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import cronsim
 
-from .._runner import _workflow_spec, validate_input
-from .._spec import Spec
-from .._world import WorldCore
+from ..engine import Spec, WorldCore, validate_input, workflow_spec
 from ..errors import ConfigurationError
-from ..store._control import ControlRecord
-from ..store._encrypted_talk import EncryptedSchedules
-from ..store._memory_log import MemoryLog
-from ..store._schedules import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
+from ..store import (
+    ControlRecord,
+    EncryptedSchedules,
+    MemoryLog,
+    MemorySchedules,
+    ScheduleRecord,
+    ScheduleStore,
+    SqliteSchedules,
+)
 from ._driver import control_of, runtime_of, seal_input
 from ._handle import RunHandle
 
@@ -150,7 +153,7 @@ class Schedule:
             raise ConfigurationError(
                 f"a Schedule name is a non-empty string without ':' or '/', not {name!r}."
             )
-        spec = _workflow_spec(wf)
+        spec = workflow_spec(wf)
         if (cron is None) == (every is None):
             raise ConfigurationError(f"Schedule {name!r} takes exactly one of cron= and every=.")
         if catch_up not in CATCH_UP:
@@ -194,7 +197,7 @@ def schedules_of(world: WorldCore) -> ScheduleStore:
             store = MemorySchedules()
         else:  # a world of many processes without a schedule store of its own
             raise ConfigurationError(
-                f"{world._where()} keeps no schedules (schedules live in a data directory, in "
+                f"{world.where()} keeps no schedules (schedules live in a data directory, in "
                 "memory or in a Postgres schema). Run the Worker that serves schedules on a "
                 "local_world() or a postgres_world()."
             )

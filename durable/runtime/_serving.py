@@ -18,14 +18,20 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from .._manifest import manifest_cache, manifest_hash, run_drift, run_manifest
-from .._recovery import recover_log
-from .._runner import memory_manifest
-from .._serde import canonical
-from .._spec import Spec
-from .._world import WorldCore
+from ..engine import (
+    Spec,
+    WorldCore,
+    canonical,
+    manifest_cache,
+    manifest_hash,
+    memory_manifest,
+    recover_log,
+    run_drift,
+    run_manifest,
+)
 from ..errors import DriftChange
-from ..store._control import ControlRecord
+from ..events import RUN_STARTED
+from ..store import ControlRecord
 from ._driver import control_of
 from ._outcome import where_args, workflow_target
 
@@ -83,7 +89,7 @@ class Waiting:
 def first_started(world: WorldCore, run_id: str) -> dict[str, Any] | None:
     """The run's ``run.started`` data from its first row (``None``: the run has not started)."""
     first = next(iter(world.log.iter_rows(run_id)), None)
-    if first is None or first[1] != "run.started":
+    if first is None or first[1] != RUN_STARTED:
         return None
     data: dict[str, Any] = json.loads(first[2])
     return data

@@ -10,15 +10,21 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from .._budget import Budget, checked_budget
 from .._logging import INFO, note
-from .._metrics import count_recovery
-from .._runner import _drift_keys, _workflow_spec, new_run_id, validate_input
-from .._spec import Spec
-from .._tracing import traceparent
-from .._world import WorldCore
+from ..engine import (
+    Budget,
+    Spec,
+    WorldCore,
+    _drift_keys,
+    checked_budget,
+    count_recovery,
+    new_run_id,
+    traceparent,
+    validate_input,
+    workflow_spec,
+)
 from ..errors import ConfigurationError
-from ..store._control import ControlRecord
+from ..store import ControlRecord
 from ._debounce import debounce_window
 from ._driver import HOST, Driver, control_of, default_driver, runtime_of, say_blocked, seal_input
 from ._handle import RunHandle
@@ -108,7 +114,7 @@ def start_workflow(
             running event loop for a run without a queue. Nothing is written then.
         RunFailedError: The input is not valid for the workflow.
     """
-    spec = _workflow_spec(wf)
+    spec = workflow_spec(wf)
     qname = queue_name(queue)
     _check_options(qname, partition_key, priority, dedup_id, deadline)
     dkey, start_at, until = debounce_window(qname, debounce_key, debounce, debounce_max, world.clock())
@@ -289,7 +295,7 @@ def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:
     """Recorded name to spec; two workflows with one name are refused."""
     out: dict[str, Spec] = {}
     for wf in workflows:
-        spec = _workflow_spec(wf)
+        spec = workflow_spec(wf)
         other = out.get(spec.name)
         if other is not None and other.fn is not spec.fn:
             raise ConfigurationError(

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._recovery import recover_log
-from .._world import WorldCore
+from ..engine import WorldCore, recover_log
 from ..errors import RunNotFoundError
-from ..store._control import ControlRecord
-from ..store._protocol import RunInfo
+from ..events import RUN_CANCELLED, RUN_FAILED
+from ..store import ControlRecord, RunInfo
 from ._driver import control_of
 from ._outcome import blocked_data, fixes
 from ._serving import WAITING_FOR_CODE, Waiting, waiting_fixes
@@ -66,7 +65,7 @@ def run_status(world: WorldCore, run_id: str) -> RunStatus:
     rec = control_of(world).get(run_id)
     if info is None and (rec is None or not rec.workflow):
         raise RunNotFoundError(
-            f"no run {run_id!r} in {world._where()}; list runs with `little runs`.", run_id=run_id
+            f"no run {run_id!r} in {world.where()}; list runs with `little runs`.", run_id=run_id
         )
     return status_of(world, run_id, info, rec)
 
@@ -106,7 +105,7 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
         error = {k: why[k] for k in ("error_type", "error_message", "key") if k in why} or None
     elif status == "failed" and info is not None:
         terminal = recover_log(world.log, run_id).terminal
-        if terminal is not None and terminal[0] == "run.failed":
+        if terminal is not None and terminal[0] == RUN_FAILED:
             why = terminal[1]
             error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
             compensated = list(why.get("compensated") or [])
@@ -133,6 +132,6 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
 def _cancelled(world: WorldCore, run_id: str) -> tuple[str | None, list[str]]:
     """A cancelled run's reason and the compensations it ran, from its ``run.cancelled``."""
     terminal = recover_log(world.log, run_id).terminal
-    if terminal is None or terminal[0] != "run.cancelled":
+    if terminal is None or terminal[0] != RUN_CANCELLED:
         return None, []
     return terminal[1].get("reason"), list(terminal[1].get("compensated") or [])

@@ -14,12 +14,9 @@ from typing import Any, TypeVar
 
 from .._clock import VIRTUAL, due_at, poll_wait
 from .._logging import INFO, note
-from .._metrics import record_queue_wait
-from .._spec import check_recovery_attempts
-from .._world import WorldCore
+from ..engine import WorldCore, check_recovery_attempts, record_queue_wait
 from ..errors import ConfigurationError
-from ..store._control import RunControl
-from ..store._talk_stores import keeps_outbox
+from ..store import RunControl, keeps_outbox
 from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker
 from ._outbox import OutboxDispatcher
 from ._queue import Queue

@@ -26,24 +26,50 @@ from __future__ import annotations
 
 import contextlib
 
-from ._artifact_store import ArtifactStore, FileArtifacts, MemoryArtifacts
-from ._control import ControlRecord, MemoryControl, QueueLimits, RunControl
-from ._encrypted import EncryptedArtifacts, EncryptedLog
-from ._locks import FileLocks, Locks, MemoryLocks
-from ._memory_log import MemoryLog
-from ._messages import MemoryMessages, Message, MessageStore
-from ._outbox import MemoryOutbox, OutboxEntry, OutboxStore
-from ._pg_artifacts import PostgresArtifacts
-from ._pg_control import PostgresControl
-from ._pg_locks import PostgresLocks
-from ._pg_log import PostgresLog
-from ._protocol import Append, EventLog, Row, RunInfo
-from ._schedules import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
-from ._sqlite import SqliteLog
-from ._sqlite_control import SqliteControl
-from ._sqlite_messages import SqliteMessages
-from ._sqlite_outbox import SqliteOutbox
-from ._talk_stores import messages_for, outbox_for
+from .artifacts._postgres import PostgresArtifacts
+
+# The door: what the other parts of the package use (not public API).
+from .artifacts._postgres import PostgresDocuments as PostgresDocuments
+from .artifacts._protocol import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+from .artifacts._protocol import ArtifactStore, FileArtifacts, MemoryArtifacts
+from .artifacts._protocol import hex_of as hex_of
+from .artifacts._protocol import safe_location as safe_location
+from .artifacts._protocol import sha256_of as sha256_of
+from .control._postgres import PostgresControl
+from .control._protocol import ControlRecord, MemoryControl, QueueLimits, RunControl
+from .control._sqlite import SqliteControl
+from .encrypted._log import META_KEY as META_KEY
+from .encrypted._log import PREFIX as PREFIX
+from .encrypted._log import EncryptedArtifacts, EncryptedLog
+from .encrypted._log import key_check as key_check
+from .encrypted._log import open_manifest as open_manifest
+from .encrypted._log import recorded_key_id as recorded_key_id
+from .encrypted._log import refuse_plain_open as refuse_plain_open
+from .encrypted._log import verify_key_check as verify_key_check
+from .encrypted._messages import EncryptedSchedules as EncryptedSchedules
+from .encrypted._messages import open_text as open_text
+from .encrypted._messages import rekey_talk as rekey_talk
+from .encrypted._messages import schedule_ad as schedule_ad
+from .encrypted._messages import seal_text as seal_text
+from .locks._postgres import PostgresLocks
+from .locks._protocol import FileLocks, Locks, MemoryLocks
+from .locks._protocol import hold as hold
+from .log._memory import MemoryLog
+from .log._postgres import PostgresLog
+from .log._protocol import TERMINAL as TERMINAL
+from .log._protocol import Append, EventLog, Row, RunInfo
+from .log._protocol import row_times as row_times
+from .log._sqlite import SqliteLog
+from .messages._beside_log import keeps_outbox as keeps_outbox
+from .messages._beside_log import messages_for, outbox_for
+from .messages._protocol import MemoryMessages, Message, MessageStore
+from .messages._sqlite import SqliteMessages
+from .outbox._protocol import MemoryOutbox, OutboxEntry, OutboxStore
+from .outbox._sqlite import SqliteOutbox
+from .postgres._schema import Database as Database
+from .postgres._schema import connect as connect
+from .schedules._postgres import PostgresSchedules as PostgresSchedules
+from .schedules._protocol import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
 
 __all__ = [
     "Append",

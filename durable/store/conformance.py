@@ -35,7 +35,8 @@ from typing import Any
 import pytest
 
 from ..errors import FencedError
-from ._protocol import Append, EventLog, Row
+from ..events import RUN_COMPLETED, RUN_STARTED, STEP_COMPLETED
+from .log._protocol import Append, EventLog, Row
 
 __all__ = ["PROTOCOL_METHODS", "EventLogConformance", "rows"]
 
@@ -58,7 +59,7 @@ _CLOCK_SLACK = 2.0
 """Seconds a store's clock may differ from this process's in the tests of ``times``."""
 
 
-def rows(first: int, n: int, kind: str = "step.completed") -> list[Row]:
+def rows(first: int, n: int, kind: str = STEP_COMPLETED) -> list[Row]:
     """``n`` rows with consecutive seqs from ``first``, each with a distinct JSON payload.
 
     Args:
@@ -113,20 +114,20 @@ class EventLogConformance:
     def test_append_then_read_returns_rows_in_seq_order(self, log: EventLog) -> None:
         """Rows appended in several appends read back whole, in seq order, with gap-free seqs."""
         token = log.fence("r1")
-        log.append([Append("r1", rows(1, 1, "run.started"), token, created=("wf", None))])
+        log.append([Append("r1", rows(1, 1, RUN_STARTED), token, created=("wf", None))])
         log.append([Append("r1", rows(2, 3), token)])
         log.append([Append("r1", rows(5, 2), token)])
         got = log.read("r1")
-        assert got == rows(1, 1, "run.started") + rows(2, 3) + rows(5, 2)
+        assert got == rows(1, 1, RUN_STARTED) + rows(2, 3) + rows(5, 2)
         assert [r[0] for r in got] == list(range(1, 7))
 
     def test_an_unsynced_append_is_written_like_any_other(self, log: EventLog) -> None:
         """``sync=False`` relaxes only power-loss durability: the rows are there, in order."""
         token = log.fence("r1")
-        log.append([Append("r1", rows(1, 1, "run.started"), token, created=("wf", None))])
+        log.append([Append("r1", rows(1, 1, RUN_STARTED), token, created=("wf", None))])
         log.append([Append("r1", rows(2, 2), token)], sync=False)
         log.append([Append("r1", rows(4, 1), token)])
-        assert log.read("r1") == rows(1, 1, "run.started") + rows(2, 2) + rows(4, 1)
+        assert log.read("r1") == rows(1, 1, RUN_STARTED) + rows(2, 2) + rows(4, 1)
 
     def test_read_after_seq_returns_only_later_rows(self, log: EventLog) -> None:
         """``read(run_id, after_seq)`` returns the rows with a greater seq only."""
@@ -203,9 +204,9 @@ class EventLogConformance:
         token = log.fence("r1")
         log.append([Append("r1", rows(1, 3), token, created=("wf", None))])
         with pytest.raises(FencedError):
-            log.append([Append("r1", [(3, "step.completed", '{"other": true}')], token)])
+            log.append([Append("r1", [(3, STEP_COMPLETED, '{"other": true}')], token)])
         with pytest.raises(FencedError):
-            log.append([Append("r1", [(1, "step.completed", "{}"), (2, "step.completed", "{}")], token)])
+            log.append([Append("r1", [(1, STEP_COMPLETED, "{}"), (2, STEP_COMPLETED, "{}")], token)])
         assert log.read("r1") == rows(1, 3)
 
     # -- fencing ------------------------------------------------------------------
@@ -256,7 +257,7 @@ class EventLogConformance:
         token = log.fence("r1")
         log.append([Append("r1", rows(1, 1), token, created=("wf", None))])
         before = log.info("r1")
-        log.append([Append("r1", rows(2, 1, "run.completed"), token, status="completed")])
+        log.append([Append("r1", rows(2, 1, RUN_COMPLETED), token, status="completed")])
         after = log.info("r1")
         assert before is not None
         assert after is not None
@@ -394,10 +395,10 @@ class EventLogConformance:
             pytest.skip("this log lives in its object: nothing outlives the instance")
         old = log.fence("r1")
         log.append([Append("r1", rows(1, 3), old, created=("wf", "parent"))])
-        log.append([Append("r1", rows(4, 1, "run.completed"), old, status="completed")])
+        log.append([Append("r1", rows(4, 1, RUN_COMPLETED), old, status="completed")])
         second = self.open_log(where)
         try:
-            stored = rows(1, 3) + rows(4, 1, "run.completed")
+            stored = rows(1, 3) + rows(4, 1, RUN_COMPLETED)
             assert second.read("r1") == stored
             assert list(second.iter_rows("r1", 2)) == stored[2:]
             info = second.info("r1")

@@ -21,21 +21,22 @@ from typing import Any
 import pytest
 
 from ..errors import FencedError
-from ._messages import Message, MessageStore
-from ._outbox import OutboxEntry, OutboxStore
-from ._protocol import Append, EventLog
-from ._schedules import ScheduleRecord, ScheduleStore
+from ..events import EFFECT_INTENT, EFFECT_RECEIPT, MESSAGE_RECEIVED, RUN_STARTED
+from .log._protocol import Append, EventLog
+from .messages._protocol import Message, MessageStore
+from .outbox._protocol import OutboxEntry, OutboxStore
+from .schedules._protocol import ScheduleRecord, ScheduleStore
 
 
 def _start(log: EventLog, run_id: str) -> int:
     token = log.fence(run_id)
-    log.append([Append(run_id, [(1, "run.started", "{}")], token, created=("wf", None))])
+    log.append([Append(run_id, [(1, RUN_STARTED, "{}")], token, created=("wf", None))])
     return token
 
 
 def _received(seq: int) -> Any:
     def build(msg: Message) -> tuple[int, str, str]:
-        return (seq, "message.received", f'{{"value":{msg.data}}}')
+        return (seq, MESSAGE_RECEIVED, f'{{"value":{msg.data}}}')
 
     return build
 
@@ -68,7 +69,7 @@ class MessageStoreConformance:
         assert got is not None
         assert got.data == '"d1"'
         assert got.consumed_seq == 2
-        assert log.read("r", 1) == [(2, "message.received", '{"value":"d1"}')]
+        assert log.read("r", 1) == [(2, MESSAGE_RECEIVED, '{"value":"d1"}')]
         assert [m.data for m in store.messages("r", pending=True)] == ['"t1"', '"d2"']
 
     def test_consume_with_nothing_waiting_writes_nothing(self, tmp_path: Path) -> None:
@@ -123,9 +124,7 @@ class OutboxStoreConformance:
         """Both are there after one call."""
         log, store = self.open_pair(tmp_path)
         token = _start(log, "r")
-        store.enqueue(
-            Append("r", [(2, "effect.intent", "{}"), (3, "effect.receipt", "{}")], token), _entry("k")
-        )
+        store.enqueue(Append("r", [(2, EFFECT_INTENT, "{}"), (3, EFFECT_RECEIPT, "{}")], token), _entry("k"))
         assert [s for s, _, _ in log.read("r")] == [1, 2, 3]
         got = store.get("k")
         assert got is not None
@@ -138,7 +137,7 @@ class OutboxStoreConformance:
         token = _start(log, "r")
         log.fence("r")
         with pytest.raises(FencedError):
-            store.enqueue(Append("r", [(2, "effect.intent", "{}")], token), _entry("k"))
+            store.enqueue(Append("r", [(2, EFFECT_INTENT, "{}")], token), _entry("k"))
         assert store.get("k") is None
         assert len(log.read("r")) == 1
 
@@ -146,7 +145,7 @@ class OutboxStoreConformance:
         """An entry goes pending → attempted → due later → dead → pending again → delivered."""
         log, store = self.open_pair(tmp_path)
         token = _start(log, "r")
-        store.enqueue(Append("r", [(2, "effect.intent", "{}")], token), _entry("k"))
+        store.enqueue(Append("r", [(2, EFFECT_INTENT, "{}")], token), _entry("k"))
         assert [e.key for e in store.due(1.0)] == ["k"]
         first = store.start_attempt("k", "w1", 1.0)
         assert first is not None

@@ -26,8 +26,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from .._spec import Spec
-from .._world import WorldCore
+from ..engine import Spec, WorldCore
 
 __all__ = ["Inspector", "bind", "create_app", "is_loopback", "new_token", "serve"]
 
@@ -94,7 +93,7 @@ def serve(
     """
     import uvicorn
 
-    from ..runtime._driver import default_driver
+    from ..runtime import default_driver
     from ._app import Inspector, create_app
 
     tok = token or new_token()

@@ -14,16 +14,21 @@ import json
 import os
 from typing import Any
 
-from .._budget import budget_from_text
-from .._recovery import recover_log
-from .._spec import Spec
-from .._timetravel import fork
-from .._world import WorldCore
+from ..engine import Spec, WorldCore, budget_from_text, recover_log
 from ..errors import ConfigurationError
-from ..runtime import cancel_run, resume_run
-from ..runtime._driver import HOST, control_of, default_driver
-from ..runtime._resolve import answer_run, decided_by, resolve_commit
-from ..runtime._status import run_status
+from ..events import RUN_STARTED
+from ..ops import fork
+from ..runtime import (
+    HOST,
+    answer_run,
+    cancel_run,
+    control_of,
+    decided_by,
+    default_driver,
+    resolve_commit,
+    resume_run,
+    run_status,
+)
 
 BY = f"inspector ({decided_by()})"
 """Who the inspector's decisions are recorded as made by."""
@@ -106,7 +111,7 @@ async def fork_from(
     made = fork(run_id, seq, world=world)
     workflow = ""
     for _, type_, data in world.log.read(made.run_id)[:1]:
-        if type_ == "run.started":
+        if type_ == RUN_STARTED:
             workflow = json.loads(data).get("workflow", "")
     spec = specs.get(workflow)
     if spec is None:

@@ -27,8 +27,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response, Stream
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .._spec import Spec
-from .._world import WorldCore
+from ..engine import Spec, WorldCore
 from ..errors import CodecError, DurableError, KeyMismatchError, RunNotFoundError
 from . import _actions, _compare_page, _model, _pages, _run_page
 
@@ -185,7 +184,7 @@ def create_app(inspector: Inspector) -> Starlette:
 
     async def metrics(request: Request) -> Response:
         try:
-            from .._prometheus import exposition
+            from ._prometheus import exposition
         except ImportError:  # pragma: no cover - prometheus_client ships with the ui extra
             return Response("/metrics needs prometheus-client (the ui extra)\n", 501, media_type="text/plain")
         body, content_type = exposition(world)

@@ -1,6 +1,6 @@
 """The comparison of two runs at ``/compare?a=RUN_A&b=RUN_B``: every call path, side by side.
 
-The rows come from ``durable._run_diff.align`` (the same alignment ``little
+The rows come from ``durable.ops._run_diff.align`` (the same alignment ``little
 diff`` prints); a changed output is shown on both sides with the words that
 differ marked (``<mark>``), cut past ``CUT`` characters with links to the
 whole values.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from .._run_diff import DIFF_STATUSES, highlight, pretty, summary
+from ..ops import DIFF_STATUSES, highlight, pretty, summary
 from ._pages import CUT, e, layout, run_href, value_href
 
 

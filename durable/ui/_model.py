@@ -12,23 +12,36 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._budget import budget_text, recorded_budget, run_usage
-from .._run_calls import read_calls
-from .._run_diff import align, first_seqs
-from .._timetravel import checkpoints
-from .._world import WorldCore
-from ..cli._runtime_rows import list_runs as runs_page
+from ..engine import WorldCore, budget_text, recorded_budget, run_usage
 from ..errors import DurableError, RunNotFoundError
-from ..runtime._driver import control_of
-from ..runtime._handle import driver_of
-from ..runtime._serving import short_hash
-from ..runtime._status import run_status
+from ..events import (
+    DRIFT_ACCEPTED,
+    EFFECT_INTENT,
+    EFFECT_RECEIPT,
+    INTERRUPT_RESUMED,
+    RETRY_DECISION,
+    RUN_COMPLETED,
+    RUN_FAILED,
+    RUN_RESOLVED,
+    RUN_RESUMED,
+    RUN_RETRIED,
+    SESSION_COMPLETED,
+    SESSION_STARTED,
+    STEP_COMPLETED,
+    STEP_FAILED,
+    STEP_STARTED,
+    TIMER_SET,
+    VALUE_RECORDED,
+)
+from ..ops import align, checkpoints, first_seqs, read_calls
+from ..runtime import control_of, driver_of, run_status, short_hash
+from ..runtime import list_runs as runs_page
 from ._tree import build_tree
 
 STATUSES = ("running", "orphaned", "waiting", "interrupted", "blocked", "completed", "failed", "cancelled")
 """The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
 
-RESUME_MARKS = ("interrupt.resumed", "run.resumed", "run.retried", "drift.accepted")
+RESUME_MARKS = (INTERRUPT_RESUMED, RUN_RESUMED, RUN_RETRIED, DRIFT_ACCEPTED)
 """Events a later drive writes when it takes a finished or waiting run up again."""
 
 
@@ -140,28 +153,28 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
             written[seq] = e["at"]
         if t in RESUME_MARKS:
             resumed_at = seq
-        if t == "step.started":
+        if t == STEP_STARTED:
             it = item("step", e["path"], seq)
             it.attempts = max(it.attempts, e.get("attempt", 1))
             it.state = "running"
-        elif t == "step.completed":
+        elif t == STEP_COMPLETED:
             it = item("step", e["path"], seq)
             it.attempts = max(it.attempts, e.get("attempt") or 1)
             it.state = "completed"
             it.took(e)
-        elif t == "step.failed":
+        elif t == STEP_FAILED:
             it = item("step", e["path"], seq)
             it.took(e)
             it.errors.append(f"attempt {e.get('attempt', 1)}: {_error_text(e)}")
             it.state = "failed" if e.get("final", True) else "retrying"
-        elif t == "effect.intent":
+        elif t == EFFECT_INTENT:
             it = item("effect", e["key"], seq, e.get("name"))
             it.detail = e.get("kind", "")
             it.child_run_id = e.get("child_run_id") or it.child_run_id
             if it.state in ("error", "retrying"):
                 it.attempts += 1
             it.state = "unconfirmed"
-        elif t == "effect.receipt":
+        elif t == EFFECT_RECEIPT:
             it = item("effect", e["key"], seq)
             it.took(e)
             if e.get("outcome") == "error":
@@ -169,14 +182,14 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
                 it.state = "error"
             else:
                 it.state = "confirmed"
-        elif t == "retry.decision":
+        elif t == RETRY_DECISION:
             key = e["key"]
             kind = "step" if ("step", key) in items else "effect"
             it = item(kind, key, seq)
             if e.get("decision") == "retry":
                 it.state = "retrying"
                 it.detail = f"retry in {e.get('backoff', 0)} s (wakes {iso(e.get('wake_at'))})"
-        elif t == "timer.set":
+        elif t == TIMER_SET:
             it = item("timer", e["path"], seq, "sleep")
             it.state = "set"
             it.detail = f"wakes {iso(e.get('wake_at'))}"
@@ -184,17 +197,17 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
             it = item("interrupt", e["path"], seq, "interrupt")
             it.state = "waiting"
             it.detail = json.dumps(e.get("value"), default=str)
-        elif t == "interrupt.resumed":
+        elif t == INTERRUPT_RESUMED:
             it = item("interrupt", e["path"], seq, "interrupt")
             it.state = "answered"
             it.detail = f"answer: {json.dumps(e.get('value'), default=str)}"
-        elif t == "session.started":
+        elif t == SESSION_STARTED:
             it = item("session", e["path"], seq, e.get("role"))
             it.state = "running"
-        elif t == "session.completed":
+        elif t == SESSION_COMPLETED:
             it = item("session", e["path"], seq, e.get("role"))
             it.state = "completed"
-        elif t == "value.recorded":
+        elif t == VALUE_RECORDED:
             it = item("value", e["key"], seq, e.get("kind", "value"))
             it.state = "recorded"
     for it in order:
@@ -243,7 +256,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
     rec = read.recorded
     items, resumed_at = timeline(events)
     started = rec.started or {}
-    terminal = rec.terminal if rec.terminal and rec.terminal[0] == "run.completed" else None
+    terminal = rec.terminal if rec.terminal and rec.terminal[0] == RUN_COMPLETED else None
     st = run_status(world, run_id)
     driver = driver_of(world, run_id) if st.status == "running" else None
     status = st.status
@@ -251,7 +264,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         status = "orphaned"
     error = None
     for e in events:
-        if e["type"] == "run.failed":
+        if e["type"] == RUN_FAILED:
             error = {"text": _error_text(e), "path": e.get("path"), "drift_keys": e.get("drift_keys") or []}
     blocked = None
     if st.status == "blocked":
@@ -273,7 +286,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
     resolutions = [
         {"decision": e["decision"], "key": e.get("key"), "by": e["by"], "when": iso(e["decided_at"])}
         for e in events
-        if e["type"] == "run.resolved"
+        if e["type"] == RUN_RESOLVED
     ]
     waiting = [
         {"path": p, "value": json.dumps(rec.interrupts[p].get("value"), default=str)}
@@ -367,7 +380,7 @@ def runtime_view(world: WorldCore) -> dict[str, Any]:
 
 def pending_messages(world: Any, run_id: str) -> list[dict[str, Any]]:
     """The messages sent to a run that it has not received yet (none where the world keeps none)."""
-    from ..store._talk_stores import messages_for
+    from ..store import messages_for
 
     try:
         store = messages_for(world.log, world.extensions)
@@ -380,7 +393,7 @@ def pending_messages(world: Any, run_id: str) -> list[dict[str, Any]]:
 
 
 def compare_runs(world: WorldCore, run_a: str, run_b: str) -> dict[str, Any]:
-    """Two runs aligned by call path (``durable._run_diff.align``), and where run B was forked from.
+    """Two runs aligned by call path (``durable.ops._run_diff.align``), and where run B was forked from.
 
     Raises:
         RunNotFoundError: The world has no run with one of the ids.
@@ -407,7 +420,7 @@ def whole_value(world: WorldCore, run_id: str, path: str) -> tuple[bool, Any]:
     if not path:
         started = read.recorded.started or {}
         term = read.recorded.terminal
-        done = term is not None and term[0] == "run.completed"
+        done = term is not None and term[0] == RUN_COMPLETED
         return True, {
             "input": started.get("input"),
             "output": term[1].get("output") if done and term else None,

@@ -12,7 +12,7 @@ import html
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .._run_diff import pretty
+from ..ops import pretty
 from ._model import STATUSES, iso
 
 CUT = 600

@@ -1,6 +1,6 @@
 """A run's calls as a tree: each call under the step, session, branch or loop visit that made it.
 
-``build_tree`` takes the run's calls (``durable._run_diff.calls_of``: what
+``build_tree`` takes the run's calls (``durable.ops._run_diff.calls_of``: what
 each call returned) and its timeline items (``_model.timeline``: attempts,
 errors, durations, executed or replayed) and returns nested nodes. A
 branch of ``parallel`` and a loop (the visits of one looped step) have no
@@ -15,8 +15,8 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._keys import VISIT_MARK, parent_of, without_visit
-from .._run_diff import Call
+from ..engine import VISIT_MARK, parent_of, without_visit
+from ..ops import Call
 
 if TYPE_CHECKING:  # the model builds trees, so it imports this module
     from ._model import Item

@@ -48,7 +48,7 @@ def test_scratch_dir_works_in_a_child_run_started_from_a_tool(tmp_path: Path) ->
 
 def test_scratch_folder_names_are_distinct_and_stay_inside() -> None:
     """Different run ids never share a folder, and none climbs out of runs/."""
-    from durable._sessions import folder_name
+    from durable.engine._sessions import folder_name
 
     ids = ["a/b", "a%2Fb", "a\\b", ".", "..", "%2E", "plain", "r:tool:x#0/wf:abc"]
     names = [folder_name(i) for i in ids]

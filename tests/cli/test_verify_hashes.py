@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable._snapshots import decode_state, encode_state
-from durable._verify import verify_run
 from durable.cli import main
+from durable.engine._snapshots import decode_state, encode_state
+from durable.ops._verify import verify_run
 from tests.conftest import Worlds
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable._recorded import Recorded
+from durable.engine._recorded import Recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_BODIES = {

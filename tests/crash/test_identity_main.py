@@ -22,9 +22,9 @@ import pytest
 
 import durable
 from durable import CapabilityDriftError
-from durable._manifest import run_drift
-from durable._recorded import Recorded
-from durable._spec import spec_of
+from durable.engine._manifest import run_drift
+from durable.engine._recorded import Recorded
+from durable.engine._spec import spec_of
 from tests.conftest import Worlds
 from tests.helpers.procs import shop_app
 from tests.helpers.recorded import load
@@ -101,10 +101,10 @@ def test_little_verify_checks_a_script_run_against_the_imported_module(tmp_path:
 def test_python_dash_m_and_a_script_name_the_module_the_same(tmp_path: Path) -> None:
     """``python -m app`` and ``python app.py`` record the same identity as an import does."""
     app = _app_dir(tmp_path)
-    probe = "import durable, app; print(durable._spec.spec_of(app.checkout).qualname)"
+    probe = "import durable, app; print(durable.engine._spec.spec_of(app.checkout).qualname)"
     (app / "probe.py").write_text(
         "import sys, durable\n"
-        "from durable._spec import spec_of\n"
+        "from durable.engine._spec import spec_of\n"
         "import __main__\n"
         "@durable.workflow\n"
         "async def checkout(sku: str) -> str:\n"
@@ -118,7 +118,7 @@ def test_python_dash_m_and_a_script_name_the_module_the_same(tmp_path: Path) -> 
 
 def test_a_module_outside_any_import_root_keeps_its_main_name() -> None:
     """A function with no importable module (``python -c``, a REPL) is still named ``__main__``."""
-    from durable._identity import module_name
+    from durable.engine._module_name import module_name
 
     def f() -> None: ...
 

@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import pytest
 
-from durable._keys import step_path
+from durable.engine._keys import step_path
 from tests.helpers.outer_loop_harness import expected_counts, read_counts
 
 pytestmark = pytest.mark.slow

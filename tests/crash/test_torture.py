@@ -39,7 +39,7 @@ from typing import Any
 
 import pytest
 
-from durable._recorded import Recorded
+from durable.engine._recorded import Recorded
 
 pytestmark = pytest.mark.slow
 

@@ -12,8 +12,8 @@ import pytest
 
 import durable
 from durable import ArtifactIntegrityError, ArtifactRef, ConfigurationError, World
-from durable._artifacts import check_artifacts
-from durable._recorded import Recorded
+from durable.engine._artifacts import check_artifacts
+from durable.engine._recorded import Recorded
 from durable.store import MemoryArtifacts
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on

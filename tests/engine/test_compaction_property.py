@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 
 import durable
 from durable import World
-from durable._recorded import Recorded
-from durable._serde import dumps
+from durable.engine._recorded import Recorded
+from durable.engine._values import dumps
 from durable.store import Append
 from tests.helpers.strategies import event_programs
 

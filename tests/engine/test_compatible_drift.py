@@ -10,8 +10,8 @@ import pytest
 
 import durable
 from durable import CapabilityDriftError, NondeterminismError, World
-from durable._compatible import added_parameters
 from durable.cli import main
+from durable.engine._compatible import added_parameters
 from tests.conftest import Worlds
 from tests.helpers.codegen import load_source
 

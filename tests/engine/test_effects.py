@@ -10,7 +10,7 @@ import pytest
 
 import durable
 from durable import UnknownCommitError
-from durable._recorded import Recorded
+from durable.engine._recorded import Recorded
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 

@@ -335,7 +335,7 @@ def test_failed_step_is_recorded_and_reraised_on_resume(world: durable.World) ->
 
 def test_unknown_exception_type_is_rebuilt_as_step_failed_error() -> None:
     """A recorded failure whose type is not importable here comes back as StepFailedError."""
-    from durable._failures import rebuild_error
+    from durable.engine._failures import rebuild_error
 
     err = rebuild_error("nowhere.module.Oops", "bad", run_id="r", path="p")
     assert isinstance(err, StepFailedError)

@@ -77,7 +77,7 @@ def test_error_that_cannot_be_rebuilt_becomes_step_failed_error(worlds: Worlds) 
 
 def test_step_failed_error_names_the_type_message_and_path() -> None:
     """An unknown recorded type is rebuilt as StepFailedError whose message says type, message and path."""
-    from durable._failures import rebuild_error
+    from durable.engine._failures import rebuild_error
 
     err = rebuild_error("gone.module.Vanished", "it broke", run_id="r", path="a[1].b")
     assert isinstance(err, StepFailedError)
@@ -90,7 +90,7 @@ def test_rebuilding_never_imports_a_module_named_by_the_log() -> None:
     """A recorded type from a module this process has not imported is not imported to rebuild it."""
     import sys
 
-    from durable._failures import rebuild_error
+    from durable.engine._failures import rebuild_error
 
     assert "tabnanny" not in sys.modules  # a stdlib module with an exception class, unused here
     err = rebuild_error("tabnanny.NannyNag", "x", run_id="r", path="p")
@@ -112,7 +112,7 @@ def test_non_retryable_error_is_replayed_as_its_own_type(world: durable.World) -
 
 def test_rebuilt_non_retryable_error_carries_the_recorded_path() -> None:
     """rebuild_error gives a recorded NonRetryableError the path it was recorded at."""
-    from durable._failures import rebuild_error
+    from durable.engine._failures import rebuild_error
 
     err = rebuild_error("durable.errors.NonRetryableError", "card declined", run_id="r", path="pay")
     assert isinstance(err, NonRetryableError)

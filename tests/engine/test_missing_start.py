@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 import durable
-from durable._verify import verify_run
 from durable.errors import LogCorruptedError
+from durable.ops._verify import verify_run
 from tests.conftest import Worlds
 
 CALLS: Counter[str] = Counter()

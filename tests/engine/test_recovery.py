@@ -11,7 +11,7 @@ import pytest
 
 import durable
 from durable import World
-from durable._snapshots import decode_state, encode_state
+from durable.engine._snapshots import decode_state, encode_state
 from durable.runtime import cancel_run
 
 calls: Counter[str] = Counter()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import durable
 from durable import ConfigurationError, NondeterminismError, NonRetryableError, RetryPolicy
-from durable._retry_policy import decide
+from durable.engine._retry_policy import decide
 from durable.testing import FakeClock, crashing_world
 from tests.conftest import Worlds, step_starts
 from tests.helpers.crash import SimulatedCrash, on
@@ -108,7 +108,7 @@ def test_tenacity_mapping_and_retrying_object_become_policies() -> None:
     @durable.model_call(retry=tenacity.AsyncRetrying(stop=stop, wait=tenacity.wait_fixed(4)))
     async def b() -> None: ...
 
-    spec_a, spec_b = durable._spec.spec_of(a), durable._spec.spec_of(b)
+    spec_a, spec_b = durable.engine._spec.spec_of(a), durable.engine._spec.spec_of(b)
     assert isinstance(spec_a.retry, RetryPolicy)
     assert spec_a.retry.stop is stop
     assert isinstance(spec_b.retry, RetryPolicy)

@@ -18,8 +18,8 @@ from pydantic.alias_generators import to_camel
 
 import durable
 from durable import ConfigurationError, SerializationError
-from durable._serde import json_bytes, loads, to_json
-from durable._spec import Spec
+from durable.engine._spec import Spec
+from durable.engine._values import json_bytes, loads, to_json
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 

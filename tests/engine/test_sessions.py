@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import durable
 from durable import CapabilityDriftError, ConfigurationError, NondeterminismError
-from durable._keys import effect_key, session_path, session_position
-from durable._recorded import Recorded
-from durable._session_manifest import _flat, manifest_changes
+from durable.engine._keys import effect_key, session_path, session_position
+from durable.engine._recorded import Recorded
+from durable.engine._session_manifest import _flat, manifest_changes
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 

@@ -12,8 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 import durable
-from durable._recorded import Recorded
-from durable._streams import CURSOR_BATCH
+from durable.engine._recorded import Recorded
+from durable.engine._streams import CURSOR_BATCH
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash
 

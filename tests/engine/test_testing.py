@@ -11,7 +11,7 @@ import pytest
 
 import durable
 from durable import NondeterminismError, RetryPolicy
-from durable._recorded import Recorded
+from durable.engine._recorded import Recorded
 from durable.store import Append
 from durable.testing import (
     CrashingLog,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from durable._serde import dumps
+from durable.engine._values import dumps
 from durable.testing import SimulatedCrash
 
 __all__ = ["SimulatedCrash", "on"]

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from durable._keys import value_key
+from durable.engine._keys import value_key
 
 PATHS = ["a", "b", "loop.visit[0]", "loop.visit[1]", "par[x].c", "par[y].c"]
 KEYS = ["tool:pay#0", "model:ask#1", "par[x].tool:pay#0"]

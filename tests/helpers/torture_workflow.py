@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import durable
-from durable._keys import step_path
+from durable.engine._keys import step_path
 
 DATA_DIR = EFFECTS = LIFE = RUN_ID = RESULT = ""
 ITEMS = 4

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from durable._lint import lint, lint_source
-from durable._lint_rules import RULES
 from durable.cli import main
 from durable.errors import ConfigurationError
+from durable.ops._lint import lint, lint_source
+from durable.ops._lint_rules import RULES
 
 CORPUS = Path(__file__).parent / "corpus"
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from durable.store._control import ControlRecord
-from durable.store._sqlite_control import SCHEMA_VERSION, SqliteControl
+from durable.store.control._protocol import ControlRecord
+from durable.store.control._sqlite import SCHEMA_VERSION, SqliteControl
 
 _V1 = """
 CREATE TABLE control (

@@ -10,7 +10,7 @@ import pytest
 
 import durable
 from durable import Queue, UnknownCommitError, Worker
-from durable.store import _locks
+from durable.store.locks import _protocol as _locks
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 from tests.runtime.test_runtime import wait_events

@@ -9,7 +9,7 @@ import pytest
 
 import durable
 from durable import Queue, Worker
-from durable._metrics import meters
+from durable.engine._metrics import meters
 from tests.conftest import Worlds
 from tests.runtime.test_unhappy import blocked_on_a_cut_call
 

@@ -11,9 +11,9 @@ import pytest
 
 import durable
 from durable import Queue, Worker
-from durable._prometheus import read_metrics
-from durable.cli._runtime_rows import list_runs
+from durable.runtime._detail import list_runs
 from durable.runtime._driver import control_of
+from durable.ui._prometheus import read_metrics
 from tests.conftest import Worlds
 from tests.runtime.test_unhappy import blocked_on_a_cut_call
 

@@ -234,7 +234,7 @@ def test_without_opentelemetry_installed_runs_work_and_record_no_trace(tmp_path:
         "import sys\n"
         "sys.modules['opentelemetry'] = None  # as if the otel extra were not installed\n"
         "import asyncio, durable\n"
-        "from durable import _tracing\n"
+        "from durable.engine import _tracing\n"
         "assert _tracing._trace is None and _tracing.tracing() is None and _tracing.traceparent() is None\n"
         "@durable.step\n"
         "async def one(x: int) -> int:\n"

@@ -10,8 +10,8 @@ import pytest
 
 import durable
 from durable import Continue, Done
-from durable._manifest import definition_hash
-from durable._spec import spec_of
+from durable.engine._manifest import definition_hash
+from durable.engine._spec import spec_of
 from durable.outer._loop import _append_commit
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash

@@ -10,8 +10,8 @@ import pytest
 
 import durable
 from durable import Continue, Done, OuterLoopError, RunFailedError
-from durable._manifest import definition_hash
-from durable._spec import spec_of
+from durable.engine._manifest import definition_hash
+from durable.engine._spec import spec_of
 from durable.outer._manifest import ManifestStore
 from tests.conftest import Worlds
 from tests.helpers.outer_loop_harness import (

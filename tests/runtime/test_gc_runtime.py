@@ -11,7 +11,7 @@ from durable import RunNotFoundError
 from durable.runtime import dispatch_outbox
 from durable.runtime._driver import control_of
 from durable.store import messages_for, outbox_for
-from durable.store._artifact_store import sha256_of
+from durable.store.artifacts._protocol import sha256_of
 from tests.conftest import Worlds
 
 SHARED = b"bytes two runs saved"

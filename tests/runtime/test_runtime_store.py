@@ -12,8 +12,8 @@ import pytest
 import durable
 from durable import Queue, Worker
 from durable.runtime._driver import control_of
-from durable.store._control import ControlRecord, MemoryControl
-from durable.store._sqlite_control import SCHEMA_VERSION, SqliteControl
+from durable.store.control._protocol import ControlRecord, MemoryControl
+from durable.store.control._sqlite import SCHEMA_VERSION, SqliteControl
 from tests.conftest import Worlds
 from tests.runtime.test_runtime import CALLS, GATE, until, wait_gate
 
@@ -163,7 +163,7 @@ async def test_the_control_store_counts_drives_until_an_outcome_and_keeps_blocke
 
     A blocked run is unfinished: it keeps its dedup id.
     """
-    from durable.store._control import ControlRecord, QueueLimits
+    from durable.store.control._protocol import ControlRecord, QueueLimits
 
     ctl = control_of(world)
     ctl.submit(ControlRecord("c", "wf", queue="q", dedup_id="once", created_at=1.0))

@@ -236,8 +236,8 @@ def test_max_recovery_attempts_must_be_an_int_of_zero_or_more(bad: Any) -> None:
 
 def test_max_recovery_attempts_is_not_part_of_the_manifest() -> None:
     """Changing the bound of a workflow does not make its runs drift."""
-    from durable._manifest import manifest_cache, manifest_hash, run_manifest
-    from durable._spec import spec_of
+    from durable.engine._manifest import manifest_cache, manifest_hash, run_manifest
+    from durable.engine._spec import spec_of
 
     async def body() -> int:
         return 1

@@ -13,8 +13,8 @@ import pytest
 
 import durable
 from durable import CodecError, EncryptionCodec, KeyMismatchError, RunInterrupted
-from durable._context import CURRENT
-from durable._verify import verify_run
+from durable.engine._context import CURRENT
+from durable.ops._verify import verify_run
 from durable.store import EncryptedLog, MemoryLog, SqliteLog
 
 pytest.importorskip("cryptography")

@@ -93,7 +93,7 @@ def test_a_schedule_input_moved_to_another_schedule_is_refused(tmp_path: Path) -
 
 def test_rekey_rewrites_schedule_and_queued_inputs(tmp_path: Path) -> None:
     """After a rekey to another key, and then to the clear, runtime.db's inputs read under the new one."""
-    from durable._rekey import rekey
+    from durable.ops._rekey import rekey
 
     other = EncryptionCodec(bytes(range(1, 33)))
     _tick(tmp_path, EncryptionCodec(KEY))

@@ -12,8 +12,8 @@ import pytest
 import durable
 from durable import CodecError, EncryptionCodec, KeyMismatchError
 from durable.store import EncryptedLog, MemoryLog, SqliteLog, messages_for, outbox_for
-from durable.store._encrypted import row_ad
-from durable.store._talk_stores import keeps_outbox
+from durable.store.encrypted._log import row_ad
+from durable.store.messages._beside_log import keeps_outbox
 
 pytest.importorskip("cryptography")
 
@@ -197,7 +197,7 @@ def test_a_memory_world_s_messages_and_outbox_are_encrypted() -> None:
 
 def test_rekey_rewrites_messages_and_outbox_entries(tmp_path: Path) -> None:
     """After a rekey to another key, and then to the clear, messages and entries read under the new one."""
-    from durable._rekey import rekey
+    from durable.ops._rekey import rekey
 
     other = EncryptionCodec(bytes(range(1, 33)))
     _talk(tmp_path, EncryptionCodec(KEY))

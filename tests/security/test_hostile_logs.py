@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable import _snapshots
-from durable._snapshots import STATE_ENCODING, decode_state, encode_state, inflate
+from durable.engine import _snapshots
+from durable.engine._snapshots import STATE_ENCODING, decode_state, encode_state, inflate
 from durable.errors import LogCorruptedError
 
 

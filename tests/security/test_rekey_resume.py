@@ -25,9 +25,9 @@ RUNS = [f"run-{i}" for i in range(6)]
 CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    import durable._rekey as rekey
-    from durable.store._artifact_store import FileArtifacts
-    from durable.store._sqlite import SqliteLog
+    import durable.ops._rekey as rekey
+    from durable.store.artifacts._protocol import FileArtifacts
+    from durable.store.log._sqlite import SqliteLog
     from durable.cli import main
 
     point, data = sys.argv[1], sys.argv[2]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import durable
-from durable._sessions import folder_name
-from durable._verify import verify_run
+from durable.engine._sessions import folder_name
 from durable.errors import ArtifactIntegrityError, ConfigurationError
-from durable.store._artifact_store import safe_location
+from durable.ops._verify import verify_run
+from durable.store.artifacts._protocol import safe_location
 
 HOSTILE = [
     "../escape",
@@ -107,7 +107,7 @@ def test_a_location_outside_artifacts_is_refused_and_reported(tmp_path: Path, lo
 
 
 def test_a_crafted_sha256_never_names_a_file() -> None:
-    from durable.store._artifact_store import hex_of
+    from durable.store.artifacts._protocol import hex_of
 
     for tag in ["sha256:../../x", "sha256:" + "0" * 63 + "/", "sha256:" + "A" * 64]:
         with pytest.raises(ValueError, match="not a sha256 tag"):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from durable.store._control import ControlRecord, MemoryControl, RunControl
-from durable.store._doorbell import Doorbell
-from durable.store._sqlite_control import SqliteControl
+from durable.store.control._doorbell import Doorbell
+from durable.store.control._protocol import ControlRecord, MemoryControl, RunControl
+from durable.store.control._sqlite import SqliteControl
 
 
 def _store(kind: str, tmp_path: Path) -> RunControl:
@@ -51,8 +51,8 @@ def test_every_write_that_others_wait_for_is_announced(kind: str, tmp_path: Path
 def test_a_write_in_another_process_rings_this_one(tmp_path: Path) -> None:
     """No polling is involved: the event is set only by the other process's ring."""
     script = (
-        "import sys; from durable.store._sqlite_control import SqliteControl;"
-        "from durable.store._control import ControlRecord;"
+        "import sys; from durable.store.control._sqlite import SqliteControl;"
+        "from durable.store.control._protocol import ControlRecord;"
         "c = SqliteControl(sys.argv[1]); c.submit(ControlRecord('x', 'wf', queue='q')); c.close()"
     )
 

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import durable
-from durable._verify import verify_run
 from durable.cli import main
 from durable.errors import DurableControl, DurableError, LogCorruptedError, LogUnavailableError
+from durable.ops._verify import verify_run
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from durable.store import Append, SqliteLog
-from durable.store._sqlite_schema import SCHEMA_VERSION
+from durable.store.log._sqlite_schema import SCHEMA_VERSION
 
 _V1 = """
 CREATE TABLE events (

@@ -78,7 +78,7 @@ def test_a_format_1_log_replays_with_its_hashes_and_unfolded_steps(worlds: World
     The input ``1e-07`` is where the two hash formats differ, so the recorded
     hash only matches through the format-1 fallback; a changed input still fails.
     """
-    from durable._serde import dumps, short_hash, value_hash
+    from durable.engine._values import dumps, short_hash, value_hash
     from durable.errors import NondeterminismError
     from tests.helpers.crash import SimulatedCrash, on
 

@@ -24,8 +24,8 @@ class TestPostgresLog(EventLogConformance):
         return "c_" + hashlib.sha256(str(where).encode()).hexdigest()[:20]
 
     def open_log(self, where: Path) -> EventLog:
-        from durable.store._pg_log import PostgresLog
-        from durable.store._pg_schema import connect
+        from durable.store.log._postgres import PostgresLog
+        from durable.store.postgres._schema import connect
 
         db = connect(
             self.dsn,

@@ -15,7 +15,7 @@ from tests.helpers import pg
 @pytest.fixture
 def controls(pg_server: pg.Server) -> Iterator[list[PostgresControl]]:
     """Four control stores on one schema, each with a pool of its own (as four worker processes)."""
-    from durable.store._pg_schema import connect
+    from durable.store.postgres._schema import connect
 
     schema = pg.new_schema()
     dbs = [

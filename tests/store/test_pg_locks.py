@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from durable.store import PostgresLocks
-from durable.store._pg_schema import Database, connect
+from durable.store.postgres._schema import Database, connect
 from tests.helpers import pg
 
 

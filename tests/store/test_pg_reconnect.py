@@ -8,8 +8,8 @@ import pytest
 
 from durable import FencedError, LogUnavailableError
 from durable.store import Append, PostgresLog
-from durable.store._pg_schema import Database, connect
 from durable.store.conformance import rows
+from durable.store.postgres._schema import Database, connect
 from tests.helpers import pg
 
 

@@ -36,7 +36,7 @@ def _sql(dsn: str, *statements: str) -> list[tuple[object, ...]]:
 
 def test_a_new_schema_is_created_with_its_version_and_migrations(pg_server: Server, schema: str) -> None:
     """Opening a world creates the schema and records the app, the version and each named migration."""
-    from durable.store._pg_schema import APP, MIGRATIONS, SCHEMA_VERSION
+    from durable.store.postgres._schema import APP, MIGRATIONS, SCHEMA_VERSION
 
     durable.postgres_world(pg_server.dsn, schema=schema).close()
     assert _sql(pg_server.dsn, f'SELECT app, version FROM "{schema}".durable_meta') == [(APP, SCHEMA_VERSION)]
@@ -148,7 +148,7 @@ def test_a_schema_of_an_older_version_is_migrated_forward_keeping_its_rows(
 
     The row written before the upgrade has no time; a row written after it has one.
     """
-    from durable.store import _pg_schema
+    from durable.store.postgres import _schema as _pg_schema
 
     durable.postgres_world(pg_server.dsn, schema=schema).close()
     _sql(

@@ -13,8 +13,8 @@ from tests.helpers.pg import Server, drop_schema, new_schema
 
 @pytest.fixture
 def log(pg_server: Server) -> Iterator[Any]:
-    from durable.store._pg_log import PostgresLog
-    from durable.store._pg_schema import connect
+    from durable.store.log._postgres import PostgresLog
+    from durable.store.postgres._schema import connect
 
     schema = new_schema()
     db = connect(

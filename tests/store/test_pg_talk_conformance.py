@@ -31,8 +31,8 @@ class _OnPostgres:
         drop_schema(pg_server.dsn, self.schema)
 
     def open_log(self) -> Any:
-        from durable.store._pg_log import PostgresLog
-        from durable.store._pg_schema import connect
+        from durable.store.log._postgres import PostgresLog
+        from durable.store.postgres._schema import connect
 
         db = connect(
             self.dsn, schema=self.schema, min_size=1, max_size=2, reconnect_timeout=5, connect_timeout=10
@@ -55,6 +55,6 @@ class TestPostgresOutbox(_OnPostgres, OutboxStoreConformance):
 
 class TestPostgresSchedules(_OnPostgres, ScheduleStoreConformance):
     def open_store(self, where: Path) -> ScheduleStore:
-        from durable.store._pg_schedules import PostgresSchedules
+        from durable.store.schedules._postgres import PostgresSchedules
 
         return PostgresSchedules(self.open_log().db)

@@ -9,7 +9,7 @@ from typing import Any
 
 import durable
 import durable.store
-from durable._verify import verify_run
+from durable.ops._verify import verify_run
 from durable.store import Append, EventLog, MemoryLocks, MemoryLog, SqliteLog
 from durable.store.conformance import PROTOCOL_METHODS, rows
 from durable.testing import run_with_crash

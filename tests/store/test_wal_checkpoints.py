@@ -8,7 +8,7 @@ from pathlib import Path
 
 from durable import SqliteLog
 from durable.store import Append
-from durable.store._wal_checkpoints import EVERY, SAFETY_NET_PAGES
+from durable.store.log._wal_checkpoints import EVERY, SAFETY_NET_PAGES
 
 
 def _wait_for(predicate: object, timeout: float = 10.0) -> bool:

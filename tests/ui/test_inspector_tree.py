@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import durable
-from durable._run_diff import Call
+from durable.ops._run_diff import Call
 from durable.store import Append
 from durable.ui._app import Inspector, create_app
 from durable.ui._pages import compare_href, run_href

@@ -1,4 +1,4 @@
-"""The replay decision table (``durable._decide``), property by property (Hypothesis)."""
+"""The replay decision table (``durable.engine._decide``), property by property (Hypothesis)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable._decide import (
+from durable.engine._decide import (
     EXECUTE,
     FAIL,
     RECONCILE,
@@ -21,8 +21,8 @@ from durable._decide import (
     decide_step,
     decide_value,
 )
-from durable._keys import effect_key, step_path
-from durable._serde import value_hash
+from durable.engine._keys import effect_key, step_path
+from durable.engine._values import value_hash
 from durable.errors import NondeterminismError, UnknownCommitError
 
 names = st.sampled_from(["pay", "ask", "score"])
@@ -121,7 +121,7 @@ def test_a_fork_reruns_an_inherited_effect_whose_input_changed() -> None:
 
 def test_a_format_one_input_hash_still_matches() -> None:
     """A hash of the ``json`` module's text (log format 1) is the same input."""
-    from durable._serde import dumps, short_hash
+    from durable.engine._values import dumps, short_hash
 
     call = _step("pay", 1e-07)
     started = {"input_hash": short_hash(dumps(1e-07))}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from durable import _encode as ev
+from durable.engine import _event_writer as ev
 from durable.events import EVENT_TYPES, parse_event
 
 ERROR = {"error_type": "builtins.ValueError", "error_message": "boom", "error_args": ["boom"]}

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import durable
-from durable._capabilities import reachable
-from durable._manifest import (
+from durable.engine._capabilities import reachable
+from durable.engine._manifest import (
     definition_hash,
     describe,
     diff,
@@ -25,7 +25,7 @@ from durable._manifest import (
     run_manifest,
     signature_text,
 )
-from durable._spec import Spec, spec_of
+from durable.engine._spec import Spec, spec_of
 from tests import drift_app
 from tests.helpers.codegen import load_source
 
@@ -125,8 +125,8 @@ _HASH_SCRIPT = """
 import sys
 sys.path.insert(0, sys.argv[1])
 from tests import drift_app
-from durable._manifest import manifest_hash, run_manifest
-from durable._spec import spec_of
+from durable.engine._manifest import manifest_hash, run_manifest
+from durable.engine._spec import spec_of
 print(manifest_hash(run_manifest(spec_of(drift_app.review), {"worker": "gpt-5", "planner": "o3"})))
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable._keys import effect_key, parent_of, step_name, step_path
-from durable._manifest import _visit_bases
+from durable.engine._keys import effect_key, parent_of, step_name, step_path
+from durable.engine._manifest import _visit_bases
 
 name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8)
 key_chars = st.characters(exclude_characters="[]", exclude_categories=["Cs"])
@@ -48,7 +48,7 @@ def test_visit_bases_strip_only_the_trailing_visit(calls: list[tuple[str, str, i
 @given(scope)
 def test_a_scope_prefixes_its_calls_as_keys_says(path: str) -> None:
     """The prefix a scope gives its calls is ``_keys.scope_prefix`` of its path."""
-    from durable._context import Scope
-    from durable._keys import scope_prefix
+    from durable.engine._context import Scope
+    from durable.engine._keys import scope_prefix
 
     assert Scope(None, path).prefix == scope_prefix(path)  # type: ignore[arg-type]

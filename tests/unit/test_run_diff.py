@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import durable
-from durable._recorded import Recorded
-from durable._run_diff import Call, align, calls_of, first_seqs, highlight, summary
+from durable.engine._recorded import Recorded
+from durable.ops._run_diff import Call, align, calls_of, first_seqs, highlight, summary
 
 PATHS = st.sampled_from(["a", "b", "c", "a.tool:t#0", "a.tool:t#1", "b.model:m#0", "loop.visit[0]", "x[k].s"])
 OUTPUTS = st.one_of(

@@ -11,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from durable import LogCorruptedError, SerializationError
-from durable._recorded import Recorded
-from durable._serde import adapter, dumps, to_json
-from durable._spec import Spec
+from durable.engine._recorded import Recorded
+from durable.engine._spec import Spec
+from durable.engine._values import adapter, dumps, to_json
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

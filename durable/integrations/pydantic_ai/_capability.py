@@ -25,7 +25,7 @@ from pydantic_ai.tools import AgentDepsT, RunContext
 
 import durable
 
-from ..._nested_calls import effect_body_scope, in_effect_body
+from ...engine import effect_body_scope, in_effect_body
 from .._effects import in_run
 from ._backend import _Backend
 from ._live_stream import LiveStreams

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import durable
-from durable.memory._rows import StoredRows
+from durable.memory._tables import StoredRows
 
 DIM = 32
 

@@ -1,0 +1,90 @@
+"""Loading a run: its canonical state rebuilt from the log, the entry point of every resume."""
+
+from __future__ import annotations
+
+import contextlib
+
+from ..errors import RunNotFoundError
+from ..store import (
+    EventLog,
+)
+from ._log_rows import WholeLogNeeded, check_start, from_start
+from ._recorded import Recorded
+from ._world import WorldCore
+
+
+def recover(run_id: str, *, world: WorldCore) -> Recorded:
+    """Rebuild a run's canonical state: the newest snapshot plus the events after it.
+
+    This is the same function the engine resumes from.
+
+    Args:
+        run_id: The run.
+        world: The world holding its log.
+
+    Returns:
+        The run's index of committed outputs by path, confirmed effects,
+        recorded values, status and state version (``Recorded.to_state()``
+        gives it as JSON).
+
+    Raises:
+        RunNotFoundError: The world has no run with that id.
+        LogCorruptedError: Its log does not begin with its start (nor a snapshot), or an
+            event is damaged.
+
+    Example:
+        >>> import asyncio, durable
+        >>> @durable.workflow
+        ... async def hello() -> str:
+        ...     return "hi"
+        >>> world = durable.memory_world()
+        >>> _ = asyncio.run(durable.run_workflow(hello, world=world, run_id="r1"))
+        >>> durable.recover("r1", world=world).status()
+        'completed'
+    """
+    rows = world.log.read(run_id)
+    if not rows:
+        raise run_not_found(world, run_id)
+    check_start(rows[0][0], rows[0][1], run_id)
+    return Recorded.from_rows(rows, run_id)
+
+
+def unsafe_unconfirmed(rec: Recorded) -> list[str]:
+    """Keys of unconfirmed tool calls that no resume may call again (plain tools).
+
+    A tool counts as safe to call again when the run's manifest, or the
+    manifest of a session that offers it, records it as idempotent or with a
+    ``reconcile=`` function.
+    """
+    safe: set[str] = set()
+    for name, d in (((rec.started or {}).get("manifest") or {}).get("tools") or {}).items():
+        opts = d.get("options") or {}
+        if opts.get("idempotent") or opts.get("reconcile"):
+            safe.add(name)
+    for session in rec.sessions.values():
+        for t in (session.get("manifest") or {}).get("availableTools") or []:
+            opts = t.get("options") or {}
+            if opts.get("idempotent") or opts.get("reconcile"):
+                safe.add(t.get("name"))
+    return [
+        k
+        for k in rec.unconfirmed()
+        if rec.intents[k].get("kind") == "tool" and rec.intents[k].get("name") not in safe
+    ]
+
+
+def recover_log(log: EventLog, run_id: str) -> Recorded:
+    """``recover`` over a bare log (the runner's entry point); an unknown run is empty."""
+    # Streaming the rows lets a long run be indexed without holding every raw
+    # row at once. A restored run is re-indexed from earlier rows, so it is read whole.
+    with contextlib.suppress(WholeLogNeeded):
+        return Recorded.from_rows(from_start(log.iter_rows(run_id), run_id), run_id)
+    return Recorded.from_rows(log.read(run_id), run_id)  # checked whole above
+
+
+def run_not_found(world: WorldCore, run_id: str) -> RunNotFoundError:
+    where = f"data directory {str(world.data_dir)!r}" if world.data_dir else "this world"
+    return RunNotFoundError(
+        f"no run {run_id!r} in {where}; list runs with `little runs`.",
+        run_id=run_id,
+    )

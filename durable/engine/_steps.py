@@ -1,0 +1,253 @@
+"""Steps: the unit of memoization, from their start to their commit.
+
+A step claims the next position of its scope, builds its path (with the
+visit for a decision loop) and asks the log (``Claim.step``). A recorded
+output is rebuilt and returned; otherwise the body runs in its own scope
+between ``step.started`` and ``step.completed`` (or ``step.failed``). When
+nothing was written between the two, one ``step.completed`` carries both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import MaxVisitsExceededError, StepTimeoutError
+from ..events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED
+from . import _event_writer as ev
+from ._artifacts import store_output
+from ._claim import REPLAYED, Claim
+from ._context import CURRENT, NOTHING, Scope, check_awaited
+from ._decide import EXECUTE, REPLAY
+from ._failures import error_data, rebuild_from, recordable
+from ._keys import step_path
+from ._metrics import record_attempt
+from ._spec import Spec
+from ._sync_bodies import call_sync_body
+from ._values import bytes_hash, stored_bytes, to_json
+
+
+class StepCall(Claim):
+    """One step call: its claim on the scope, then its identity and attempt once it executes."""
+
+    __slots__ = ("attempt", "input_hash", "path", "spec", "started", "t0", "visit")
+
+    spec: Spec
+    path: str
+    visit: int
+    input_hash: str
+    attempt: int
+    started: dict[str, Any] | None
+    t0: float
+
+    def emit_started(self) -> None:
+        """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
+        self.t0 = time.perf_counter()
+        self.started = ev.step_started(self.path, self.visit, self.attempt, self.input_hash, self.n)
+        self.run.emit(STEP_STARTED, self.started)
+
+
+def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Build the step's identity and ask the log; ``(REPLAYED, output)`` or ``(call, None)``."""
+    scope = call.scope
+    run = call.run
+    name = spec.name
+    visit = scope.visits.get(name, 0)
+    looped = spec.max_visits > 1
+    if visit >= spec.max_visits:
+        raise _too_many_visits(spec, scope, visit)
+    path = step_path(scope.prefix, name, visit, looped)
+    scope.visits[name] = visit + 1
+    data, ih = spec.dump_input(args, kwargs, run.run_id, path)
+    attempt = 1
+    if run.replaying:
+        added = run.added_params.get(name)
+        if added:
+            data, ih = _as_recorded(spec, run.recorded.steps_started.get(path), data, ih, added)
+        action, record = call.step(name, ih, path, data)
+        if action is not EXECUTE:
+            assert record is not None
+            if action is REPLAY:
+                return REPLAYED, spec.rebuild(record["output"])
+            raise rebuild_from(record, run_id=run.run_id, path=path)
+        attempt = run.recorded.attempt(path)
+    call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
+    call.emit_started()
+    return call, None
+
+
+def _as_recorded(
+    spec: Spec, started: dict[str, Any] | None, data: dict[str, Any], ih: str, added: tuple[str, ...]
+) -> tuple[dict[str, Any], str]:
+    """The input as the run recorded it before the step gained ``added`` (each at its default).
+
+    A recorded call of the old signature is this call when the new
+    parameters have their defaults; any other value is another input.
+    """
+    if started is None or started["input_hash"] == ih:
+        return data, ih
+    params, adapters = spec.signature.parameters, dict(spec.params())
+    trimmed = dict(data)
+    for name in added:
+        if name not in trimmed or name not in adapters:
+            continue
+        default = to_json(adapters[name], params[name].default, what=name, run_id=None, path=None)
+        if trimmed[name] == default:
+            del trimmed[name]
+    if trimmed == data:
+        return data, ih
+    return trimmed, bytes_hash(stored_bytes(trimmed, what="the arguments", run_id=None, path=None))
+
+
+def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededError:
+    run_id = scope.run.run_id
+    path = step_path(scope.prefix, spec.name, visit, spec.max_visits > 1)
+    return MaxVisitsExceededError(
+        f"run {run_id!r}: step {spec.name!r} was entered {visit + 1} times in scope "
+        f"{scope.path or '<workflow>'!r} (path {path!r}), more than its max_visits="
+        f"{spec.max_visits}. Raise max_visits for a decision loop, or give each call its "
+        "own scope with durable.branch(key).",
+        run_id=run_id,
+        path=path,
+        step=spec.name,
+        limit=spec.max_visits,
+    )
+
+
+def step_commit(call: StepCall, out: Any) -> None:
+    """Buffer the step's ``step.completed``: its output encoded once, for the hash and the log."""
+    run = call.run
+    ms = ev.elapsed_ms(call.t0)
+    data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
+    raw = stored_bytes(data, what="the output", run_id=run.run_id, path=call.path)
+    run.state_version += 1
+    artifact = None
+    if len(raw) > run.world.artifact_threshold:  # large outputs live beside the log
+        artifact = store_output(run, call.path, raw.decode())
+    started = call.started
+    if started is not None and run.unemit(started):
+        # Nothing was buffered since the start and nothing flushed: one event says both.
+        event = ev.step_completed_folded(started, raw, bytes_hash(raw), run.state_version, artifact, ms)
+    else:
+        event = ev.step_completed(
+            call.path, call.visit, raw, bytes_hash(raw), run.state_version, artifact, ms
+        )
+    run.emit_encoded(STEP_COMPLETED, event)
+
+
+def step_fail(call: StepCall, exc: BaseException, *, final: bool = True) -> bool:
+    """Buffer ``step.failed`` for the code's own failure; say whether one was written."""
+    if not recordable(exc):
+        return False
+    failed = ev.step_failed(
+        call.path, call.visit, call.attempt, error_data(exc), final, ev.elapsed_ms(call.t0)
+    )
+    call.run.emit(STEP_FAILED, failed)
+    return True
+
+
+async def step_attempt(
+    call: StepCall, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Run the step's body once in its own scope and buffer its commit; return the output."""
+    run = call.run
+    traced = (
+        None
+        if run.tracer is None
+        else run.tracer.start(call.spec.name, run.run_id, call.path, call.attempt, "step")
+    )
+    scope = Scope(run, call.path)
+    token = CURRENT.set(scope)
+    started = time.perf_counter()
+    try:
+        timeout = call.spec.timeout
+        if timeout is None:
+            out = await fn(*args, **kwargs)
+        else:
+            out = await _bounded(call, fn(*args, **kwargs), timeout)
+        if scope.last is not NOTHING:  # the body made durable calls: each must have been awaited
+            check_awaited(scope, f"step {call.spec.name!r}")
+    except BaseException as exc:
+        if traced is not None:
+            traced.end(exc)
+        if isinstance(exc, Exception):
+            record_attempt("step", call.spec.name, time.perf_counter() - started, ok=False)
+        raise
+    finally:
+        CURRENT.reset(token)
+    if traced is not None:
+        traced.end()
+    record_attempt("step", call.spec.name, time.perf_counter() - started, ok=True)
+    step_commit(call, out)
+    return out
+
+
+async def _bounded(call: StepCall, body: Any, timeout: float) -> Any:
+    """Await one attempt of the body for at most ``timeout`` seconds (``StepTimeoutError``)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await body
+    except TimeoutError as exc:
+        if isinstance(exc, StepTimeoutError):
+            raise
+        raise StepTimeoutError(
+            f"run {call.run.run_id!r}: step {call.spec.name!r} (path {call.path!r}) attempt "
+            f"{call.attempt} ran longer than its timeout of {timeout} s. Raise timeout=, or give "
+            "the step retry= to try again.",
+            run_id=call.run.run_id,
+            path=call.path,
+        ) from None
+
+
+async def step_async(
+    spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """An async ``@step`` called inside a run."""
+    with StepCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claimed, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        try:
+            out = await step_attempt(call, fn, args, kwargs)
+        except BaseException as exc:
+            if step_fail(call, exc):
+                await call.run.flush_async()
+            raise
+        await call.run.flush_async()
+        return out
+
+
+def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A sync ``@step`` called inside a run."""
+    with StepCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+        call, replayed = step_begin(spec, claimed, args, kwargs)
+        if call is REPLAYED:
+            return replayed
+        run = call.run
+        traced = None if run.tracer is None else run.tracer.start(spec.name, run.run_id, call.path, 1, "step")
+        scope = Scope(run, call.path)
+        token = CURRENT.set(scope)
+        try:
+            try:
+                out = call_sync_body(
+                    fn, args, kwargs, what=f"step {spec.name!r}", run_id=run.run_id, path=call.path
+                )
+                if scope.last is not NOTHING:  # a sync body cannot await the calls it made
+                    check_awaited(scope, f"step {spec.name!r}")
+            except BaseException as exc:
+                if traced is not None:
+                    traced.end(exc)
+                raise
+            finally:
+                CURRENT.reset(token)
+            if traced is not None:
+                traced.end()
+            step_commit(call, out)
+        except BaseException as exc:
+            if step_fail(call, exc):
+                call.run.flush()
+            raise
+        call.run.flush()
+        return out

@@ -1,0 +1,376 @@
+"""``little rekey``: re-encrypt a data directory under a new key (or encrypt or decrypt it).
+
+Every row of ``events.db``, with its messages and outbox entries,
+is rewritten in one transaction, then the file is vacuumed and its WAL
+truncated so that no page keeps an old payload. Every artifact and
+outer-loop manifest is rewritten under the new key (a new file
+first, the old one removed after), and every memory item's text and metadata
+in ``memory/memory.db`` (one transaction, then a vacuum), and the queued
+and schedule inputs of ``runtime.db`` (the same). Run it while no process
+uses the data directory.
+
+A journal, ``rekey-journal.json`` in the data directory, names the key the
+directory is leaving and the target key, and each part once it is done
+(written atomically after the part); a rekey stopped at any point (even by
+SIGKILL) is finished by running it again with the same target. Each item of a
+part says by its own form whether it was rewritten yet (an artifact or
+outer-loop manifest is in the clear or names its key; a part in one
+transaction is all old or all new), so a rerun opens whichever form it finds.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..errors import CodecError, ConfigurationError
+from ..security import Codec
+from ..store import (
+    META_KEY,
+    PREFIX,
+    EncryptedArtifacts,
+    EncryptedLog,
+    FileArtifacts,
+    SqliteLog,
+    key_check,
+    open_manifest,
+    recorded_key_id,
+    rekey_talk,
+    sha256_of,
+    verify_key_check,
+)
+
+
+def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[str, Any]:
+    """Rewrite every payload of ``data_dir`` under ``new`` (``None``: in the clear).
+
+    Args:
+        data_dir: The data directory.
+        new: The codec to encrypt under from now on; ``None`` decrypts the directory.
+        old: A codec holding the key the directory is encrypted under now
+            (``None`` for a directory that is not encrypted).
+
+    Returns:
+        What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts", "outer_loops",
+        "memory_items", "messages", "runtime_inputs"}`` (``messages``: messages and
+        outbox entries; ``runtime_inputs``: queued inputs and schedule inputs of ``runtime.db``).
+
+    Raises:
+        KeyMismatchError: ``old`` does not hold the directory's key.
+        CodecError: A payload does not decrypt; nothing of the log was changed then.
+        ConfigurationError: A stopped rekey of the directory went to another key: it
+            must be finished first (its journal names the key).
+    """
+    root = Path(data_dir)
+    target = None if new is None else new.key_id
+    # A part already rewritten by a stopped rekey is under the new key: the new codec reads it too.
+    reading = old if old is not None else new
+    _check_memory_key(root, reading)  # before anything is rewritten
+    log = SqliteLog(root / "events.db")
+    try:
+        was = recorded_key_id(log)
+        if was is not None and reading is None:
+            raise ConfigurationError(
+                f"the data directory is encrypted under key id {was}: give that key to read it "
+                "(in LITTLE_OLD_KEYS or as the key itself)."
+            )
+        journal = _Journal.resume(root, was, target)
+        done: dict[str, int] = dict(journal.done)
+        if "events" not in done:
+            reader = EncryptedLog(log, reading) if was is not None and reading is not None else None
+            try:
+                done["events"], done["messages"] = _rewrite_rows(log, reader, new)
+            except BaseException:
+                if not journal.done:  # nothing was rewritten (one transaction): nothing to finish
+                    journal.close()
+                raise
+            _vacuum(log)
+            journal.finish(events=done["events"], messages=done["messages"])
+    finally:
+        log.close()
+    parts: dict[str, Callable[[Path, Codec | None, Codec | None], int]] = {
+        "artifacts": _rewrite_artifacts,
+        "outer_loops": _rewrite_outer,
+        "memory_items": _rewrite_memory,
+        "runtime_inputs": _rewrite_runtime,
+    }
+    for name, part in parts.items():
+        if name not in done:
+            done[name] = part(root, reading, new)
+            journal.finish(**{name: done[name]})
+    journal.close()
+    return {"from_key_id": journal.from_key_id, "to_key_id": target, **done}
+
+
+class _Journal:
+    """What a rekey has done so far, in ``rekey-journal.json`` (removed once the rekey is complete)."""
+
+    NAME = "rekey-journal.json"
+
+    def __init__(self, path: Path, from_key_id: str | None, to_key_id: str | None, done: dict[str, int]):
+        self.path = path
+        self.from_key_id = from_key_id
+        self.to_key_id = to_key_id
+        self.done = done
+
+    @classmethod
+    def resume(cls, root: Path, was: str | None, target: str | None) -> _Journal:
+        """The journal of a stopped rekey to ``target``, or a new one (``was``: the log's key id now).
+
+        Raises:
+            ConfigurationError: A stopped rekey went to another target; or its journal is damaged.
+        """
+        path = root / cls.NAME
+        try:
+            stored = json.loads(path.read_bytes())
+            journal = cls(path, stored["from_key_id"], stored["to_key_id"], dict(stored["done"]))
+        except FileNotFoundError:
+            journal = cls(path, was, target, {})
+            journal._write()
+            return journal
+        except (ValueError, KeyError, TypeError):
+            raise ConfigurationError(
+                f"the rekey journal {str(path)!r} is damaged. Run the rekey again from the key of "
+                "each part (LITTLE_OLD_KEYS can hold both) after removing the journal."
+            ) from None
+        if journal.to_key_id != target:
+            to = journal.to_key_id or "(none: --decrypt)"
+            raise ConfigurationError(
+                f"a rekey of this data directory to key id {to} was stopped before it finished: run "
+                "`little rekey` again with that key in LITTLE_KEY (and --decrypt if it was a decrypt) "
+                "to finish it first."
+            )
+        return journal
+
+    def finish(self, **counts: int) -> None:
+        """Record parts as done (the file replaced atomically, so a kill leaves the old or the new)."""
+        self.done.update(counts)
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_name("." + self.NAME + ".tmp")
+        body = {"from_key_id": self.from_key_id, "to_key_id": self.to_key_id, "done": self.done}
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(body, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def close(self) -> None:
+        """The rekey is complete: the journal goes."""
+        self.path.unlink()
+
+
+def _check_memory_key(root: Path, old: Codec | None) -> None:
+    """Refuse, before anything is rewritten, a memory store whose key ``old`` does not hold."""
+    path = root / "memory" / "memory.db"
+    if not path.is_file():
+        return
+    from ..memory import VecDb, recorded_check, stored_key_id
+
+    db = VecDb(path)
+    try:
+        kid, text = stored_key_id(db), recorded_check(db)
+    finally:
+        db.close()
+    if text is None:
+        return
+    if old is None:
+        raise ConfigurationError(
+            f"the memory store is encrypted under key id {kid}: give that key to read it "
+            "(in LITTLE_OLD_KEYS or as the key itself)."
+        )
+    verify_key_check(text, old, f"the memory store {str(path)!r}")
+
+
+def _rewrite_memory(root: Path, old: Codec | None, new: Codec | None) -> int:
+    """Rewrite the memory store's items, then vacuum it so that no page keeps an old payload."""
+    path = root / "memory" / "memory.db"
+    if not path.is_file():
+        return 0
+    from ..memory import (
+        VecDb,  # the memory extra is needed only for a directory with a store
+        rekey_items,
+    )
+
+    db = VecDb(path)
+    try:
+        n = rekey_items(db, old, new)
+        db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.run("VACUUM")
+        db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return n
+
+
+def _rewrite_rows(log: SqliteLog, reader: EncryptedLog | None, new: Codec | None) -> tuple[int, int]:
+    """Rewrite every row, message and outbox entry of the log in one transaction.
+
+    Returns:
+        How many rows, and how many messages and outbox entries, were rewritten.
+    """
+    db = log._db
+    sealer = _Sealer(new) if new is not None else None
+    n = 0
+    with log._lock:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            rows = db.execute("SELECT run_id, seq, type, data FROM events").fetchall()
+            for run_id, seq, type_, data in rows:
+                row = (seq, type_, data)
+                if reader is not None:
+                    row = reader.open(run_id, row)
+                if sealer is not None:
+                    row = sealer.seal(run_id, row)
+                db.execute("UPDATE events SET data = ? WHERE run_id = ? AND seq = ?", (row[2], run_id, seq))
+                n += 1
+            talk = rekey_talk(db, reader.codec if reader is not None else None, new)
+            db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            if new is None:
+                db.execute("DELETE FROM meta WHERE name = ?", (META_KEY,))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (META_KEY, key_check(new))
+                )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    return n, talk
+
+
+def _vacuum(log: SqliteLog) -> None:
+    """Vacuum the log so that no free page keeps an old payload, and truncate its WAL."""
+    try:
+        log.vacuum()
+    except sqlite3.Error as exc:  # pragma: no cover - a vacuum needs free disk space
+        raise ConfigurationError(
+            f"the rows were rewritten but VACUUM failed ({exc}); free some disk space and run "
+            "`little rekey` again to finish"
+        ) from exc
+
+
+class _Sealer(EncryptedLog):
+    """``EncryptedLog.seal`` without a log under it (rekey writes the rows itself)."""
+
+    def __init__(self, codec: Codec):
+        self.codec = codec
+        self.binary = True
+        self._blob = bytearray  # rekey binds the rows to sqlite3 itself, as a SqliteLog does
+
+
+def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
+    """Rewrite the queued inputs and schedule inputs of ``runtime.db`` in one transaction, then vacuum it."""
+    path = root / "runtime.db"
+    if not path.is_file():
+        return 0
+    from ..security import open_control_input, seal_control_input
+    from ..store import open_text, schedule_ad, seal_text
+
+    db = sqlite3.connect(path, isolation_level=None)
+    n = 0
+    try:
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "control" in tables:
+                for run_id, text in db.execute("SELECT run_id, input FROM control").fetchall():
+                    plain = open_control_input(old, run_id, text)
+                    db.execute(
+                        "UPDATE control SET input = ? WHERE run_id = ?",
+                        (seal_control_input(new, run_id, plain), run_id),
+                    )
+                    n += 1
+            if "schedules" in tables:
+                for name, text in db.execute("SELECT name, input FROM schedules").fetchall():
+                    ad, what = schedule_ad(name), f"the input of schedule {name!r}"
+                    sealed = old is not None and text.startswith(PREFIX)  # one transaction: all one form
+                    plain = open_text(old, text, ad, what, None) if old is not None and sealed else text
+                    sealed = seal_text(new, plain, ad) if new is not None else plain
+                    db.execute("UPDATE schedules SET input = ? WHERE name = ?", (sealed, name))
+                    n += 1
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return n
+
+
+def _artifact_files(root: Path) -> list[Path]:
+    folder = root / "artifacts"
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("??/*.json") if not p.name.startswith("."))
+
+
+def _rewrite_artifacts(root: Path, old: Codec | None, new: Codec | None) -> int:
+    plain = FileArtifacts(root)
+    reading: Any = EncryptedArtifacts(plain, old) if old is not None else plain
+    writing: Any = EncryptedArtifacts(plain, new) if new is not None else plain
+    n = 0
+    for leftover in root.glob("artifacts/??/.tmp-*"):  # a write a stopped rekey did not finish
+        leftover.unlink()
+    for meta_file in _artifact_files(root):
+        digest = meta_file.stem
+        stored = json.loads(meta_file.read_bytes())
+        sealed = isinstance(stored.get("manifest"), str)  # a stopped rekey leaves both forms
+        if sealed and old is None:
+            raise CodecError(f"artifact file {digest} is encrypted: give its key; rekey stopped")
+        manifest = open_manifest(old, stored, digest) if sealed and old is not None else stored
+        sha = manifest["sha256"]
+        data = (reading if sealed else plain).get(sha)
+        if data is None or sha256_of(data) != sha:
+            raise CodecError(
+                f"artifact {manifest.get('name')!r} ({sha}) is missing or damaged; rekey stopped"
+            )
+        manifest.pop("path", None)
+        blob = meta_file.with_name(digest)
+        if new is not None:
+            writing.write(data, manifest)
+        else:
+            writing.put(data, manifest)
+        new_name = sha.partition(":")[2] if new is None else new.digests(sha.encode())[0]
+        if new_name != digest:  # the new copy has another name: the old one goes
+            for f in (blob, meta_file):
+                with contextlib.suppress(FileNotFoundError):
+                    f.unlink()
+            with contextlib.suppress(OSError):  # the folder, once empty
+                blob.parent.rmdir()
+        n += 1
+    return n
+
+
+def _rewrite_outer(root: Path, old: Codec | None, new: Codec | None) -> int:
+    folder = root / "outer-loops"
+    if not folder.is_dir():
+        return 0
+    n = 0
+    for f in sorted(folder.glob("*.json")):
+        ad = f"outer-loop|{f.stem}".encode()
+        text = f.read_text(encoding="utf-8")
+        if text.startswith(PREFIX):  # a stopped rekey leaves manifests of both forms
+            if old is None:
+                raise CodecError(
+                    f"the outer-loop manifest {f.name!r} is encrypted: give its key; rekey stopped"
+                )
+            text = old.decrypt(base64.b64decode(text[len(PREFIX) :], validate=True), ad).decode()
+        if new is not None:
+            text = PREFIX + base64.b64encode(new.encrypt(text.encode(), ad)).decode("ascii")
+        tmp = f.with_name(f".{f.name}.rekey")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(f)
+        n += 1
+    return n

@@ -1,0 +1,16 @@
+"""Security: payload codecs, keys from the environment, and run inputs sealed for the control store.
+
+``EncryptionCodec`` (AES-256-GCM) is the codec that ships. The lowest part of the package: it
+imports only ``errors``; the encrypted stores that use it live in ``durable.store.encrypted``.
+"""
+
+from __future__ import annotations
+
+from ._codecs import KEY_ENV as KEY_ENV
+from ._codecs import KEY_FILE_ENV as KEY_FILE_ENV
+
+# The door: what the other parts of the package use (not public API).
+from ._codecs import Codec as Codec
+from ._codecs import codec_from_env as codec_from_env
+from ._sealed_inputs import open_control_input as open_control_input
+from ._sealed_inputs import seal_control_input as seal_control_input

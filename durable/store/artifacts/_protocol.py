@@ -1,0 +1,178 @@
+"""Artifact payload stores: content-addressed files under ``artifacts/``, or memory.
+
+The stores know bytes and manifests only; references, effects and checks
+live in ``_artifacts``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+from ...errors import ArtifactIntegrityError
+
+DEFAULT_THRESHOLD = 256 * 1024
+"""Step outputs whose JSON text is longer than this (in characters) become artifacts."""
+
+
+def sha256_of(data: bytes) -> str:
+    """``sha256:<hex>`` of raw bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def hex_of(tag: str) -> str:
+    """The hex digest of a ``sha256:<hex>`` tag; anything else (a crafted tag) is refused."""
+    hexdigest = tag.partition(":")[2]
+    if len(hexdigest) != 64 or hexdigest.strip("0123456789abcdef"):
+        raise ValueError(f"not a sha256 tag: {tag[:80]!r}")
+    return hexdigest
+
+
+def safe_location(location: str) -> bool:
+    """Whether an artifact location read from a log stays inside the data directory's ``artifacts/``.
+
+    A location is ``artifacts/<2 hex>/<64 hex>``: relative, POSIX, with no
+    ``..``, no absolute part, no NUL and no backslash.
+    """
+    parts = location.split("/")
+    return (
+        len(parts) == 3
+        and parts[0] == "artifacts"
+        and len(parts[1]) == 2
+        and len(parts[2]) == 64
+        and not parts[2].strip("0123456789abcdef")
+        and parts[2].startswith(parts[1])
+    )
+
+
+class ArtifactStore(Protocol):
+    """Where artifact payloads and their manifests live, addressed by content hash."""
+
+    def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
+        """Store ``data`` under its hash (once: storing the same bytes again is a no-op).
+
+        Args:
+            data: The payload.
+            manifest: JSON-safe facts about it (name, media type, size), kept beside it.
+
+        Returns:
+            Where it is stored (for ``resolve``), or ``None`` for a store without files.
+        """
+
+    def get(self, sha256: str) -> bytes | None:
+        """The stored payload.
+
+        Args:
+            sha256: Its tag, ``sha256:<hex>``.
+
+        Returns:
+            The bytes, or ``None`` when the store has no such payload.
+        """
+
+    def delete(self, sha256: str) -> None:
+        """Remove the payload and its manifest (``gc``, once no kept run references it); absent is fine.
+
+        Args:
+            sha256: Its tag, ``sha256:<hex>``.
+        """
+
+    def resolve(self, location: str | None) -> Path | None:
+        """The file behind a location.
+
+        Args:
+            location: What ``put`` returned.
+
+        Returns:
+            The file, or ``None`` for a store without files.
+        """
+
+
+class FileArtifacts:
+    """Artifacts in a folder, one file per content plus a JSON manifest beside it."""
+
+    def __init__(self, data_dir: Path, *, fsync: bool = False):
+        self.data_dir = data_dir
+        self.root = data_dir / "artifacts"
+        self.fsync = fsync
+
+    def _blob(self, hexdigest: str) -> Path:
+        return self.root / hexdigest[:2] / hexdigest
+
+    def _write(self, target: Path, data: bytes) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                if self.fsync:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
+        hexdigest = hex_of(manifest["sha256"])
+        blob = self._blob(hexdigest)
+        if self.get(manifest["sha256"]) != data:  # absent, or damaged: (re)write it
+            self._write(blob, data)
+        meta = blob.with_name(hexdigest + ".json")
+        if not meta.exists():
+            self._write(meta, json.dumps(manifest, indent=2, sort_keys=True).encode())
+        return blob.relative_to(self.data_dir).as_posix()
+
+    def get(self, sha256: str) -> bytes | None:
+        try:
+            return self._blob(hex_of(sha256)).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def delete(self, sha256: str) -> None:
+        blob = self._blob(hex_of(sha256))
+        for path in (blob, blob.with_name(blob.name + ".json")):
+            path.unlink(missing_ok=True)
+
+    def resolve(self, location: str | None) -> Path | None:
+        if location is None:
+            return None
+        if not safe_location(location):
+            raise ArtifactIntegrityError(
+                f"the artifact location {location!r} points outside {str(self.root)!r}; the log "
+                "that holds it was edited or crafted. Run `little verify` on the run.",
+                artifact=location,
+            )
+        return self.data_dir / location
+
+
+class MemoryArtifacts:
+    """Artifacts held in this process (``memory_world()``)."""
+
+    def __init__(self) -> None:
+        self.blobs: dict[str, bytes] = {}
+        self.manifests: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
+        with self._lock:
+            self.blobs[manifest["sha256"]] = data
+            self.manifests.setdefault(manifest["sha256"], manifest)
+        return None
+
+    def get(self, sha256: str) -> bytes | None:
+        return self.blobs.get(sha256)
+
+    def delete(self, sha256: str) -> None:
+        with self._lock:
+            self.blobs.pop(sha256, None)
+            self.manifests.pop(sha256, None)
+
+    def resolve(self, location: str | None) -> Path | None:
+        return None

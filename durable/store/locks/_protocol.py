@@ -1,0 +1,152 @@
+"""One driver per run: OS file locks for local worlds, in-process locks for memory worlds.
+
+A file lock (``flock``) is released by the kernel when its process dies, so
+a lock left by a killed process is recovered without any manual step. A
+waiting caller polls, so its own timeout and cancellation are honoured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Protocol
+
+from ..._logging import INFO, WARNING, note
+
+_POLL_MIN = 0.001
+_POLL_MAX = 0.05
+
+
+class Locks(Protocol):
+    """Named exclusive locks: the engine holds ``run:<run_id>`` while it drives a run.
+
+    A lock held by a process that dies must come free (``FileLocks`` uses
+    ``flock``, which the kernel releases with the process). The fencing token
+    of ``EventLog`` guards the log even when a lock is lost.
+    """
+
+    def try_acquire(self, name: str) -> object | None:
+        """Take the lock now, without waiting.
+
+        Args:
+            name: The lock's name.
+
+        Returns:
+            A handle to pass to ``release``, or ``None`` when another holder has it.
+        """
+
+    def release(self, handle: object) -> None:
+        """Give the lock back.
+
+        Args:
+            handle: What ``try_acquire`` returned.
+        """
+
+
+def _file_name(name: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:80]
+    return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock"
+
+
+class FileLocks:
+    """``flock`` locks in a folder (``locks/`` under the data directory)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def try_acquire(self, name: str) -> object | None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / _file_name(name), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return fd
+
+    def holder(self, name: str) -> int | None:
+        """The pid that the last holder of ``name`` wrote into its lock file, if any."""
+        try:
+            text = (self.folder / _file_name(name)).read_text().strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def release(self, handle: object) -> None:
+        assert isinstance(handle, int)
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        os.close(handle)
+
+
+class MemoryLocks:
+    """In-process locks for ``memory_world()``."""
+
+    def __init__(self) -> None:
+        self._held: set[str] = set()
+        self._mutex = threading.Lock()
+
+    def try_acquire(self, name: str) -> object | None:
+        with self._mutex:
+            if name in self._held:
+                return None
+            self._held.add(name)
+            return name
+
+    def release(self, handle: object) -> None:
+        with self._mutex:
+            self._held.discard(str(handle))
+
+
+@contextlib.asynccontextmanager
+async def hold(locks: Locks, name: str) -> AsyncIterator[None]:
+    """Hold ``name`` for the block, waiting (cancellably) while another caller holds it."""
+    handle = locks.try_acquire(name)
+    if handle is None:
+        handle = await _wait(locks, name)
+    try:
+        yield
+    finally:
+        locks.release(handle)
+
+
+LONG_WAIT = 1.0
+"""Seconds of waiting for a lock after which the wait is logged."""
+
+
+async def _wait(locks: Locks, name: str) -> object:
+    """Poll until ``name`` comes free; a wait past ``LONG_WAIT`` is logged when it starts and ends."""
+    delay = _POLL_MIN
+    start = time.monotonic()
+    told = False
+    handle = None
+    while handle is None:
+        await asyncio.sleep(delay)  # a real wait on another driver; timeouts cancel it
+        delay = min(delay * 2, _POLL_MAX)
+        handle = locks.try_acquire(name)
+        if not told and handle is None and time.monotonic() - start > LONG_WAIT:
+            told = True
+            note(
+                WARNING, _run_of(name), None, "waiting for lock %s: another driver holds it", name, lock=name
+            )
+    if told:
+        waited = time.monotonic() - start
+        note(INFO, _run_of(name), None, "took lock %s after %.1f s", name, waited, lock=name, waited=waited)
+    return handle
+
+
+def _run_of(name: str) -> str | None:
+    return name[4:] if name.startswith("run:") else None

@@ -1,0 +1,401 @@
+"""``PostgresLog``: the event log in PostgreSQL, shared by every worker of a Postgres world.
+
+Rows live in ``events`` keyed by ``(run_id, seq)``, so a second writer of the
+same seq fails instead of forking the log; ``runs`` holds each run's summary
+and its fencing token. Every append is one transaction that reads the
+writer's token with ``FOR SHARE`` (or ``FOR UPDATE``) before it inserts: a
+``fence`` by a new driver waits for an append in flight and every append
+after it sees the new token, so a driver that lost its run writes nothing
+more. The common append (rows only) is a single guarded ``INSERT``.
+
+A connection lost mid-append is retried on a fresh one (``Database.run``);
+when the earlier attempt may have committed, the retry finds its own rows
+and reports success instead of a conflict, so a commit is never lost nor
+written twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..._clock import wall
+from ..postgres._schema import Database
+from ._protocol import Append, Row, RunInfo, _stale, _taken
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+
+    from ..messages._postgres import PostgresMessages
+    from ..outbox._postgres import PostgresOutbox
+
+_INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
+
+_ROWS_ONLY = (
+    "INSERT INTO {s}.events (run_id, seq, type, data) "
+    "SELECT %(run)s, r.seq, r.type, r.data "
+    "FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) AS r(seq, type, data) "
+    "WHERE COALESCE((SELECT token FROM {s}.runs WHERE run_id = %(run)s FOR SHARE), 0) = %(token)s"
+)
+"""One statement: the rows, written only when the writer's token is the run's current one."""
+
+_INSERT = (
+    "INSERT INTO {s}.events (run_id, seq, type, data) "
+    "SELECT %s, r.seq, r.type, r.data "
+    "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS r(seq, type, data)"
+)
+
+
+def _columns(rows: Sequence[Row]) -> tuple[list[int], list[str], list[str]]:
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+
+
+class PostgresLog:
+    """The durable log in a PostgreSQL schema (see ``durable.postgres_world``).
+
+    Args:
+        db: The pool and schema (``Database``); the schema must be migrated already.
+        owns: Whether ``close`` closes the pool too (a log opened on its own); a
+            world's log shares the pool with the world's other stores, and the
+            world closes it.
+    """
+
+    def __init__(self, db: Database, *, owns: bool = False):
+        self.db = db
+        self._owns = owns
+        sql = db.sql
+        self._rows_only = sql(_ROWS_ONLY)
+        self._insert = sql(_INSERT)
+        self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
+        self._notify = "SELECT pg_notify(%s, %s)"
+
+    # -- writing -------------------------------------------------------------
+
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
+        """Write every append of ``batch`` in one transaction, or none of them.
+
+        Every commit waits for the server's own durability (``synchronous_commit``
+        as the server is configured); ``sync`` is accepted and ignored.
+        """
+        if not batch:
+            return
+        first = batch[0]
+        if len(batch) == 1 and first.created is None and first.status is None and first.rows:
+            self.db.run(lambda conn, attempt: self._append_rows(conn, attempt, first), run_id=first.run_id)
+            return
+        self.db.run(lambda conn, attempt: self._append_batch(conn, attempt, batch), run_id=first.run_id)
+
+    def _append_rows(self, conn: Connection[Any], attempt: int, a: Append) -> None:
+        import psycopg
+
+        seqs, types, datas = _columns(a.rows)
+        params = {"run": a.run_id, "seqs": seqs, "types": types, "datas": datas, "token": a.token}
+        try:
+            written = conn.execute(self._rows_only, params).rowcount
+        except psycopg.errors.UniqueViolation:
+            if attempt and self._already_written(conn, [a]):
+                return  # the lost attempt committed these very rows
+            raise _taken(a.run_id, a.rows[0][0]) from None
+        if written != len(a.rows):  # the guard matched nothing: another driver holds the run
+            row = conn.execute(self.db.sql("SELECT token FROM {s}.runs WHERE run_id = %s"), (a.run_id,))
+            got = row.fetchone()
+            raise _stale(a.run_id, a.token, int(got[0]) if got else 0)
+
+    def _append_batch(self, conn: Connection[Any], attempt: int, batch: Sequence[Append]) -> None:
+        if attempt and self._already_written(conn, batch):
+            return
+        now = wall()
+        finished: list[str] = []
+        with conn.transaction():
+            for a in batch:
+                if a.created is not None:
+                    conn.execute(
+                        self.db.sql(
+                            "INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, "
+                            "updated_at, token) VALUES (%s, %s, 'running', %s, %s, %s, 0) "
+                            "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
+                            "parent_run_id = excluded.parent_run_id, "
+                            "created_at = excluded.created_at, updated_at = excluded.updated_at"
+                        ),
+                        (a.run_id, a.created[0], a.created[1], now, now),
+                    )
+                self.write_guarded(conn, a)
+                if a.status is not None:
+                    conn.execute(
+                        self.db.sql("UPDATE {s}.runs SET status = %s, updated_at = %s WHERE run_id = %s"),
+                        (a.status, now, a.run_id),
+                    )
+                    finished.append(a.run_id)
+            for run_id in finished:  # delivered at commit, to result() and waiting workers
+                conn.execute(self._notify, (self.db.channel, f"run:{run_id}"))
+
+    def write_guarded(self, conn: Connection[Any], a: Append) -> None:
+        """Inside the caller's transaction: check ``a.token`` (locking the run's token) and insert ``a.rows``.
+
+        The message store and the outbox call this in their own transactions,
+        so what they write beside the log commits with the rows or not at all.
+
+        Raises:
+            FencedError: The token is stale or a seq is taken (the caller's
+                transaction rolls back then).
+        """
+        import psycopg
+
+        row = conn.execute(self._token, (a.run_id,)).fetchone()
+        current = int(row[0]) if row else 0
+        if current != a.token:
+            raise _stale(a.run_id, a.token, current)
+        if a.rows:
+            try:
+                with conn.transaction():  # a savepoint: the error is ours to name
+                    conn.execute(self._insert, (a.run_id, *_columns(a.rows)))
+            except psycopg.errors.UniqueViolation:
+                raise _taken(a.run_id, a.rows[0][0]) from None
+
+    def stored(self, conn: Connection[Any], run_id: str, rows: Sequence[Row]) -> bool:
+        """Whether ``rows`` are stored exactly as given (a retried commit that landed)."""
+        return self._already_written(conn, [Append(run_id, rows, 0)])
+
+    def _already_written(self, conn: Connection[Any], batch: Sequence[Append]) -> bool:
+        """Whether every row of ``batch`` is stored exactly as given (a retried commit that landed).
+
+        The rows of a batch commit together with its summaries, so stored rows
+        mean the whole batch landed; a batch without rows cannot tell and is redone.
+        """
+        if not any(a.rows for a in batch):
+            return False
+        for a in batch:
+            if not a.rows:
+                continue
+            stored = conn.execute(
+                self.db.sql(
+                    "SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq BETWEEN %s AND %s "
+                    "ORDER BY seq"
+                ),
+                (a.run_id, a.rows[0][0], a.rows[-1][0]),
+            ).fetchall()
+            if [tuple(r) for r in stored] != [tuple(r) for r in a.rows]:
+                return False
+        return True
+
+    def fence(self, run_id: str) -> int:
+        """Take a new fencing token for a run; every older token becomes stale."""
+
+        def op(conn: Connection[Any], attempt: int) -> int:
+            row = conn.execute(
+                self.db.sql(
+                    "INSERT INTO {s}.runs (run_id, token) VALUES (%s, 1) "
+                    "ON CONFLICT (run_id) DO UPDATE SET token = {s}.runs.token + 1 RETURNING token"
+                ),
+                (run_id,),
+            ).fetchone()
+            assert row is not None
+            return int(row[0])
+
+        return self.db.run(op, run_id=run_id)
+
+    def compact(self, run_id: str, snapshot: Row, token: int) -> None:
+        """Append ``snapshot`` and delete every row of the run strictly before it."""
+        import psycopg
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            with conn.transaction():
+                row = conn.execute(self._token, (run_id,)).fetchone()
+                current = int(row[0]) if row else 0
+                if current != token:
+                    raise _stale(run_id, token, current)
+                try:
+                    with conn.transaction():
+                        conn.execute(
+                            self.db.sql(
+                                "INSERT INTO {s}.events (run_id, seq, type, data) VALUES (%s, %s, %s, %s)"
+                            ),
+                            (run_id, *snapshot),
+                        )
+                except psycopg.errors.UniqueViolation:
+                    stored = conn.execute(
+                        self.db.sql("SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq = %s"),
+                        (run_id, snapshot[0]),
+                    ).fetchone()
+                    if not (attempt and stored is not None and tuple(stored) == tuple(snapshot)):
+                        raise _taken(run_id, snapshot[0]) from None
+                conn.execute(
+                    self.db.sql("DELETE FROM {s}.events WHERE run_id = %s AND seq < %s"),
+                    (run_id, snapshot[0]),
+                )
+
+        self.db.run(op, run_id=run_id)
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run: its rows, its summary and its fencing token."""
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            with conn.transaction():
+                conn.execute(self.db.sql("DELETE FROM {s}.events WHERE run_id = %s"), (run_id,))
+                conn.execute(self.db.sql("DELETE FROM {s}.runs WHERE run_id = %s"), (run_id,))
+
+        self.db.run(op, run_id=run_id)
+
+    def vacuum(self) -> None:
+        """``VACUUM`` the event and run tables (space of deleted rows goes back to the tables)."""
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(self.db.sql("VACUUM {s}.events, {s}.runs"))
+
+        self.db.run(op)
+
+    def get_meta(self, name: str) -> str | None:
+        """A fact about the log as a whole (its key check), or ``None``; reading writes nothing."""
+
+        def op(conn: Connection[Any], attempt: int) -> str | None:
+            row = conn.execute(
+                self.db.sql("SELECT value FROM {s}.documents WHERE namespace = 'meta' AND key = %s"),
+                (name,),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        return self.db.run(op)
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Record a fact about the log as a whole."""
+
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(
+                self.db.sql(
+                    "INSERT INTO {s}.documents (namespace, key, value) VALUES ('meta', %s, %s) "
+                    "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value"
+                ),
+                (name, value),
+            )
+
+        self.db.run(op)
+
+    # -- stores beside the log -----------------------------------------------
+
+    def message_store(self) -> PostgresMessages:
+        """The world's messages (``messages`` table), written in this log's transactions."""
+        from ..messages._postgres import PostgresMessages
+
+        return PostgresMessages(self)
+
+    def outbox_store(self) -> PostgresOutbox:
+        """The world's outbox (``outbox`` table), whose entries commit with this log's rows."""
+        from ..outbox._postgres import PostgresOutbox
+
+        return PostgresOutbox(self)
+
+    # -- reading -------------------------------------------------------------
+
+    def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
+        """All rows of a run above ``after_seq``, in seq order, in one query."""
+
+        def op(conn: Connection[Any], attempt: int) -> list[Row]:
+            cur = conn.execute(
+                self.db.sql(
+                    "SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq > %s ORDER BY seq"
+                ),
+                (run_id, after_seq),
+            )
+            return [(int(r[0]), r[1], r[2]) for r in cur]
+
+        return self.db.run(op, run_id=run_id)
+
+    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
+        """When each row of a run above ``after_seq`` was written (the server's clock), by seq.
+
+        Rows written before migration ``0004_event_times`` are left out.
+        """
+
+        def op(conn: Connection[Any], attempt: int) -> dict[int, float]:
+            cur = conn.execute(
+                self.db.sql(
+                    "SELECT seq, written_at FROM {s}.events WHERE run_id = %s AND seq > %s "
+                    "AND written_at IS NOT NULL"
+                ),
+                (run_id, after_seq),
+            )
+            return {int(r[0]): float(r[1]) for r in cur}
+
+        return self.db.run(op, run_id=run_id)
+
+    def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:
+        """The rows of ``read``, fetched ``chunk`` rows per query as they are consumed.
+
+        No connection is held between chunks, so an abandoned iterator holds nothing.
+        """
+        query = self.db.sql(
+            "SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+        )
+        while True:
+            params = (run_id, after_seq, chunk)
+
+            def op(conn: Connection[Any], attempt: int, params: tuple[str, int, int] = params) -> list[Row]:
+                return [(int(r[0]), r[1], r[2]) for r in conn.execute(query, params)]
+
+            rows = self.db.run(op, run_id=run_id)
+            yield from rows
+            if len(rows) < chunk:
+                return
+            after_seq = rows[-1][0]
+
+    def info(self, run_id: str) -> RunInfo | None:
+        """The run's summary, or ``None`` when no append started it."""
+
+        def op(conn: Connection[Any], attempt: int) -> RunInfo | None:
+            row = conn.execute(
+                self.db.sql(f"SELECT {_INFO_COLUMNS} FROM {{s}}.runs WHERE run_id = %s AND workflow != ''"),
+                (run_id,),
+            ).fetchone()
+            return RunInfo(*row) if row else None
+
+        return self.db.run(op, run_id=run_id)
+
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        """Runs, newest first (ties by run id, descending), optionally filtered."""
+        text = f"SELECT {_INFO_COLUMNS} FROM {{s}}.runs WHERE workflow != ''"
+        args: list[object] = []
+        if status is not None:
+            text += " AND status = %s"
+            args.append(status)
+        if workflow is not None:
+            text += " AND workflow = %s"
+            args.append(workflow)
+        text += " ORDER BY created_at DESC, run_id DESC LIMIT %s OFFSET %s"
+        args += [limit, offset]
+        query = self.db.sql(text)
+
+        def op(conn: Connection[Any], attempt: int) -> list[RunInfo]:
+            return [RunInfo(*r) for r in conn.execute(query, args)]
+
+        return self.db.run(op)
+
+    def integrity_check(self) -> str:
+        """``"ok"`` when the schema is at this SDK's version and every summary's rows are readable."""
+        from ..postgres._schema import SCHEMA_VERSION
+
+        def op(conn: Connection[Any], attempt: int) -> str:
+            row = conn.execute(self.db.sql("SELECT version FROM {s}.durable_meta")).fetchone()
+            if row is None or int(row[0]) != SCHEMA_VERSION:
+                return (
+                    f"schema {self.db.schema!r} has version {row[0] if row else None}, not {SCHEMA_VERSION}"
+                )
+            bad = conn.execute(
+                self.db.sql("SELECT count(*) FROM {s}.events WHERE seq < 1 OR type = ''")
+            ).fetchone()
+            if bad is not None and int(bad[0]):
+                return f"{bad[0]} event rows have no seq or no type"
+            return "ok"
+
+        return self.db.run(op)
+
+    def close(self) -> None:
+        """Close the pool when this log owns it (otherwise the world closes it)."""
+        if self._owns:
+            self.db.close()

@@ -1,0 +1,412 @@
+"""``SqliteLog``: the event log in one SQLite file, in WAL mode.
+
+Rows live in a ``WITHOUT ROWID`` table keyed by ``(run_id, seq)``, so a second
+writer of the same seq fails instead of forking the log. Every append is one
+``BEGIN IMMEDIATE`` transaction that also checks the writer's fencing token.
+The schema version is kept in ``PRAGMA user_version``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from ..._clock import wall
+from ...errors import ConfigurationError, LogCorruptedError, LogUnavailableError
+from ._protocol import Append, Row, RunInfo, _stale, _taken
+from ._sqlite_schema import _BUSY, INSERT_EVENT, open_log
+from ._wal_checkpoints import Checkpointer
+
+_INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
+
+DURABILITY_SYNC = {"process": "NORMAL", "power": "FULL"}
+
+_ONE_STATEMENT_ROWS = 64
+"""Appends up to this many rows are one statement; larger ones use a transaction."""
+
+
+def _guarded_insert(n: int) -> str:
+    """One ``INSERT`` of ``n`` rows that writes nothing unless the writer's token is current.
+
+    Parameters: ``?1`` run id, ``?2`` token, ``?3`` the time written, then
+    ``(seq, type, data)`` per row. A single statement is its own transaction,
+    so the token check, the rows and the commit cost one call instead of four
+    (``BEGIN``, ``SELECT``, ``INSERT``, ``COMMIT``).
+    """
+    values = ",".join(f"(?{3 * i + 4},?{3 * i + 5},?{3 * i + 6})" for i in range(n))
+    return (
+        "INSERT INTO events (run_id, seq, type, data, written_at) "
+        "SELECT ?1, column1, column2, column3, ?3 "
+        f"FROM (VALUES {values}) "
+        "WHERE COALESCE((SELECT token FROM runs WHERE run_id = ?1), 0) = ?2"
+    )
+
+
+class SqliteLog:
+    """The durable log in a SQLite file.
+
+    Args:
+        path: The database file (created when missing).
+        durability: ``"process"`` (``synchronous=NORMAL``: survives any process
+            kill) or ``"power"`` (``synchronous=FULL``: every commit is fsynced).
+        busy_timeout: Milliseconds a writer waits for another one's transaction.
+
+    Raises:
+        LogCorruptedError: The file exists but is not a durable log.
+        LogFormatError: The file was written by a newer, incompatible SDK.
+        LogUnavailableError: The disk is full, or another process kept the file locked.
+    """
+
+    stores_bytes = True
+    """A row's payload may be bytes (an encrypted log's ciphertext), returned as it was stored."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        durability: str = "process",
+        busy_timeout: int = 10_000,
+    ):
+        if durability not in DURABILITY_SYNC:
+            raise ConfigurationError(f"durability must be 'process' or 'power', not {durability!r}")
+        self.path = Path(path)
+        self.durability = durability
+        self._lock = threading.RLock()  # re-entered by an unsynced append
+        self._inserts: dict[int, str] = {}
+        # "process" commits cost no fsync, so a checkpoint's two would stand out: they run
+        # in the background. With "power" every commit waits on the disk already, and a
+        # background checkpoint would compete with it for the disk: SQLite runs them inline.
+        self.checkpointer = Checkpointer(self.path) if durability == "process" else None
+        try:
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, cached_statements=256
+            )
+        except sqlite3.Error as exc:
+            raise ConfigurationError(f"cannot open the event log {str(self.path)!r}: {exc}") from exc
+        try:
+            open_log(
+                self._db, self.path, DURABILITY_SYNC[durability], busy_timeout, self.checkpointer is not None
+            )
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _failure(
+        self, exc: Exception, run_id: str | None, rows: Sequence[Row] = ()
+    ) -> LogCorruptedError | LogUnavailableError:
+        """The durable error for a failed statement: the file is damaged, or it cannot be written now."""
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        where = f"run {run_id!r}: " if run_id else ""
+        if rows:
+            where += f"writing events from seq {rows[0][0]}: "
+        if code == sqlite3.SQLITE_FULL:
+            return LogUnavailableError(
+                f"{where}the disk holding {str(self.path)!r} is full ({exc}). Nothing of this "
+                "write was kept and everything committed before it is intact. Free some space, "
+                "then resume the run with the same run_id.",
+                run_id=run_id,
+            )
+        if code in _BUSY or code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM):
+            return LogUnavailableError(
+                f"{where}{str(self.path)!r} cannot be used right now ({exc}). Nothing of this "
+                "write was kept and everything committed before it is intact. Fix the cause "
+                "(another process holding the file, permissions, the disk), then resume.",
+                run_id=run_id,
+            )
+        return LogCorruptedError(
+            f"{where}{str(self.path)!r} is damaged ({exc}). Nothing was written. Run "
+            "`little verify` on the run to see what can still be read, then restore the file "
+            "from a backup or move it aside and start again.",
+            run_id=run_id,
+        )
+
+    # -- writing -------------------------------------------------------------
+
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
+        """Write every append of ``batch`` in one transaction, or none of them.
+
+        With ``"power"`` durability and ``sync=False`` the commit is not
+        fsynced (``synchronous=NORMAL`` for it alone): it survives a process
+        crash, and the next synced commit makes it durable on disk with its own.
+        """
+        if not sync and self.durability == "power":
+            with self._lock:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    self.append(batch)
+                finally:
+                    self._db.execute(f"PRAGMA synchronous={DURABILITY_SYNC['power']}")
+            return
+        if len(batch) == 1:
+            a = batch[0]
+            if a.created is None and a.status is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS:
+                self._append_rows(a)
+                return
+        db = self._db
+        with self._lock:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                now = wall()
+                for a in batch:
+                    if a.created is not None:
+                        db.execute(
+                            "INSERT INTO runs (run_id, workflow, status, parent_run_id, "
+                            "created_at, updated_at, token) VALUES (?, ?, 'running', ?, ?, ?, 0) "
+                            "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
+                            "parent_run_id = excluded.parent_run_id, "
+                            "created_at = excluded.created_at, updated_at = excluded.updated_at",
+                            (a.run_id, a.created[0], a.created[1], now, now),
+                        )
+                    row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
+                    current = row[0] if row else 0
+                    if current != a.token:
+                        raise _stale(a.run_id, a.token, current)
+                    try:
+                        db.executemany(
+                            INSERT_EVENT,
+                            [(a.run_id, s, t, d, now) for s, t, d in a.rows],
+                        )
+                    except sqlite3.IntegrityError:
+                        raise _taken(a.run_id, a.rows[0][0]) from None
+                    if a.status is not None:
+                        db.execute(
+                            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                            (a.status, now, a.run_id),
+                        )
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, batch[0].run_id, batch[0].rows) from exc
+                raise
+        if self.checkpointer is not None:
+            self.checkpointer.appended()
+
+    def _append_rows(self, a: Append) -> None:
+        """The common append (rows only) as one autocommitted, token-guarded statement."""
+        n = len(a.rows)
+        sql = self._inserts.get(n)
+        if sql is None:
+            sql = self._inserts[n] = _guarded_insert(n)
+        params: list[object] = [a.run_id, a.token, wall()]
+        for row in a.rows:
+            params += row
+        with self._lock:
+            try:
+                written = self._db.execute(sql, params).rowcount
+            except sqlite3.IntegrityError:
+                raise _taken(a.run_id, a.rows[0][0]) from None
+            except sqlite3.Error as exc:
+                raise self._failure(exc, a.run_id, a.rows) from exc
+            if written != n:  # the guard matched nothing: another driver holds the run
+                row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
+                raise _stale(a.run_id, a.token, row[0] if row else 0)
+        if self.checkpointer is not None:
+            self.checkpointer.appended()
+
+    def fence(self, run_id: str) -> int:
+        """Take a new fencing token for a run; every older token becomes stale."""
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute(
+                    "INSERT INTO runs (run_id, token) VALUES (?, 0) ON CONFLICT (run_id) DO NOTHING",
+                    (run_id,),
+                )
+                token = db.execute(
+                    "UPDATE runs SET token = token + 1 WHERE run_id = ? RETURNING token", (run_id,)
+                ).fetchone()[0]
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, run_id) from exc
+                raise
+            return int(token)
+
+    def compact(self, run_id: str, snapshot: Row, token: int) -> None:
+        """Append ``snapshot`` and delete every row of the run strictly before it."""
+        db = self._db
+        with self._lock:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                row = db.execute("SELECT token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                current = row[0] if row else 0
+                if current != token:
+                    raise _stale(run_id, token, current)
+                try:
+                    db.execute(
+                        INSERT_EVENT,
+                        (run_id, *snapshot, wall()),
+                    )
+                except sqlite3.IntegrityError:
+                    raise _taken(run_id, snapshot[0]) from None
+                db.execute("DELETE FROM events WHERE run_id = ? AND seq < ?", (run_id, snapshot[0]))
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, run_id) from exc
+                raise
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run and its rows."""
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+                db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, run_id) from exc
+                raise
+
+    def get_meta(self, name: str) -> str | None:
+        """A fact about the log as a whole (its key check), or ``None``; reading writes nothing."""
+        with self._lock:
+            try:
+                row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+            except sqlite3.OperationalError:  # no meta table: a log without such facts
+                return None
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, None) from exc
+        return None if row is None else str(row[0])
+
+    def set_meta(self, name: str, value: str) -> None:
+        """Record a fact about the log as a whole (the table is made on first use)."""
+        db = self._db
+        with self._lock:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", (name, value))
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise self._failure(exc, None) from exc
+                raise
+
+    def vacuum(self) -> None:
+        """Give the file space of deleted rows back to the file system."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")
+            # In WAL mode VACUUM writes the rebuilt file through the WAL: check it back in.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    # -- reading -------------------------------------------------------------
+
+    def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
+        """All rows of a run above ``after_seq``, in seq order, in one query."""
+        with self._lock:
+            try:
+                return self._db.execute(
+                    "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq",
+                    (run_id, after_seq),
+                ).fetchall()
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, run_id) from exc
+
+    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
+        """When each row of a run above ``after_seq`` was written (Unix seconds), by seq.
+
+        Rows written before the log kept times (schema version 1) are left out.
+        """
+        with self._lock:
+            try:
+                return dict(
+                    self._db.execute(
+                        "SELECT seq, written_at FROM events WHERE run_id = ? AND seq > ? "
+                        "AND written_at IS NOT NULL",
+                        (run_id, after_seq),
+                    ).fetchall()
+                )
+            except sqlite3.Error as exc:
+                raise self._failure(exc, run_id) from exc
+
+    def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:
+        """The rows of ``read``, fetched ``chunk`` rows per query as they are consumed.
+
+        A resume indexes a long run without holding all of its raw rows at
+        once. The chunks are consistent with each other because only the
+        run's lock holder writes the run. No lock or statement stays open
+        between chunks, so an abandoned iterator holds nothing.
+        """
+        while True:
+            with self._lock:
+                try:
+                    rows = self._db.execute(
+                        "SELECT seq, type, data FROM events WHERE run_id = ? AND seq > ? "
+                        "ORDER BY seq LIMIT ?",
+                        (run_id, after_seq, chunk),
+                    ).fetchall()
+                except (sqlite3.Error, UnicodeDecodeError) as exc:
+                    raise self._failure(exc, run_id) from exc
+            yield from rows
+            if len(rows) < chunk:
+                return
+            after_seq = rows[-1][0]
+
+    def info(self, run_id: str) -> RunInfo | None:
+        """The run's summary, or ``None`` when the log has no such run."""
+        with self._lock:
+            try:
+                row = self._db.execute(
+                    f"SELECT {_INFO_COLUMNS} FROM runs WHERE run_id = ? AND workflow != ''", (run_id,)
+                ).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, run_id) from exc
+        return RunInfo(*row) if row else None
+
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> list[RunInfo]:
+        """Runs, newest first, optionally filtered by status and workflow."""
+        sql = f"SELECT {_INFO_COLUMNS} FROM runs WHERE workflow != ''"
+        args: list[object] = []
+        if status is not None:
+            sql += " AND status = ?"
+            args.append(status)
+        if workflow is not None:
+            sql += " AND workflow = ?"
+            args.append(workflow)
+        sql += " ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?"
+        args += [-1 if limit is None else limit, offset]
+        with self._lock:
+            try:
+                return [RunInfo(*r) for r in self._db.execute(sql, args)]
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise self._failure(exc, None) from exc
+
+    def integrity_check(self) -> str:
+        """SQLite's own ``PRAGMA integrity_check`` answer (``"ok"`` when sound)."""
+        with self._lock:
+            try:
+                return "\n".join(str(r[0]) for r in self._db.execute("PRAGMA integrity_check"))
+            except sqlite3.Error as exc:  # damaged past what the check itself can read
+                return f"{exc}"
+
+    def close(self) -> None:
+        """Stop the background checkpoints and close the connection."""
+        if self.checkpointer is not None:
+            self.checkpointer.close()
+        with self._lock:
+            self._db.close()

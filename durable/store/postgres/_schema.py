@@ -1,0 +1,473 @@
+"""The PostgreSQL schema of a Postgres world: created, recognised and migrated by the library.
+
+Everything lives in one schema of its own (``durable`` unless told
+otherwise). Its ``durable_meta`` table names the application and the schema
+version, and ``migrations`` records every named migration applied. A schema
+that holds tables but no ``durable_meta`` of this library belongs to another
+application: it is refused before anything is written to it. Migrations run
+in one transaction under an advisory lock, so many workers starting at once
+migrate once.
+
+``Database`` bundles the connection pool with the schema's quoted name and
+runs every operation through ``run``: a lost connection (a server restart, a
+network blip) is retried on a fresh connection until ``reconnect_timeout``
+passes, then surfaces as ``LogUnavailableError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ...errors import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
+from ..log._protocol import Append, Row
+
+if TYPE_CHECKING:
+    from psycopg import Connection
+    from psycopg_pool import ConnectionPool
+
+T = TypeVar("T")
+
+APP = "little-workflow"
+"""What ``durable_meta.app`` says in a schema of this library."""
+
+SCHEMA_VERSION = 5
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_log_locks_artifacts_control",
+        """
+CREATE TABLE {s}.events (
+    run_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE {s}.runs (
+    run_id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'running',
+    parent_run_id TEXT,
+    created_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    updated_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    token BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_created ON {s}.runs (created_at DESC, run_id DESC);
+CREATE INDEX runs_by_status ON {s}.runs (status);
+CREATE TABLE {s}.leases (
+    name TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    pid INTEGER,
+    host TEXT,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE {s}.artifacts (
+    sha256 TEXT PRIMARY KEY,
+    data BYTEA NOT NULL,
+    manifest TEXT NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE TABLE {s}.documents (
+    namespace TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+CREATE SEQUENCE {s}.control_seq;
+CREATE TABLE {s}.control (
+    run_id TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    input TEXT NOT NULL DEFAULT 'null',
+    models TEXT NOT NULL DEFAULT '{}',
+    queue TEXT,
+    partition_key TEXT,
+    priority INTEGER NOT NULL DEFAULT 0,
+    dedup_id TEXT,
+    deadline DOUBLE PRECISION,
+    state TEXT NOT NULL,
+    owner TEXT,
+    pid INTEGER,
+    host TEXT,
+    created_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    claimed_at DOUBLE PRECISION,
+    cancel_reason TEXT,
+    resume TEXT,
+    seq BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX control_waiting ON {s}.control (queue, state, priority, seq);
+CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enqueued', 'claimed');
+CREATE INDEX control_claims ON {s}.control (queue, claimed_at);
+CREATE INDEX control_claimed ON {s}.control (state) WHERE state = 'claimed';
+""",
+    ),
+    (
+        "0002_control_traceparent",
+        """
+ALTER TABLE {s}.control ADD COLUMN traceparent TEXT;
+""",
+    ),
+    (
+        "0003_talk",
+        """
+CREATE TABLE {s}.messages (
+    id BIGSERIAL PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    topic TEXT,
+    message_id TEXT NOT NULL UNIQUE,
+    data TEXT NOT NULL,
+    sent_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    consumed_seq BIGINT
+);
+CREATE INDEX messages_waiting ON {s}.messages (run_id, topic, id) WHERE consumed_seq IS NULL;
+CREATE INDEX messages_of_run ON {s}.messages (run_id, id);
+CREATE TABLE {s}.outbox (
+    key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    created_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    next_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    owner TEXT,
+    result TEXT,
+    error TEXT,
+    updated_at DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+CREATE INDEX outbox_due ON {s}.outbox (state, next_at);
+CREATE INDEX outbox_of_run ON {s}.outbox (run_id);
+CREATE TABLE {s}.schedules (
+    name TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    cron TEXT,
+    every DOUBLE PRECISION,
+    input TEXT NOT NULL DEFAULT 'null',
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    queue TEXT,
+    catch_up TEXT NOT NULL DEFAULT 'latest',
+    paused BOOLEAN NOT NULL DEFAULT false,
+    last_tick DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    updated_at DOUBLE PRECISION NOT NULL DEFAULT 0
+);
+""",
+    ),
+    (
+        "0004_event_times",
+        """
+ALTER TABLE {s}.events ADD COLUMN written_at DOUBLE PRECISION;
+ALTER TABLE {s}.events ALTER COLUMN written_at SET DEFAULT EXTRACT(EPOCH FROM now())::double precision;
+""",
+    ),
+    (
+        "0005_control_drives",
+        """
+ALTER TABLE {s}.control ADD COLUMN drives INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE {s}.control ADD COLUMN driven_at DOUBLE PRECISION;
+ALTER TABLE {s}.control ADD COLUMN blocked TEXT;
+DROP INDEX {s}.control_dedup;
+CREATE INDEX control_dedup ON {s}.control (queue, dedup_id) WHERE state IN ('enqueued', 'claimed', 'blocked');
+""",
+    ),
+    (
+        "0006_control_budget_debounce",
+        """
+ALTER TABLE {s}.control ADD COLUMN budget TEXT;
+ALTER TABLE {s}.control ADD COLUMN debounce_key TEXT;
+ALTER TABLE {s}.control ADD COLUMN start_at DOUBLE PRECISION;
+ALTER TABLE {s}.control ADD COLUMN debounce_until DOUBLE PRECISION;
+CREATE INDEX control_debounce ON {s}.control (queue, debounce_key) WHERE state = 'enqueued';
+""",
+    ),
+]
+"""Named migrations in order; migration ``n`` brings the schema to version ``n``."""
+
+_OWN_TABLES = {"durable_meta", "migrations"} | {
+    name for _, text in MIGRATIONS for name in re.findall(r"CREATE TABLE \{s\}\.(\w+)", text)
+}
+"""Every table the migrations create: a schema holding any other table is not durable's alone."""
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
+
+
+def check_schema_name(schema: str) -> None:
+    """Refuse a schema name that is not a plain identifier (it is quoted anyway; this keeps it readable).
+
+    Raises:
+        ConfigurationError: The name is not letters, digits and ``_`` (at most 63, not starting with a digit).
+    """
+    if not isinstance(schema, str) or not _NAME.match(schema):
+        raise ConfigurationError(
+            f"postgres_world(schema=) must be a plain PostgreSQL name (letters, digits and _, at most "
+            f"63, not starting with a digit), not {schema!r}."
+        )
+
+
+def quote(name: str) -> str:
+    """A PostgreSQL identifier, double-quoted."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _lock_key(schema: str) -> int:
+    """A stable 63-bit key for the schema's migration advisory lock."""
+    return int.from_bytes(hashlib.sha256(f"durable-migrate:{schema}".encode()).digest()[:8], "big") >> 1
+
+
+class Database:
+    """A connection pool and the schema a Postgres world lives in.
+
+    Args:
+        pool: An open ``psycopg_pool.ConnectionPool`` whose connections autocommit.
+        schema: The schema's name (letters, digits and ``_``; created when missing).
+        reconnect_timeout: Seconds an operation retries a lost connection before
+            it raises ``LogUnavailableError``.
+        where: How messages name the database (the DSN without its password).
+    """
+
+    def __init__(self, pool: ConnectionPool[Any], schema: str, *, reconnect_timeout: float, where: str):
+        check_schema_name(schema)
+        self.pool = pool
+        self.schema = schema
+        self.s = quote(schema)
+        self.channel = f"durable_{schema}"[:63]
+        """The ``NOTIFY`` channel of this schema's changes."""
+        self.reconnect_timeout = reconnect_timeout
+        self.where = where
+
+    def run(self, op: Callable[[Connection[Any], int], T], *, run_id: str | None = None) -> T:
+        """``op(connection, attempt)`` on a pooled connection, retried on a lost connection.
+
+        ``attempt`` is 0 the first time; a later attempt knows that an earlier
+        one may have committed before its connection was lost (its outcome
+        is unknown) and checks for its own work before it redoes it.
+
+        Raises:
+            LogUnavailableError: The server stayed unreachable for ``reconnect_timeout`` seconds.
+        """
+        import psycopg
+        from psycopg_pool import PoolClosed
+
+        give_up = time.monotonic() + self.reconnect_timeout
+        delay = 0.02
+        attempt = 0
+        while True:
+            try:
+                with self.pool.connection(timeout=max(self.reconnect_timeout, 0.1)) as conn:
+                    return op(conn, attempt)
+            except PoolClosed as exc:
+                raise LogUnavailableError(
+                    f"the world on {self.where} (schema {self.schema!r}) was closed; open it again "
+                    "with postgres_world() to use it.",
+                    run_id=run_id,
+                ) from exc
+            except psycopg.OperationalError as exc:
+                if time.monotonic() + delay > give_up:
+                    where = f"run {run_id!r}: " if run_id else ""
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise LogUnavailableError(
+                        f"{where}the PostgreSQL server at {self.where} cannot be reached ({first}); "
+                        f"retried for {self.reconnect_timeout:g} s. Everything committed before is "
+                        "intact; a write whose commit was not confirmed is found by the next resume. "
+                        "Bring the server back (or fix the network), then resume the run with the "
+                        "same run_id.",
+                        run_id=run_id,
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                attempt += 1
+
+    def sql(self, text: str) -> str:
+        """``text`` with ``{s}`` replaced by the quoted schema."""
+        return text.replace("{s}", self.s)
+
+    def close(self) -> None:
+        """Close the pool."""
+        self.pool.close()
+
+
+def ensure_schema(db: Database) -> None:
+    """Create or migrate the schema; refuse one that belongs to another application.
+
+    Raises:
+        LogCorruptedError: The schema holds tables of another application (nothing is changed).
+        LogFormatError: The schema was migrated by a newer durable.
+    """
+
+    def migrate(conn: Connection[Any], attempt: int) -> None:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(db.schema),))
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                    (db.schema,),
+                )
+            }
+            version = _recognise(conn, db, tables)
+            if version == SCHEMA_VERSION:
+                return
+            conn.execute(db.sql("CREATE SCHEMA IF NOT EXISTS {s}"))
+            if version == 0:
+                conn.execute(
+                    db.sql(
+                        "CREATE TABLE {s}.durable_meta (app TEXT NOT NULL, version INTEGER NOT NULL, "
+                        "migrated_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                    )
+                )
+                conn.execute(
+                    db.sql(
+                        "CREATE TABLE {s}.migrations (name TEXT PRIMARY KEY, "
+                        "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+                    )
+                )
+                conn.execute(db.sql("INSERT INTO {s}.durable_meta (app, version) VALUES (%s, 0)"), (APP,))
+            for number, (name, text) in enumerate(MIGRATIONS, start=1):
+                if number <= version:
+                    continue
+                for stmt in db.sql(text).split(";"):
+                    if stmt.strip():
+                        conn.execute(stmt)
+                conn.execute(db.sql("INSERT INTO {s}.migrations (name) VALUES (%s)"), (name,))
+            conn.execute(
+                db.sql("UPDATE {s}.durable_meta SET version = %s, migrated_at = now()"), (SCHEMA_VERSION,)
+            )
+
+    db.run(migrate)
+
+
+def _recognise(conn: Connection[Any], db: Database, tables: set[str]) -> int:
+    """The schema's version (0 when empty or absent), or an error for a schema not ours."""
+    if not tables:
+        return 0
+    shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+    foreign = LogCorruptedError(
+        f"the schema {db.schema!r} of {db.where} holds tables of another application ({shown}), "
+        "not a durable world's. Nothing was changed in it. Give postgres_world(schema=...) a "
+        "schema of its own (it is created when missing)."
+    )
+    if "durable_meta" not in tables:
+        raise foreign
+    row = conn.execute(db.sql("SELECT app, version FROM {s}.durable_meta LIMIT 1")).fetchone()
+    if row is None or row[0] != APP:
+        raise foreign
+    version = int(row[1])
+    if version > SCHEMA_VERSION:
+        raise LogFormatError(
+            f"the schema {db.schema!r} of {db.where} has version {version}, migrated by a newer "
+            f"durable; this one reads version {SCHEMA_VERSION}. Upgrade little-workflow on this machine."
+        )
+    strangers = tables - _OWN_TABLES
+    if strangers:
+        raise LogCorruptedError(
+            f"the schema {db.schema!r} of {db.where} holds tables durable did not create "
+            f"({', '.join(sorted(strangers)[:5])}). Nothing was changed in it. Move those tables to "
+            "a schema of their own, or give postgres_world(schema=...) another schema."
+        )
+    return version
+
+
+def describe_dsn(dsn: str) -> str:
+    """The DSN as messages show it: host, port and database, never the password."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "the given DSN"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    return f"{host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
+
+
+def connect(
+    dsn: str,
+    *,
+    schema: str,
+    min_size: int,
+    max_size: int,
+    reconnect_timeout: float,
+    connect_timeout: float,
+    stale_after: float | None = None,
+) -> Database:
+    """Open a pool on ``dsn`` and create or migrate ``schema`` in it.
+
+    With ``stale_after`` (the world's lease), the server ends a transaction
+    left open longer than that (``idle_in_transaction_session_timeout``): a
+    worker paused in the middle of one (SIGSTOP, a long GC pause) must not
+    hold its row and advisory locks past its lease and block the worker that
+    takes its runs over.
+
+    Raises:
+        ConfigurationError: psycopg is not installed, or a size is invalid.
+        LogUnavailableError: The server cannot be reached within ``connect_timeout`` seconds.
+        LogCorruptedError: The schema belongs to another application.
+        LogFormatError: The schema was migrated by a newer durable.
+    """
+    try:
+        import psycopg  # noqa: F401  (the pool needs it; a missing one is named here)
+        from psycopg_pool import ConnectionPool, PoolTimeout
+    except ImportError as exc:
+        raise ConfigurationError(
+            "postgres_world() needs psycopg 3 and its pool: pip install 'little-workflow[postgres]'."
+        ) from exc
+    for name, value in (("min_size", min_size), ("max_size", max_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "min_size" else 1):
+            raise ConfigurationError(f"postgres_world({name}=) must be a whole number >= 1, not {value!r}.")
+    if min_size > max_size:
+        raise ConfigurationError(f"postgres_world(min_size={min_size}) is above max_size={max_size}.")
+    check_schema_name(schema)
+    where = describe_dsn(dsn)
+    pool: ConnectionPool[Any] = ConnectionPool(
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"autocommit": True},
+        configure=None if stale_after is None else _end_stale_transactions(stale_after),
+        open=False,
+        name=f"durable:{schema}",
+        timeout=connect_timeout,
+    )
+    try:
+        pool.open(wait=True, timeout=connect_timeout)
+    except PoolTimeout as exc:
+        pool.close()
+        raise LogUnavailableError(
+            f"cannot connect to the PostgreSQL server at {where} within {connect_timeout:g} s. "
+            "Check that it runs and that the DSN (host, port, user, database) is right; "
+            "`pg_isready -d DSN` tells you from the shell."
+        ) from exc
+    db = Database(pool, schema, reconnect_timeout=reconnect_timeout, where=where)
+    try:
+        ensure_schema(db)
+    except BaseException:
+        pool.close()
+        raise
+    return db
+
+
+def _end_stale_transactions(seconds: float) -> Callable[[Any], None]:
+    """A pool ``configure`` hook: the server ends this session's transactions idle past ``seconds``."""
+    ms = max(int(seconds * 1000), 1)
+
+    def configure(conn: Any) -> None:
+        conn.execute(f"SET idle_in_transaction_session_timeout = {ms}")
+
+    return configure
+
+
+class GuardedLog(Protocol):
+    """What the message store and the outbox need of the Postgres log (``PostgresLog`` is one)."""
+
+    db: Database
+
+    def write_guarded(self, conn: Connection[Any], a: Append) -> None:
+        """Inside the caller's transaction: check the fencing token and insert the rows."""
+        ...
+
+    def stored(self, conn: Connection[Any], run_id: str, rows: Sequence[Row]) -> bool:
+        """Whether ``rows`` are stored exactly as given (a retried commit that landed)."""
+        ...

@@ -1,0 +1,153 @@
+"""The layering of the package, read from its imports (nothing is imported): the rules live here once.
+
+A part is a folder of ``durable/`` (or one of the leaf modules). A part may
+import only parts of a lower layer, and only through their door: the part's
+package (``durable.engine``, ``durable.store``), never a private module inside
+it. The public façade ``durable`` re-exports private names by design and is
+the one module that may reach into every part below it.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import durable
+
+# Lowest first. A part imports parts of lower rows only; the leaves are imported by every row.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    (
+        "_logging",
+        "errors",
+        "events",
+    ),  # leaves: the logger's records, the error tree, the log's schema
+    ("_clock",),  # the clock every part reads (real, or virtual under testing.virtual_time)
+    ("security",),  # codecs and keys
+    ("store",),  # the stores by kind, with the encrypted ones
+    ("engine",),  # decorators, claim/decide/record, replay, the runner
+    ("memory",),  # the memory store
+    ("ops",),  # maintenance: compaction, gc, time travel, verify, rekey
+    ("runtime",),  # handles, workers, queues, schedules, the outbox dispatcher
+    ("outer",),  # outer loops
+    ("worlds",),  # local_world, memory_world, postgres_world: every part put together
+    ("__init__",),  # the public façade ``durable``
+    ("integrations", "testing"),  # built on the public API
+    ("ui",),  # the inspector
+    ("cli",),  # ``little``
+)
+# The one module allowed into any part's private modules: it re-exports the public names.
+FACADES = frozenset({"durable"})
+
+RANK = {part: rank for rank, row in enumerate(LAYERS) for part in row}
+PACKAGE = Path(durable.__file__).parent
+
+
+def module_name(root: Path, path: Path) -> str:
+    """The dotted name of a file under ``root`` (the folder holding ``durable/``)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(package: Path) -> dict[str, set[str]]:
+    """Every module of the package and the package modules it imports (nested imports included)."""
+    root = package.parent
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(root, path)
+        here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base_parts = here[: len(here) - node.level + 1] if node.level else []
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    is_module = (
+                        root.joinpath(*sub.split(".")).with_suffix(".py").exists()
+                        or root.joinpath(*sub.split(".")).is_dir()
+                    )
+                    found.add(sub if is_module else base)
+        graph[module] = {m for m in found if m == "durable" or m.startswith("durable.")}
+    return graph
+
+
+def part_of(module: str) -> str:
+    """The part a module belongs to: its folder under ``durable/``, a leaf module, or the façade."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def door_of(part: str) -> str:
+    """The one module of a part that other parts import."""
+    return "durable" if part == "__init__" else f"durable.{part}"
+
+
+def is_private(module: str) -> bool:
+    """A module inside a part whose dotted name has a private component (``durable.engine._runner``)."""
+    return any(p.startswith("_") for p in module.split(".")[2:])
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that breaks a rule, said in one line: who, whom, which rule."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        mine = part_of(module)
+        if mine not in RANK:
+            out.append(f"{module}: its part {mine!r} is in no layer of LAYERS")
+            continue
+        for target in sorted(targets):
+            theirs = part_of(target)
+            if theirs == mine:
+                continue
+            if theirs not in RANK:
+                out.append(f"{module} imports {target}: its part {theirs!r} is in no layer of LAYERS")
+            elif RANK[theirs] >= RANK[mine]:
+                out.append(f"{module} imports {target}: layer {mine!r} may not import {theirs!r}")
+            elif module not in FACADES and is_private(target) and target != door_of(theirs):
+                out.append(
+                    f"{module} imports {target}: a private module of {theirs!r}; use {door_of(theirs)}"
+                )
+    return out
+
+
+def test_the_package_keeps_its_layers():
+    """No part imports a higher layer or another part's private module."""
+    assert violations(imports_of(PACKAGE)) == []
+
+
+def test_every_folder_of_the_package_is_a_layer():
+    """A new folder under durable/ must be given its row in LAYERS."""
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders - set(RANK) == set()
+
+
+def test_a_private_module_of_another_part_is_refused():
+    """An outer part that reaches into a private module of the engine breaks the rule of doors."""
+    found = violations({"durable.runtime._start": {"durable.engine._runner"}})
+    assert found == [
+        "durable.runtime._start imports durable.engine._runner: "
+        "a private module of 'engine'; use durable.engine"
+    ]
+
+
+def test_an_import_of_a_higher_layer_is_refused():
+    """The store importing the runtime runs upward, door or not."""
+    found = violations({"durable.store.log._sqlite": {"durable.runtime"}})
+    assert found == [
+        "durable.store.log._sqlite imports durable.runtime: layer 'store' may not import 'runtime'"
+    ]
+
+
+def test_a_violation_planted_in_a_copy_of_the_package_is_found(tmp_path: Path):
+    """The inspector's model importing a private module of the CLI fails the check on a copy of the tree."""
+    copy = tmp_path / "durable"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    model = copy / "ui" / "_model.py"
+    model.write_text(model.read_text() + "\nfrom ..cli import _bulk  # planted\n")
+    found = violations(imports_of(copy))
+    assert found == ["durable.ui._model imports durable.cli._bulk: layer 'ui' may not import 'cli'"]
