@@ -2,7 +2,8 @@
 
 An onboarding workflow creates an account, waits for a person's approval,
 then sends a welcome. The new version of the code changes the signature of
-``create_account`` (it takes a plan). Runs that already created their
+``create_account`` (its parameter is renamed, from ``name`` to ``email``: a
+rename is drift, unlike a new parameter with a default). Runs that already created their
 account under the old code cannot be replayed by the new code; runs that
 start under the new code are the new code's.
 
@@ -48,8 +49,8 @@ onboarding = durable.Queue("onboarding", concurrency=2)
 if CODE == "new":
 
     @durable.step
-    async def create_account(name: str, plan: str = "free") -> str:
-        return f"{name}:{plan}"
+    async def create_account(email: str) -> str:
+        return f"{email}:free"
 
 else:
 

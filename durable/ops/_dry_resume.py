@@ -30,6 +30,8 @@ from ..engine import (
     recorded_model_drift,
     recover_log,
     run_drift,
+    run_manifest,
+    step_additions,
     validate_input,
     workflow_spec,
 )
@@ -176,7 +178,12 @@ async def replay_recorded(
         return DryResume(run_id, True, status=status)  # a resume returns what it recorded
     if kind == RUN_INTERRUPTED:
         rec.terminal = None  # replayed as far as its question, as an answered resume would go
-    got = await _replay(spec, value, _DryRun(world, run_id, 0, rec, models), status, kind)
+    dry = _DryRun(world, run_id, 0, rec, models)
+    # As a real resume: steps that only gained parameters with defaults match their recorded calls.
+    dry.added_params = step_additions(
+        started.get("manifest") or {}, run_manifest(spec, models, cache, memory_manifest(world))
+    )
+    got = await _replay(spec, value, dry, status, kind)
     if kind == RUN_COMPLETED and got.ok and got.continues_at is not None:
         error = NondeterminismError(
             f"run {run_id!r} completed, but the current code makes a durable call at "

@@ -47,7 +47,8 @@ INSERTED_AT_THE_END = OLD.replace(
 ).replace(
     "@durable.workflow", "@durable.step\nasync def notify(x: int) -> int:\n    return x\n\n@durable.workflow"
 )
-NEW_SIGNATURE = OLD.replace(
+NEW_SIGNATURE = OLD.replace("async def load(x: int) -> int:", "async def load(x: float) -> int:")
+ADDED_DEFAULT = OLD.replace(
     "async def load(x: int) -> int:", "async def load(x: int, factor: int = 1) -> int:"
 )
 
@@ -102,6 +103,23 @@ def test_dry_resume_exits_0_on_unchanged_code_and_1_on_changed_code(
     )
     world = durable.local_world(tmp_path / "data")
     assert [list(world.log.read(r)) for r in ("a1", "a2")] == before
+    world.close()
+
+
+def test_a_step_that_gained_a_defaulted_parameter_passes_a_dry_resume_as_it_does_a_resume(
+    code: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The compatible change of the drift page: dry-resume says ok, and the real resume completes."""
+    old_name, old = code(OLD)
+    new_name, new = code(ADDED_DEFAULT)
+    world = durable.local_world(tmp_path / "data")
+    _interrupted(world, old.wf, "c1")
+    world.close()
+    status, out = little(capsys, "dry-resume", f"{new_name}:wf", "c1", "--data-dir", "data")
+    assert status == 0, out
+    assert "c1: ok, continues at 'interrupt#2'" in out
+    world = durable.local_world(tmp_path / "data")
+    assert asyncio.run(durable.run_workflow(new.wf, 1, world=world, run_id="c1", resume="5")) == 15
     world.close()
 
 
