@@ -26,9 +26,9 @@ def pipeline(calls: Counter[str], *, scale: bool = False, insert: bool = False) 
     if scale:
 
         @durable.step
-        async def load(x: int, factor: int = 1) -> int:
+        async def load(value: int) -> int:  # a renamed parameter: drift (a new defaulted one is not)
             calls["load"] += 1
-            return x * factor
+            return value
 
     else:
 

@@ -136,8 +136,16 @@ async def test_dedup_id_returns_the_unfinished_run_and_is_free_after(worlds: Wor
     assert a.run_id == b.run_id
     async with Worker(world, workflows=[plus_one], queues=[q]):
         assert await b.result() == 2
-        c = durable.start_workflow(plus_one, 3, world=world, queue=q, dedup_id="order-1")
-        assert c.run_id != a.run_id
+        # The result is readable once the log commits it; the id is freed when the driver
+        # records the run's end in the control store, a moment later.
+        started: list[durable.RunHandle] = []
+
+        def a_new_run() -> bool:
+            started.append(durable.start_workflow(plus_one, 3, world=world, queue=q, dedup_id="order-1"))
+            return started[-1].run_id != a.run_id
+
+        await until(a_new_run, 30, "the dedup id to be free")
+        c = started[-1]
         assert await c.result() == 4
 
 

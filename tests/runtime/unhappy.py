@@ -128,9 +128,17 @@ class Procs:
         return durable.runtime.run_status(self.world, run_id)
 
     def ends(self, run_id: str, timeout: float = 30.0) -> durable.RunStatus:
-        """Wait until the run is no longer enqueued or running; its status."""
+        """Wait until the run is no longer enqueued or running, and its driver let go of it; its status.
+
+        A run is marked blocked just before its drive releases the run's lock; a
+        decision taken in between is refused as "being driven right now".
+        """
         return wait_for(
-            lambda: (st := self.status(run_id)).status not in ("enqueued", "running") and st,
+            lambda: (
+                (st := self.status(run_id)).status not in ("enqueued", "running")
+                and durable.runtime.driver_of(self.world, run_id)["driver"] != "live"
+                and st
+            ),
             timeout,
             f"run {run_id} to end",
         )

@@ -31,9 +31,9 @@ deploy = durable.Queue("deploy", concurrency=2)
 if CODE == "new":
 
     @durable.step
-    async def prepare(x: int, scale: int = 1) -> int:
-        note(step="prepare", x=x, code=CODE)
-        return x * scale
+    async def prepare(value: int) -> int:  # a renamed parameter: drift (a new defaulted one is not)
+        note(step="prepare", x=value, code=CODE)
+        return value
 
 else:
 
