@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from .._logging import ERROR, INFO, note
+from .._logging import INFO, note
 from ..errors import (
     ConfigurationError,
     RunCancelled,
@@ -19,7 +19,6 @@ from ..errors import (
     RunFailedError,
     RunInterrupted,
     RunTimeoutError,
-    SerializationError,
 )
 from ..events import (
     BUDGET_SET,
@@ -39,9 +38,8 @@ from . import _event_writer as ev
 from ._artifacts import check_artifacts
 from ._budget import Account, Budget, account_of, checked_budget
 from ._compatible import step_additions
-from ._compensation import compensate
 from ._context import CURRENT, NOTHING, Guard, RunContext, Scope, check_awaited
-from ._failures import error_data, recordable, recorded_run_failure
+from ._failures import recorded_run_failure
 from ._loader import recover_log, unsafe_unconfirmed
 from ._manifest import (
     drift_error,
@@ -52,6 +50,7 @@ from ._manifest import (
     run_manifest,
 )
 from ._metrics import count_run
+from ._run_end import close_failed, compensate_before_end, fails_for_good
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._sync_bodies import call_sync_body
@@ -488,15 +487,15 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, exc.path, "run %s is waiting at %r for an answer", run.run_id, exc.path)
         raise
     except RunCancelled as exc:
-        done = await _compensate(run, exc)
+        done = await compensate_before_end(run, exc)
         with contextlib.suppress(BaseException):
             run.emit(RUN_CANCELLED, ev.run_cancelled(exc.reason, done))
             run.flush(status="cancelled")
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        done = await _compensate(run, exc) if _fails_for_good(exc) else []
-        if _close_failed(run, exc, done):
+        done = await compensate_before_end(run, exc) if fails_for_good(exc) else []
+        if close_failed(run, exc, done):
             count_run("failed", spec.name)
         raise
     finally:
@@ -506,60 +505,3 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     count_run("completed", spec.name)
     note(INFO, run.run_id, None, "run %s completed", run.run_id)
     return out
-
-
-def _fails_for_good(exc: BaseException) -> bool:
-    """Whether ``exc`` ends the run as ``failed`` (the code's own failure, recorded)."""
-    return recordable(exc) and not isinstance(exc, SerializationError)
-
-
-async def _compensate(run: RunContext, exc: BaseException) -> list[str]:
-    """Run the compensations of the confirmed calls before the run's end is recorded.
-
-    A compensation that cannot finish raises its own error from ``exc``: the
-    run's end is then not recorded, and the runtime blocks it.
-    """
-    if not run.compensations:
-        return []
-    run.flush()  # the outcomes that led here are durable before anything is undone
-    try:
-        return await compensate(run)
-    except BaseException as failed:
-        raise failed from exc
-
-
-def _close_failed(run: RunContext, exc: BaseException, compensated: list[str]) -> bool:
-    """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``.
-
-    Returns whether ``run.failed`` was recorded.
-    """
-    failed = False
-    with contextlib.suppress(BaseException):
-        if _fails_for_good(exc):
-            path = getattr(exc, "path", None)
-            run.emit(RUN_FAILED, ev.run_failed(error_data(exc), path, compensated))
-            run.flush(status="failed")
-            failed = True
-            note(
-                ERROR,
-                run.run_id,
-                path,
-                "run %s failed: %s: %s",
-                run.run_id,
-                type(exc).__name__,
-                str(exc).splitlines()[0] if str(exc) else "",
-                error_type=type(exc).__name__,
-            )
-        else:
-            run.flush()
-            note(
-                INFO,
-                run.run_id,
-                getattr(exc, "path", None),
-                "run %s stopped: %s: %s",
-                run.run_id,
-                type(exc).__name__,
-                str(exc).splitlines()[0] if str(exc) else "",
-                error_type=type(exc).__name__,
-            )
-    return failed
