@@ -76,6 +76,15 @@ def large_input(run: RunContext, name: str, key: str, data: Json, raw: bytes) ->
     return {"input_ref": {"artifact": ref.model_dump()}}
 
 
+def input_again(run: RunContext, name: str, key: str, data: Json, raw: bytes) -> Json:
+    """The recorded ``input_ref`` of a large effect whose intent the log holds (re-driven, reconciled).
+
+    Nothing is stored again; a retry's new intent repeats the field.
+    """
+    ref = (run.recorded.intents.get(key) or {}).get("input_ref")
+    return {"input_ref": ref} if isinstance(ref, dict) else large_input(run, name, key, data, raw)
+
+
 def _delta(
     before: dict[str, tuple[bytes, int]], now: dict[str, tuple[bytes, int]], data: Json
 ) -> tuple[Json, Json] | None:

@@ -19,7 +19,7 @@ from ..errors import ConfigurationError
 from ..events import EFFECT_INTENT, EFFECT_RECEIPT
 from . import _event_writer as ev
 from ._budget import usage_of
-from ._call_inputs import INPUT_INLINE_LIMIT, large_input
+from ._call_inputs import INPUT_INLINE_LIMIT, input_again, large_input
 from ._claim import REPLAYED, Claim
 from ._compensation import remember
 from ._context import CURRENT, EFFECT_KEY, Scope
@@ -121,7 +121,11 @@ def effect_begin(
         run.account.check(run.run_id, key)  # before the call executes: a spent budget blocks the run
     call.spec, call.key, call.input, call.ih, call.action = spec, key, inp, ih, action
     call.recorded_input = (
-        {"input": inp} if len(raw) <= INPUT_INLINE_LIMIT else large_input(run, spec.name, key, inp, raw)
+        {"input": inp}
+        if len(raw) <= INPUT_INLINE_LIMIT
+        else large_input(run, spec.name, key, inp, raw)
+        if action is EXECUTE
+        else input_again(run, spec.name, key, inp, raw)  # its intent is in the log: a retry repeats it
     )
     call.t0 = time.perf_counter()
     if action is EXECUTE:

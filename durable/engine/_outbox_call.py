@@ -83,8 +83,8 @@ async def outbox_effect(
                 assert receipt is not None
                 raise rebuild_from(receipt, run_id=run.run_id, path=key)
         call.spec, call.key, call.input, call.ih, call.action = spec, key, inp, ih, action
-        call.recorded_input = recorded_input(run, spec.name, key, inp, raw)
         if action is EXECUTE:
+            call.recorded_input = recorded_input(run, spec.name, key, inp, raw)
             call.emit_intent()
         ref = OutboxRef(idempotency_key(run.run_id, key), spec.name, run.run_id)
         run.emit(EFFECT_RECEIPT, ev.receipt_ok(key, ref.to_json()))

@@ -219,7 +219,7 @@ def align(a: Mapping[str, Call], b: Mapping[str, Call]) -> list[dict[str, Any]]:
         else:
             status = "same" if _same(ca, cb) else "changed"
         side_b = cb.to_json() if cb else None
-        if ca is not None and side_b is not None:
+        if ca is not None and cb is not None and side_b is not None:
             side_b["input_change"] = input_change(ca, cb)  # what B's input changed of A's
         out.append({"path": p, "status": status, "a": ca.to_json() if ca else None, "b": side_b})
     return out
