@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,10 @@ from typing import Any
 import pytest
 
 import durable
+from durable.engine import Recorded
 from durable.engine._call_inputs import INPUT_INLINE_LIMIT
 from durable.ops import read_calls
-from durable.ops._call_inputs import input_artifacts, read_inputs
+from durable.ops._call_inputs import InputReader, input_artifacts, input_problems, read_inputs
 from durable.ops._verify import verify_run
 from durable.worlds import export_run, replay_file
 from tests.conftest import Worlds
@@ -266,3 +268,41 @@ def test_reading_inputs_reads_each_artifact_once(world: durable.World) -> None:
     reader = read_inputs(world, "r", world.log.read("r"))
     assert len(seen) == len(set(seen)) == 1
     assert sum(1 for v in reader.inputs.values() if v.stored == "delta") > 10
+
+
+def test_an_input_edited_in_the_log_is_named_by_verify(tmp_path: Path) -> None:
+    """An inline input changed behind the SDK's back no longer matches its hash, and verify says where."""
+
+    @durable.workflow
+    async def hello() -> str:
+        return await greet("ada")
+
+    with durable.local_world(tmp_path) as world:
+        asyncio.run(durable.run_workflow(hello, world=world, run_id="r"))
+    with sqlite3.connect(tmp_path / "events.db") as db:
+        db.execute(
+            """UPDATE events SET data = replace(data, '"name":"ada"', '"name":"eve"') WHERE run_id = 'r'"""
+        )
+    with durable.local_world(tmp_path) as world:
+        problems = verify_run(world, "r")["problems"]
+        assert read_calls(world, "r").calls["greet"].input == {"name": "eve", "times": 1}
+    assert any("the input of greet (inline) does not match its input_hash" in p for p in problems)
+
+
+def test_a_crafted_delta_chain_that_loops_or_is_malformed_reads_as_unreadable(world: durable.World) -> None:
+    """A delta naming itself as its base, or a malformed one, is unreadable with the reason; nothing loops."""
+    rec = Recorded()
+    rec.intents["model:a#0"] = {
+        "key": "model:a#0",
+        "input_hash": "h",
+        "input_ref": {"base": "model:a#0", "append": {}},
+    }
+    rec.intents["model:b#1"] = {"key": "model:b#1", "input_hash": "h", "input_ref": {"base": "model:a#0"}}
+    rec.intents["model:c#2"] = {"key": "model:c#2", "input_hash": "h", "input_ref": {"artifact": "not a ref"}}
+    reader = InputReader(world, "r")
+    reader.read_state(rec)
+    got = {key: reader.get("model", key) for key in rec.intents}
+    assert {g.state for g in got.values()} == {"unreadable"}
+    assert "loops" in (got["model:a#0"].problem or "") and "loops" in (got["model:b#1"].problem or "")
+    assert "names no artifact" in (got["model:c#2"].problem or "")
+    assert input_problems(reader) and all("cannot be read back" in p for p in input_problems(reader))
