@@ -146,7 +146,8 @@ def compare(data_dir: str, run_a: str, run_b: str) -> None:
         for line in change["changes"]:
             print(f"  {path}: {line}")
     assert inputs["write"]["status"] == "same"  # the same question and the inherited notes
-    assert status["review"] == "same" and inputs["review"]["status"] == "changed"
+    assert status["review"] == "same"  # the same verdict...
+    assert inputs["review"]["status"] == "changed"  # ...on another draft
     assert inputs["review"]["changes"][0].startswith('answer: "[small-writer]')
     print(f"\ndata directory: {data_dir}")
     print(f"see them side by side: little ui --data-dir {data_dir}, then open the fork's page")

@@ -241,10 +241,10 @@ def self_contained(rec: Recorded, reader: InputReader) -> int:
     alone.read_state(rec)
     fixed = 0
     for where, d in state_entries(rec):
-        if alone.inputs.get(where, NONE).state == RECORDED:
-            continue
-        whole = reader.inputs.get(where)
+        whole, read_alone = reader.inputs.get(where), alone.inputs.get(where, NONE)
         if whole is None or whole.state != RECORDED:
+            continue
+        if read_alone.state == RECORDED and read_alone.value == whole.value:
             continue
         d.pop("input_ref", None)
         d["input"] = whole.value
