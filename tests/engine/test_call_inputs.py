@@ -306,3 +306,15 @@ def test_a_crafted_delta_chain_that_loops_or_is_malformed_reads_as_unreadable(wo
     assert "loops" in (got["model:a#0"].problem or "") and "loops" in (got["model:b#1"].problem or "")
     assert "names no artifact" in (got["model:c#2"].problem or "")
     assert input_problems(reader) and all("cannot be read back" in p for p in input_problems(reader))
+
+
+def test_a_restored_run_reads_every_input_after_it_runs_again_and_is_compacted(world: durable.World) -> None:
+    """Restored to a checkpoint and run again, then compacted: each call's input still reads whole."""
+    asyncio.run(durable.run_workflow(flaky_loop, world=world, run_id="r"))
+    durable.restore("r", durable.checkpoints("r", world=world)[1].seq, world=world)
+    assert asyncio.run(durable.run_workflow(flaky_loop, world=world, run_id="r")) == 11
+    before = [(c.path, c.input) for c in _chat_calls(world, "r")]
+    assert len(before) == 5 and {c.input_state for c in _chat_calls(world, "r")} == {"recorded"}
+    durable.compact("r", world=world)
+    assert [(c.path, c.input) for c in _chat_calls(world, "r")] == before
+    assert verify_run(world, "r")["problems"] == []
