@@ -8,7 +8,9 @@ mapped to a bigger model, and runs the fork: the research comes from the
 parent's log (no researcher call is made again) and only the draft and the
 review run, with the new model. A call ledger proves it. Last, it compares
 the two runs call by call with ``little diff``: the research is the same,
-the draft changed.
+the draft changed, and the review, whose verdict is the same, was called
+with another input (the new draft): the log records each call's input, so
+the comparison says which argument differs and how.
 
 Run it:
 
@@ -138,6 +140,15 @@ def compare(data_dir: str, run_a: str, run_b: str) -> None:
     draft = next(row for row in rows if row["path"] == "write.model:draft#0")
     print(f"\n  the draft before: {draft['a']['output']}")
     print(f"  the draft after:  {draft['b']['output']}")
+    inputs = {row["path"]: row["b"]["input_change"] for row in rows if row["a"] and row["b"]}
+    print("\ninputs that differ (each side's input is in row['a']['input'] and row['b']['input']):")
+    for path, change in inputs.items():
+        for line in change["changes"]:
+            print(f"  {path}: {line}")
+    assert inputs["write"]["status"] == "same"  # the same question and the inherited notes
+    assert status["review"] == "same"  # the same verdict...
+    assert inputs["review"]["status"] == "changed"  # ...on another draft
+    assert inputs["review"]["changes"][0].startswith('answer: "[small-writer]')
     print(f"\ndata directory: {data_dir}")
     print(f"see them side by side: little ui --data-dir {data_dir}, then open the fork's page")
 

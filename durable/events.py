@@ -90,7 +90,7 @@ __all__ = [
     "parse_event",
 ]
 
-LOG_FORMAT_VERSION = 7
+LOG_FORMAT_VERSION = 8
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
@@ -108,8 +108,12 @@ run that was ``blocked`` or waited for an answer, and the ``drift_keys`` of a
 when it starts or raised by a resume) and the ``usage`` of a model call's
 ``effect.receipt`` (the tokens its response reported), the ``compensated``
 of ``run.failed`` and ``run.cancelled``, and ``patch.marked``, where a run
-took the new side of a ``durable.patched()`` change. This SDK reads formats
-1 to 7.
+took the new side of a ``durable.patched()`` change. Format 8 added the
+``input`` or ``input_ref`` of ``step.started`` (and of a folded
+``step.completed``) and ``effect.intent``: the call's arguments, inline, as
+an artifact, or as what they append to the previous call's (a delta); the
+inspector and ``little diff`` show them, replay still decides by
+``input_hash``. This SDK reads formats 1 to 8.
 """
 
 # The event types, each named once: the models below carry these strings as their ``type``.
@@ -191,6 +195,10 @@ class StepStarted(_Event):
     attempt: int = 1
     input_hash: str
     pos: int = 0
+    input: dict[str, Any] | None = None
+    """The call's arguments by parameter name, as hashed for ``input_hash`` (format 8 on; short ones)."""
+    input_ref: dict[str, Any] | None = None
+    """Where longer arguments are: ``{"artifact"}`` or a delta ``{"base", "append", "args"}`` (format 8)."""
 
 
 class StepCompleted(_Event):
@@ -214,6 +222,10 @@ class StepCompleted(_Event):
     """The artifact holding the output when it was too large for the log (``output`` is then null)."""
     ms: float | None = None
     """How long the attempt took, in milliseconds, from its start to its commit (format 5 on)."""
+    input: dict[str, Any] | None = None
+    """The step's arguments when its start is folded in (as in ``StepStarted``)."""
+    input_ref: dict[str, Any] | None = None
+    """Where longer arguments are when its start is folded in (as in ``StepStarted``)."""
 
 
 class StepFailed(_Event):
@@ -241,6 +253,10 @@ class EffectIntent(_Event):
     input_hash: str
     pos: int = 0
     child_run_id: str | None = None
+    input: dict[str, Any] | None = None
+    """The call's arguments by parameter name, as hashed for ``input_hash`` (format 8 on; short ones)."""
+    input_ref: dict[str, Any] | None = None
+    """Where longer arguments are: ``{"artifact"}`` or a delta ``{"base", "append", "args"}`` (format 8)."""
 
 
 class EffectReceipt(_Event):

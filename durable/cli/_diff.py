@@ -47,7 +47,14 @@ def _human(rows: list[dict[str, Any]]) -> str:
         {"status": r["status"], "path": r["path"], "a": _value(r["a"]), "b": _value(r["b"])} for r in rows
     ]
     head = ", ".join(f"{n} {s}" for s, n in counts.items())
-    return table(shown, ["status", "path", "a", "b"]) + f"\n{head}"
+    inputs = [
+        f"  {r['path']}: {change}"
+        for r in rows
+        if r["b"] is not None
+        for change in (r["b"].get("input_change") or {}).get("changes", [])
+    ]
+    more = "\ninputs that differ:\n" + "\n".join(inputs) if inputs else ""
+    return table(shown, ["status", "path", "a", "b"]) + f"\n{head}{more}"
 
 
 @command(

@@ -28,7 +28,7 @@ async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, A
     assert effect_key is not None
     run = scope.run
     parent_key = effect_of_idempotency_key(run.run_id, effect_key)
-    _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=parent_key)
+    _, _, ih = spec.dump_input(args, kwargs, run_id=run.run_id, path=parent_key)
     value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
     token = EFFECT_KEY.set(None)  # the child's own body is not inside the tool
     try:

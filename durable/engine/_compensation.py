@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..errors import CompensationFailedError, UnknownCommitError
 from ..events import EFFECT_INTENT, EFFECT_RECEIPT
 from . import _event_writer as ev
+from ._call_inputs import recorded_input
 from ._context import EFFECT_KEY
 from ._failures import error_data, recordable
 from ._keys import idempotency_key
@@ -87,7 +88,7 @@ async def _one(run: RunContext, c: Compensation) -> None:
         return  # confirmed by an earlier drive: never twice
     # A recorded failure did not undo anything: a drive after a person's decision tries again.
     kwargs = {**c.kwargs, "result": c.result}
-    inp, ih = spec.dump_input(c.args, kwargs, run.run_id, key)
+    inp, raw, ih = spec.dump_input(c.args, kwargs, run.run_id, key)
     if receipt is None and key in rec.intents and not (spec.idempotent or spec.reconcile is not None):
         raise UnknownCommitError(
             f"the compensation {key!r} of run {run.run_id!r} was cut mid-call and its tool "
@@ -114,7 +115,8 @@ async def _one(run: RunContext, c: Compensation) -> None:
         if tries is not None:
             await tries.wait_backoff()
         t0 = time.perf_counter()
-        run.emit(EFFECT_INTENT, ev.effect_intent(key, "tool", spec.name, ih, 0, None))
+        recorded = recorded_input(run, spec.name, key, inp, raw)
+        run.emit(EFFECT_INTENT, ev.effect_intent(key, "tool", spec.name, ih, 0, None, recorded))
         await run.flush_async()  # the intent is durable before the undo leaves
         token = EFFECT_KEY.set(idempotency_key(run.run_id, key))
         try:

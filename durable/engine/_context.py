@@ -77,6 +77,7 @@ class RunContext:
         "guard",
         "log",
         "models",
+        "previous_inputs",
         "recorded",
         "replaying",
         "run_id",
@@ -119,6 +120,8 @@ class RunContext:
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
         self.account: Account | None = None  # set by the runner for a run with a budget
         self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
+        # Each function's last large call in this drive: its key and list arguments (``_call_inputs``).
+        self.previous_inputs: dict[str, tuple[str, dict[str, tuple[bytes, int]]]] = {}
 
     async def pause(self, seconds: float, *, poll: bool = False) -> None:
         """A durable wait (a sleep, a retry's backoff): a guard may end it early by raising.

@@ -19,6 +19,7 @@ from ..errors import ConfigurationError
 from ..events import EFFECT_INTENT, EFFECT_RECEIPT
 from . import _event_writer as ev
 from ._budget import usage_of
+from ._call_inputs import INPUT_INLINE_LIMIT, input_again, large_input
 from ._claim import REPLAYED, Claim
 from ._compensation import remember
 from ._context import CURRENT, EFFECT_KEY, Scope
@@ -55,12 +56,13 @@ NEVER_HAPPENED = _NeverHappened()
 class EffectCall(Claim):
     """One effect call: its claim on the scope, then its key, input and what the decision said."""
 
-    __slots__ = ("action", "ih", "input", "key", "spec", "t0")
+    __slots__ = ("action", "ih", "input", "key", "recorded_input", "spec", "t0")
 
     spec: Spec
     key: str
     input: Any
     ih: str
+    recorded_input: dict[str, Any]  # the ``input`` or ``input_ref`` its intent records (``_call_inputs``)
     action: Action  # EXECUTE (intent buffered), REDRIVE or RECONCILE
     t0: float  # when this attempt began (``time.perf_counter()``), for the receipt's ``ms``
 
@@ -75,7 +77,9 @@ class EffectCall(Claim):
         spec = self.spec
         self.run.emit(
             EFFECT_INTENT,
-            ev.effect_intent(self.key, spec.kind, spec.name, self.ih, self.n, child_run_id),
+            ev.effect_intent(
+                self.key, spec.kind, spec.name, self.ih, self.n, child_run_id, self.recorded_input
+            ),
         )
 
 
@@ -94,7 +98,7 @@ def effect_begin(
     run = call.run
     kind = spec.kind
     key = effect_key(call.scope.prefix, kind, spec.name, call.n)
-    inp, ih = spec.dump_input(args, kwargs, run.run_id, key)
+    inp, raw, ih = spec.dump_input(args, kwargs, run.run_id, key)
     action = EXECUTE
     if run.replaying:
         action, receipt = call.effect(
@@ -116,6 +120,13 @@ def effect_begin(
     if kind == "model" and run.account is not None:
         run.account.check(run.run_id, key)  # before the call executes: a spent budget blocks the run
     call.spec, call.key, call.input, call.ih, call.action = spec, key, inp, ih, action
+    call.recorded_input = (
+        {"input": inp}
+        if len(raw) <= INPUT_INLINE_LIMIT
+        else large_input(run, spec.name, key, inp, raw)
+        if action is EXECUTE
+        else input_again(run, spec.name, key, inp, raw)  # its intent is in the log: a retry repeats it
+    )
     call.t0 = time.perf_counter()
     if action is EXECUTE:
         call.emit_intent(None if child_run_id is None else child_run_id(key))

@@ -8,7 +8,9 @@ field cannot exist under two spellings.
 
 ``text`` turns a payload into the JSON text a row stores. A step's output
 is already encoded when it is hashed; ``step_completed`` splices those
-bytes into the event instead of encoding the output a second time.
+bytes into the event instead of encoding the output a second time. A
+call's arguments are recorded in its start (``step_started``,
+``effect_intent``) as ``_call_inputs`` says.
 """
 
 from __future__ import annotations
@@ -142,9 +144,16 @@ def snapshot(state: Json, state_hash: str, base_seq: int) -> Json:
 # -- steps ----------------------------------------------------------------------
 
 
-def step_started(path: str, visit: int, attempt: int, input_hash: str, pos: int) -> Json:
-    """``step.started``."""
-    return {"path": path, "visit": visit, "attempt": attempt, "input_hash": input_hash, "pos": pos}
+def step_started(path: str, visit: int, attempt: int, input_hash: str, pos: int, recorded: Json) -> Json:
+    """``step.started``; ``recorded`` is its arguments' ``input`` or ``input_ref`` (``_call_inputs``)."""
+    return {
+        "path": path,
+        "visit": visit,
+        "attempt": attempt,
+        "input_hash": input_hash,
+        "pos": pos,
+        **recorded,
+    }
 
 
 def step_completed(
@@ -202,10 +211,10 @@ def step_failed(
 
 
 def effect_intent(
-    key: str, kind: str, name: str, input_hash: str, pos: int, child_run_id: str | None
+    key: str, kind: str, name: str, input_hash: str, pos: int, child_run_id: str | None, recorded: Json
 ) -> Json:
-    """``effect.intent``: durable before the external call."""
-    data: Json = {"key": key, "kind": kind, "name": name, "input_hash": input_hash, "pos": pos}
+    """``effect.intent``, durable before the external call; ``recorded`` as in ``step_started``."""
+    data: Json = {"key": key, "kind": kind, "name": name, "input_hash": input_hash, "pos": pos, **recorded}
     if child_run_id is not None:
         data["child_run_id"] = child_run_id
     return data

@@ -17,6 +17,7 @@ from typing import Any
 from ..events import EFFECT_RECEIPT
 from ..store import OutboxEntry, outbox_for
 from . import _event_writer as ev
+from ._call_inputs import recorded_input
 from ._context import CURRENT
 from ._decide import EXECUTE, FAIL, REPLAY, Call
 from ._effects import EffectCall
@@ -68,7 +69,7 @@ async def outbox_effect(
     with EffectCall(CURRENT.get(), spec.label) as call:  # type: ignore[arg-type]
         run = call.run
         key = effect_key(call.scope.prefix, "tool", spec.name, call.n)
-        inp, ih = spec.dump_input(args, kwargs, run.run_id, key)
+        inp, raw, ih = spec.dump_input(args, kwargs, run.run_id, key)
         action = EXECUTE
         if run.replaying:
             # The entry is idempotent by key: an intent without a receipt (a fork's) enqueues again.
@@ -83,6 +84,7 @@ async def outbox_effect(
                 raise rebuild_from(receipt, run_id=run.run_id, path=key)
         call.spec, call.key, call.input, call.ih, call.action = spec, key, inp, ih, action
         if action is EXECUTE:
+            call.recorded_input = recorded_input(run, spec.name, key, inp, raw)
             call.emit_intent()
         ref = OutboxRef(idempotency_key(run.run_id, key), spec.name, run.run_id)
         run.emit(EFFECT_RECEIPT, ev.receipt_ok(key, ref.to_json()))

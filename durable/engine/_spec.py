@@ -144,8 +144,8 @@ class Spec:
 
     def dump_input(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
-    ) -> tuple[dict[str, Any], str]:
-        """The call's arguments as JSON, and their hash."""
+    ) -> tuple[dict[str, Any], bytes, str]:
+        """The call's arguments as JSON data, their JSON bytes (what the log records), and their hash."""
         plan = self._plan
         if plan is None:
             plan = self._plan = [(name, ad, unchanged_types(ad)) for name, ad in self.params()]
@@ -175,7 +175,7 @@ class Spec:
                     ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path
                 )
         raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)
-        return data, bytes_hash(raw)
+        return data, raw, bytes_hash(raw)
 
 
 def _unresolved(spec: Spec, ad: TypeAdapter[Any]) -> str | None:

@@ -18,6 +18,7 @@ from ..errors import MaxVisitsExceededError, StepTimeoutError
 from ..events import STEP_COMPLETED, STEP_FAILED, STEP_STARTED
 from . import _event_writer as ev
 from ._artifacts import store_output
+from ._call_inputs import INPUT_INLINE_LIMIT, large_input
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, NOTHING, Scope, check_awaited
 from ._decide import EXECUTE, REPLAY
@@ -32,12 +33,13 @@ from ._values import bytes_hash, stored_bytes, to_json
 class StepCall(Claim):
     """One step call: its claim on the scope, then its identity and attempt once it executes."""
 
-    __slots__ = ("attempt", "input_hash", "path", "spec", "started", "t0", "visit")
+    __slots__ = ("attempt", "input_hash", "path", "recorded_input", "spec", "started", "t0", "visit")
 
     spec: Spec
     path: str
     visit: int
     input_hash: str
+    recorded_input: dict[str, Any]  # the ``input`` or ``input_ref`` its start records (``_call_inputs``)
     attempt: int
     started: dict[str, Any] | None
     t0: float
@@ -45,7 +47,9 @@ class StepCall(Claim):
     def emit_started(self) -> None:
         """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
         self.t0 = time.perf_counter()
-        self.started = ev.step_started(self.path, self.visit, self.attempt, self.input_hash, self.n)
+        self.started = ev.step_started(
+            self.path, self.visit, self.attempt, self.input_hash, self.n, self.recorded_input
+        )
         self.run.emit(STEP_STARTED, self.started)
 
 
@@ -60,7 +64,7 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
         raise _too_many_visits(spec, scope, visit)
     path = step_path(scope.prefix, name, visit, looped)
     scope.visits[name] = visit + 1
-    data, ih = spec.dump_input(args, kwargs, run.run_id, path)
+    data, raw, ih = spec.dump_input(args, kwargs, run.run_id, path)
     attempt = 1
     if run.replaying:
         added = run.added_params.get(name)
@@ -74,6 +78,9 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
             raise rebuild_from(record, run_id=run.run_id, path=path)
         attempt = run.recorded.attempt(path)
     call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
+    call.recorded_input = (
+        {"input": data} if len(raw) <= INPUT_INLINE_LIMIT else large_input(run, name, path, data, raw)
+    )
     call.emit_started()
     return call, None
 

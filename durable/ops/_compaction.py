@@ -37,6 +37,7 @@ from ..store import (
     messages_for,
     outbox_for,
 )
+from ._call_inputs import input_artifacts, read_inputs, self_contained
 
 
 @contextlib.contextmanager
@@ -103,6 +104,7 @@ def compact(run_id: str, *, world: WorldCore) -> Compaction:
         if not rows:
             raise run_not_found(world, run_id)
         rec = Recorded.from_rows(rows, run_id)
+        self_contained(rec, read_inputs(world, run_id, rows))  # the dropped events held some bases
         seq = rows[-1][0] + 1
         digest = rec.state_hash()
         data = ev.snapshot(encode_state(rec.to_state()), digest, seq)
@@ -242,7 +244,9 @@ def _delete_run(world: WorldCore, control: RunControl | None, run_id: str) -> No
 
 def _artifacts_of(world: WorldCore, run_id: str) -> set[str]:
     """The hashes of the artifacts a run's log references."""
-    return {ref.sha256 for ref, _ in referenced(recover_log(world.log, run_id), run_id)}
+    rec = recover_log(world.log, run_id)
+    outputs = {ref.sha256 for ref, _ in referenced(rec, run_id)}
+    return outputs | input_artifacts(rec, run_id, world.log.read(run_id))
 
 
 def _delete_artifacts(world: WorldCore, candidates: set[str]) -> None:

@@ -1,17 +1,19 @@
 """A run's calls read from a world: what ``little diff`` aligns and the inspector's tree shows.
 
-``read_calls`` does the I/O (the run's rows, and the step outputs stored as
-artifacts); what it returns is plain data for the pure ``_run_diff``.
+``read_calls`` does the I/O (the run's rows, the step outputs stored as
+artifacts, and each call's input rebuilt by ``_call_inputs``); what it
+returns is plain data for the pure ``_run_diff``.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..engine import Recorded, WorldCore, referenced, run_not_found
 from ..errors import ArtifactIntegrityError
+from ._call_inputs import RECORDED, InputReader, read_inputs
 from ._run_diff import Call, calls_of, first_seqs
 
 
@@ -47,7 +49,20 @@ def read_calls(world: WorldCore, run_id: str) -> RunCalls:
     rec = Recorded.from_rows(rows, run_id)
     missing = _inline_outputs(world, rec, run_id)
     events = _events(rows)
-    return RunCalls(run_id, rec, events, calls_of(rec, _order(world, rec, events)), missing)
+    calls = with_inputs(calls_of(rec, _order(world, rec, events)), read_inputs(world, run_id, rows))
+    return RunCalls(run_id, rec, events, calls, missing)
+
+
+def with_inputs(calls: dict[str, Call], reader: InputReader) -> dict[str, Call]:
+    """The calls with their recorded inputs (steps and effects; other kinds take no arguments)."""
+    out = {}
+    for path, call in calls.items():
+        if call.input_hash is not None:
+            got = reader.get(call.kind, path)
+            note = got.stored if got.state == RECORDED else got.problem
+            call = replace(call, input=got.value, input_state=got.state, input_note=note)
+        out[path] = call
+    return out
 
 
 def _inline_outputs(world: WorldCore, rec: Recorded, run_id: str) -> str | None:

@@ -9,9 +9,10 @@ A call's *output* is what a replay would return at its path: a step's
 committed output, an effect's receipt (its result, or its error), a
 recorded value, an interrupt's answer. Two calls at the same path are
 ``same`` when their outcome, output and error are equal, and ``changed``
-otherwise. The log keeps only the hash of a call's input, so an input
-that differs shows as a differing ``input_hash`` (the status stays about
-outputs).
+otherwise (the status is about outputs). Each aligned path also says how
+the two calls' inputs compare (``input_change``, in side B): logs of format 8 on
+record inputs, so a differing one names the arguments that differ; older
+logs keep only the input's hash.
 
 Example:
     >>> a = {"draft": Call("draft", "step", "draft", "ok", "hi")}
@@ -52,6 +53,10 @@ class Call:
         input_hash: The hash of its input, when the log records one.
         pos: Its position among the calls of its scope.
         artifact: The artifact reference of a step output stored beside the log.
+        input: The call's arguments by parameter name, when its log records them (``input_state``).
+        input_state: ``recorded``, ``not recorded`` (a log before format 8, or a kind of call
+            without arguments) or ``unreadable``.
+        input_note: How the input is stored (``inline``, ``artifact``, ``delta``) or why it cannot be read.
     """
 
     path: str
@@ -63,6 +68,9 @@ class Call:
     input_hash: str | None = None
     pos: int = 0
     artifact: dict[str, Any] | None = None
+    input: Any = None
+    input_state: str = "not recorded"
+    input_note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The call as JSON data (what ``little diff --json`` prints for each side)."""
@@ -185,7 +193,8 @@ def align(a: Mapping[str, Call], b: Mapping[str, Call]) -> list[dict[str, Any]]:
     Returns:
         One ``{"path", "status", "a", "b"}`` per path of either run; ``status``
         is one of ``DIFF_STATUSES``, ``a`` and ``b`` the calls as JSON data
-        (``None`` on the side that lacks the path).
+        (``None`` on the side that lacks the path); when both have it, ``b``
+        also holds ``input_change``, how its input compares with A's (``input_change``).
     """
     paths = list(a)
     placed = set(paths)
@@ -209,15 +218,53 @@ def align(a: Mapping[str, Call], b: Mapping[str, Call]) -> list[dict[str, Any]]:
             status = "only_a"
         else:
             status = "same" if _same(ca, cb) else "changed"
-        out.append(
-            {
-                "path": p,
-                "status": status,
-                "a": ca.to_json() if ca else None,
-                "b": cb.to_json() if cb else None,
-            }
-        )
+        side_b = cb.to_json() if cb else None
+        if ca is not None and cb is not None and side_b is not None:
+            side_b["input_change"] = input_change(ca, cb)  # what B's input changed of A's
+        out.append({"path": p, "status": status, "a": ca.to_json() if ca else None, "b": side_b})
     return out
+
+
+def input_change(a: Call, b: Call) -> dict[str, Any]:
+    """How two calls' inputs compare: ``{"status", "changes"}``, one line per argument that differs.
+
+    ``status`` is ``same``, ``changed`` or ``not recorded`` (either log keeps
+    only the input's hash: ``changes`` then says whether the hashes differ).
+    """
+    if a.input_state != "recorded" or b.input_state != "recorded":
+        if a.input_hash == b.input_hash:
+            return {"status": "same" if a.input_hash else "not recorded", "changes": []}
+        return {"status": "not recorded", "changes": ["called with another input (its hash differs)"]}
+    if canonical(a.input) == canonical(b.input):
+        return {"status": "same", "changes": []}
+    ia, ib = a.input, b.input
+    if not isinstance(ia, dict) or not isinstance(ib, dict):
+        return {"status": "changed", "changes": ["the input differs"]}
+    changes = [_argument_change(n, ia, ib) for n in dict.fromkeys([*ia, *ib])]
+    return {"status": "changed", "changes": [c for c in changes if c]}
+
+
+def _argument_change(name: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    if name not in a:
+        return f"{name}: only in B"
+    if name not in b:
+        return f"{name}: only in A"
+    va, vb = a[name], b[name]
+    if canonical(va) == canonical(vb):
+        return ""
+    if isinstance(va, list) and isinstance(vb, list):
+        common = 0
+        for x, y in zip(va, vb):  # noqa: B905 (the shorter list bounds the common prefix)
+            if canonical(x) != canonical(y):
+                break
+            common += 1
+        return f"{name}: {len(va)} items in A, {len(vb)} in B, the first {common} the same"
+    return f"{name}: {_short(va)} in A, {_short(vb)} in B"
+
+
+def _short(value: Any) -> str:
+    text = canonical(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def pretty(value: Any) -> str:

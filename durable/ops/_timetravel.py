@@ -37,6 +37,7 @@ from ..engine import payloads as ev
 from ..errors import CheckpointNotFoundError, ConfigurationError
 from ..events import RUN_RESTORED, RUN_STARTED, STEP_COMPLETED
 from ..store import Append, Row
+from ._call_inputs import read_inputs, self_contained
 from ._compaction import locked
 
 
@@ -260,6 +261,7 @@ def fork(
         started["models"], started["manifest"] = dict(models), manifest
         started["manifest_hash"] = sha256_tag(manifest)
     inherited = at.inherited(started)
+    self_contained(inherited, read_inputs(world, run_id, until(rows, cp.seq, run_id)))
     state = inherited.to_state()
     snapshot = ev.snapshot(encode_state(state), sha256_tag(state), 2)
     with locked(world, rid, "fork into") as token:

@@ -50,6 +50,7 @@ from ..errors import (
 )
 from ..events import RUN_COMPLETED, STEP_COMPLETED, parse_event
 from ..store import EncryptedLog, safe_location
+from ._call_inputs import input_artifacts, input_problems, read_inputs
 
 
 def _seq_problems(rows: list[tuple[int, str, str]]) -> list[str]:
@@ -175,6 +176,12 @@ def _check_run(
             verify_payload(ref, world.artifacts.get(ref.sha256), run_id=run_id)
         except ArtifactIntegrityError as exc:
             report["problems"].append(str(exc).splitlines()[0])
+    try:
+        inputs = read_inputs(world, run_id, rows)
+        report["artifacts"] += len(input_artifacts(rec, run_id, rows))
+        report["problems"] += [f"run {run_id!r}: {p}" for p in input_problems(inputs)]
+    except ArtifactIntegrityError as exc:
+        report["problems"].append(str(exc).splitlines()[0])
     started = rec.started or {}
     prefix = "" if run_id == report["run_id"] else f"{run_id}: "
     report["undescribed"] += [prefix + key for key in undescribed(started.get("manifest") or {}, rec)]

@@ -159,8 +159,9 @@ def create_app(inspector: Inspector) -> Starlette:
 
     async def value(request: Request) -> Response:
         rid, path = request.query_params.get("run", ""), request.query_params.get("path", "")
+        part = "input" if request.query_params.get("part") == "input" else "output"
         try:
-            found, data = _model.whole_value(world, rid, path)
+            found, data = _model.whole_value(world, rid, path, part)
         except RunNotFoundError as exc:
             return HTMLResponse(_pages.message_page("no such run", str(exc)), status_code=404)
         except CodecError as exc:
@@ -169,7 +170,16 @@ def create_app(inspector: Inspector) -> Starlette:
             return HTMLResponse(_unreadable(exc), status_code=409)
         if not found:
             return HTMLResponse(
-                _pages.message_page("no such call", f"run {rid} has no call at {path!r}"), 404
+                _pages.message_page(
+                    "no such call",
+                    f"run {rid} has no call at {path!r}"
+                    + (
+                        " whose input the log records (logs before format 8 keep its hash)"
+                        if part == "input"
+                        else ""
+                    ),
+                ),
+                404,
             )
         text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
         # Served as JSON, never as a page: a value from the log cannot become markup or script.

@@ -48,10 +48,30 @@ def _side_text(side: dict[str, Any]) -> str:
     return pretty(side["output"])
 
 
-def _more(run_id: str, path: str, text: str) -> str:
+def _more(run_id: str, path: str, text: str, part: str = "output") -> str:
     if len(text) <= CUT:
         return ""
-    return f' <a class="whole" href="{e(value_href(run_id, path))}">whole output ({len(text)} characters)</a>'
+    href = value_href(run_id, path, part)
+    return f' <a class="whole" href="{e(href)}">whole {part} ({len(text)} characters)</a>'
+
+
+def _inputs(a: dict[str, Any], b: dict[str, Any], run_a: str, run_b: str, path: str) -> tuple[str, str]:
+    """Both inputs of a path whose input changed, the differing words marked, and how they differ."""
+    change = b.get("input_change") or {}
+    if change.get("status") == "same" or not change.get("changes"):
+        return "", ""
+    how = "".join(f"<li>{e(c)}</li>" for c in change["changes"])
+    note = f'<ul class="hint input-differs">{how}</ul>'
+    if change.get("status") != "changed":
+        return "", note
+    ta, tb = pretty(a["input"]), pretty(b["input"])
+    left, right = highlight(_cut(ta), _cut(tb))
+    return (
+        f'<div class="input input-changed"><span class="hint">input</span><pre>{_marked(left, "del")}</pre>'
+        f"{_more(run_a, path, ta, 'input')}</div>",
+        f'<div class="input input-changed"><span class="hint">input</span><pre>{_marked(right, "ins")}</pre>'
+        f"{_more(run_b, path, tb, 'input')}</div>{note}",
+    )
 
 
 def _cells(row: dict[str, Any], run_a: str, run_b: str) -> str:
@@ -65,10 +85,8 @@ def _cells(row: dict[str, Any], run_a: str, run_b: str) -> str:
         ca, cb = e(_cut(ta)), e(_cut(tb))
     cell_a = f"<pre>{ca}</pre>{_more(run_a, path, ta)}" if a else '<p class="absent">not in run A</p>'
     cell_b = f"<pre>{cb}</pre>{_more(run_b, path, tb)}" if b else '<p class="absent">not in run B</p>'
-    note = ""
-    if a and b and a.get("input_hash") != b.get("input_hash"):
-        note = '<p class="hint input-differs">called with another input</p>'
-    return f'<td class="side side-a">{cell_a}</td><td class="side side-b">{cell_b}{note}</td>'
+    in_a, in_b = _inputs(a, b, run_a, run_b, path) if a and b else ("", "")
+    return f'<td class="side side-a">{in_a}{cell_a}</td><td class="side side-b">{in_b}{cell_b}</td>'
 
 
 def compare_page(d: dict[str, Any], *, changed_only: bool = False) -> str:

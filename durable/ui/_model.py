@@ -410,8 +410,10 @@ def compare_runs(world: WorldCore, run_a: str, run_b: str) -> dict[str, Any]:
     }
 
 
-def whole_value(world: WorldCore, run_id: str, path: str) -> tuple[bool, Any]:
-    """A call's whole output (``path=""``: the run's input and output); ``(False, None)`` when none.
+def whole_value(world: WorldCore, run_id: str, path: str, part: str = "output") -> tuple[bool, Any]:
+    """A call's whole output or input (``path=""``: the run's input and output); ``(False, None)`` when none.
+
+    ``part="input"`` asks for the call's input, which logs of format 8 on record.
 
     Raises:
         RunNotFoundError: The world has no such run.
@@ -428,4 +430,6 @@ def whole_value(world: WorldCore, run_id: str, path: str) -> tuple[bool, Any]:
     call = read.calls.get(path)
     if call is None:
         return False, None
+    if part == "input":
+        return (True, call.input) if call.input_state == "recorded" else (False, None)
     return True, call.output

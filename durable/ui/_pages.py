@@ -34,9 +34,13 @@ def run_href(run_id: str) -> str:
     return f"/runs/{u(run_id)}"
 
 
-def value_href(run_id: str, path: str) -> str:
-    """The address of a call's whole output as JSON (``path=""``: the run's own input and output)."""
-    return "/value?" + urlencode({"run": run_id, "path": path})
+def value_href(run_id: str, path: str, part: str = "output") -> str:
+    """The address of a call's whole output (``part="input"``: its input) as JSON.
+
+    ``path=""`` is the run's own input and output.
+    """
+    query = {"run": run_id, "path": path} | ({"part": part} if part != "output" else {})
+    return "/value?" + urlencode(query)
 
 
 def compare_href(run_a: str, run_b: str) -> str:

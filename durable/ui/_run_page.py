@@ -369,7 +369,7 @@ def _outcome(node: Node, run_id: str) -> str:
     errors = list(it.errors) if it else []
     if call is not None and call.error and not errors:
         errors.append(call.error)
-    out = ""
+    out = _input(node, run_id)
     if errors:
         out += '<ul class="errors">' + "".join(f'<li class="error">{e(x)}</li>' for x in errors) + "</ul>"
     unread = call is not None and call.artifact is not None and call.output is None
@@ -377,9 +377,30 @@ def _outcome(node: Node, run_id: str) -> str:
         out += value_block(call.output, value_href(run_id, node.key))
         if call.artifact:
             out += f'<p class="hint">stored as artifact {e(call.artifact.get("sha256", "")[:19])}…</p>'
-    if call is not None and call.input_hash:
-        out += f'<p class="input-hash" title="{e(call.input_hash)}">input hash {e(call.input_hash[:12])}</p>'
     return out
+
+
+def _input(node: Node, run_id: str) -> str:
+    """A call's input decoded (cut, with a link to the whole), or why the log shows none."""
+    call = node.call
+    if call is None or not call.input_hash:
+        return ""
+    if call.input_state == "recorded":
+        out = value_block(call.input, value_href(run_id, node.key, "input"), label="input")
+        if call.input_note in ("artifact", "delta"):
+            how = (
+                "as an artifact"
+                if call.input_note == "artifact"
+                else "as what it appends to an earlier call's"
+            )
+            out += f'<p class="hint input-stored">input stored {how}</p>'
+        return out
+    title = e(call.input_hash)
+    if call.input_state == "unreadable":
+        return (
+            f'<p class="hint input-missing" title="{title}">input unreadable: {e(call.input_note or "")}</p>'
+        )
+    return f'<p class="hint input-missing" title="{title}">input not recorded (older log)</p>'
 
 
 def _inherited_state(node: Node) -> str:
@@ -413,7 +434,7 @@ def _row(node: Node, run_id: str, longest: float, started_at: float | None) -> s
 
 
 def calls_table(tree: list[Node], run_id: str, started_at: float | None = None) -> str:
-    """The run's calls as an indented tree: kind, name, state, how, attempts, duration, output."""
+    """The run's calls as an indented tree: kind, name, state, how, attempts, duration, input and output."""
     nodes = [n for root in tree for n in root.walk()]
     if not nodes:
         return '<p class="empty">No calls recorded yet.</p>'
@@ -421,7 +442,7 @@ def calls_table(tree: list[Node], run_id: str, started_at: float | None = None) 
     rows = "".join(_row(n, run_id, longest, started_at) for n in nodes)
     return (
         '<table class="timeline tree" role="treegrid"><thead><tr><th>call</th><th>state</th>'
-        "<th>executed / replayed</th><th>attempts</th><th>duration</th><th>committed</th><th>output</th></tr></thead>"
+        "<th>executed / replayed</th><th>attempts</th><th>duration</th><th>committed</th><th>input and output</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
     )
 

@@ -198,6 +198,31 @@ def test_runs_recorded_by_older_code_are_aligned(world: durable.World) -> None:
     same_run = diff_runs(world, "recorded-a", "recorded-a")
     assert [r["path"] for r in same_run] == [r["path"] for r in rows if r["a"] is not None]
     assert {r["status"] for r in same_run} == {"same"}
+    both = [r["b"]["input_change"] for r in rows if r["a"] and r["b"] and r["a"]["input_hash"]]
+    assert both and {c["status"] for c in both} <= {"same", "not recorded"}  # older logs keep hashes only
+
+
+def _fork_with_another_topic(world: durable.World) -> None:
+    asyncio.run(durable.run_workflow(agent, "owls", world=world, run_id="small", models=SMALL))
+    fork = durable.fork("small", "gather", world=world, new_run_id="cats", input="cats")
+    asyncio.run(durable.run_workflow(agent, fork.input, world=world, run_id="cats", models=fork.models))
+
+
+def test_json_says_how_each_input_differs_on_every_backend(world: durable.World) -> None:
+    """A fork with another input: each path's side B says whether its input changed and which argument."""
+    _fork_with_another_topic(world)
+    change = {r["path"]: r["b"]["input_change"] for r in diff_runs(world, "small", "cats")}
+    assert change["gather"] == {"status": "changed", "changes": ['topic: "owls" in A, "cats" in B']}
+    assert change["reply"]["status"] == "changed" and change["reply"]["changes"][0].startswith("notes: ")
+
+
+def test_the_table_lists_the_inputs_that_differ(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under the table, ``little diff`` names each path whose input differs and how."""
+    with durable.local_world(tmp_path) as world:
+        _fork_with_another_topic(world)
+    assert main(["diff", "small", "cats", "--data-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "inputs that differ:" in out and '  gather: topic: "owls" in A, "cats" in B' in out
 
 
 def test_a_run_written_by_a_newer_sdk_is_one_line_saying_to_upgrade(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
 import durable
+from durable.ops._call_inputs import input_artifacts
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 
@@ -45,8 +47,14 @@ def log_bytes(world: durable.World, run_id: str) -> int:
     return sum(len(t) + len(d) for _, t, d in world.log.read(run_id))
 
 
+def artifact_bytes(world: durable.World, run_id: str) -> int:
+    """The bytes of the artifacts the run's call inputs are stored in."""
+    shas = input_artifacts(durable.recover(run_id, world=world), run_id, world.log.read(run_id))
+    return sum(len(world.artifacts.get(sha) or b"") for sha in shas)
+
+
 def test_500_turn_log_grows_linearly(worlds: Worlds) -> None:
-    """Doubling the turns about doubles the log: each response is stored once, the history never."""
+    """Doubling the turns about doubles the log: each response is stored once, the history as deltas."""
     calls: Counter[str] = Counter()
     world = worlds.open()
     assert asyncio.run(durable.run_workflow(build(calls), 250, world=world, run_id="half")) == 501
@@ -56,7 +64,13 @@ def test_500_turn_log_grows_linearly(worlds: Worlds) -> None:
     rows = world.log.read("full")
     text = "".join(d for _, _, d in rows)
     assert text.count("turn 499: look up item") == 1  # the last response is stored once
-    assert text.count("keep checking the stock") == 0  # the history is hashed, not stored
+    # The history is in each model call's input: whole while short, then what each turn appended.
+    chats = [json.loads(d) for _, t, d in rows if t == "effect.intent" and "model:chat" in d]
+    inline = [c for c in chats if "input" in c]
+    assert 0 < len(inline) < 20 and text.count("keep checking the stock") == len(inline)
+    assert "artifact" in chats[len(inline)]["input_ref"]  # the first long one, whole beside the log
+    assert all(len(c["input_ref"]["append"]["messages"]) == 2 for c in chats[len(inline) + 1 :])
+    assert artifact_bytes(world, "full") < 2 * 1024  # the first long input, nothing per turn
     assert calls == Counter({"model": 750, "tool": 750})
 
 

@@ -67,9 +67,15 @@ async def write_reply(notes: list[str]) -> str:
     return f"[{model}] Dear customer, thank you for writing. From {len(notes)} notes: we fixed it."
 
 
+@durable.tool
+async def file_record(record: dict[str, str]) -> str:
+    """A tool whose input is long: the tree cuts it and links to the whole of it."""
+    return f"filed {record['id']}"
+
+
 @durable.step
 async def research(customer_id: str) -> list[str]:
-    await lookup_customer_record(customer_id)
+    await file_record(await lookup_customer_record(customer_id))
     return list(await durable.parallel("sources", ["faq", "tickets"], read_source, key=lambda s: s))
 
 

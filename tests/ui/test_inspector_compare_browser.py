@@ -48,9 +48,10 @@ def test_a_cut_value_opens_whole(page: Any, server: Server) -> None:
     """An output past the cut shows its start and an ellipsis; its link opens the whole value."""
     page.goto(f"{server.base}/runs/support-small")
     row = page.locator('tr.item[data-key="research.tool:lookup_customer_record#0"]')
-    expect(row.locator("pre")).to_contain_text("renewed twice;…")
-    expect(row.locator("pre")).not_to_contain_text("enterprise")  # past the cut
-    row.locator("a.whole").click()
+    output = row.locator('.value[data-part="output"]')
+    expect(output.locator("pre")).to_contain_text("renewed twice;…")
+    expect(output.locator("pre")).not_to_contain_text("enterprise")  # past the cut
+    output.locator("a.whole").click()
     expect(page.locator("body")).to_contain_text('"plan": "enterprise"')
     assert page.locator("body").inner_text().count("renewed twice;") == 60
 
@@ -70,6 +71,28 @@ def test_a_fork_links_to_its_comparison_which_shows_the_changed_words(page: Any,
     page.click("a.toggle")
     expect(page.locator('tr.diff-row[data-status="same"]')).to_have_count(0)
     expect(page.locator("tr.diff-row")).to_have_count(3)
+
+
+def test_a_call_shows_its_input_and_a_long_one_opens_whole(page: Any, server: Server) -> None:
+    """A call's input is labelled and decoded; a long one is cut and its link opens the whole input."""
+    page.goto(f"{server.base}/runs/support-small")
+    step = page.locator('tr.item[data-key="research"] .value[data-part="input"] pre')
+    expect(step).to_contain_text('"customer_id": "c-42"')
+    filed = page.locator('tr.item[data-key="research.tool:file_record#1"] .value[data-part="input"]')
+    expect(filed.locator("pre")).to_contain_text("renewed twice; renewed twice…")
+    filed.locator("a.whole").click()
+    expect(page.locator("body")).to_contain_text('"record": {')
+    assert page.locator("body").inner_text().count("renewed twice;") == 60
+
+
+def test_the_comparison_shows_where_the_fork_s_inputs_differ(page: Any, server: Server) -> None:
+    """The step after the new writer got another text: both inputs shown, words marked, the argument named."""
+    page.goto(f"{server.base}/compare?a=support-small&b=support-big")
+    polish = page.locator('tr.diff-row[data-path="polish.visit[0]"]')
+    expect(polish.locator(".side-a .input-changed mark.del").first).to_have_text("small")
+    expect(polish.locator(".side-b .input-changed mark.ins").first).to_have_text("big")
+    expect(polish.locator("ul.input-differs")).to_contain_text("text:")
+    expect(page.locator('tr.diff-row[data-path="research"] .input-changed')).to_have_count(0)
 
 
 def test_the_compare_form_takes_two_run_ids(page: Any, server: Server) -> None:
@@ -103,7 +126,7 @@ def pg_server_ui(pg_server: pg.Server, tmp_path_factory: pytest.TempPathFactory)
 
 
 def test_the_comparison_works_over_postgres(browser: Any, pg_server_ui: Server) -> None:
-    """Over a Postgres world the fork's page links to the comparison, which marks the new writer's words."""
+    """Over Postgres the fork links to the comparison, which marks new words and inputs; inputs are kept."""
     context = browser.new_context()
     pg_page = context.new_page()
     pg_page.set_default_timeout(20_000)
@@ -115,5 +138,10 @@ def test_the_comparison_works_over_postgres(browser: Any, pg_server_ui: Server) 
         pg_page.click("a.compare-fork")
         reply = pg_page.locator('tr.diff-row[data-path="session:writer#1.model:write_reply#0"] .side-b mark')
         expect(reply).to_have_text("big")
+        polish = pg_page.locator('tr.diff-row[data-path="polish.visit[0]"] .side-b .input-changed mark.ins')
+        expect(polish.first).to_have_text("big")
+        pg_page.goto(f"{pg_server_ui.base}/runs/support-big")
+        inherited = pg_page.locator('tr.item[data-key="research"] .value[data-part="input"] pre')
+        expect(inherited).to_contain_text('"customer_id": "c-42"')  # an inherited call keeps its input
     finally:
         context.close()

@@ -265,3 +265,49 @@ def test_every_call_appears_once_under_the_scope_its_path_names(paths: list[str]
     for node in nodes:
         for child in node.children:
             assert child.key.startswith(node.key) and child.depth == node.depth + 1
+
+
+def test_each_call_shows_its_input_and_a_long_one_links_to_the_whole_input(world: durable.World) -> None:
+    """A short input is shown whole; a long one is cut, and its link serves the whole input as JSON."""
+    client = _client(world)
+    page = client.get(run_href("support-small")).text
+    rows = {
+        k: page.split(f'data-key="{k}"', 1)[1].split("</tr>", 1)[0]
+        for k in ("research", "research.tool:file_record#1")
+    }
+    assert (
+        '<div class="value" data-part="input"><pre>{\n  &quot;customer_id&quot;: &quot;c-42&quot;\n}</pre>'
+        in rows["research"]
+    )
+    filed = rows["research.tool:file_record#1"]
+    href = re.search(
+        r'data-part="input"><pre>[^<]*…</pre> <a class="whole" href="([^"]+)">whole input', filed
+    )
+    assert href is not None and "part=input" in href.group(1)
+    got = client.get(href.group(1).replace("&amp;", "&"))
+    assert got.status_code == 200 and got.json()["record"]["history"] == "renewed twice; " * 60
+
+
+def test_the_comparison_shows_a_changed_input_side_by_side_and_says_how(world: durable.World) -> None:
+    """The fork's polish step got another text: both inputs shown, the words marked, the argument named."""
+    page = _client(world).get(compare_href("support-small", "support-big")).text
+    row = page.split('data-path="polish.visit[0]"', 1)[1].split("</tr>", 1)[0]
+    assert row.count('class="input input-changed"') == 2
+    assert '<mark class="del">small</mark>' in row and '<mark class="ins">big</mark>' in row
+    assert re.search(
+        r'<ul class="hint input-differs"><li>text: &quot;\[small-writer\].*in A, .*in B</li>', row
+    )
+    same = page.split('data-path="research"', 1)[1].split("</tr>", 1)[0]
+    assert "input-changed" not in same and "input-differs" not in same
+
+
+def test_a_call_of_an_older_log_says_its_input_was_not_recorded(world: durable.World) -> None:
+    """A log written before inputs were recorded shows "input not recorded"; its whole input is not found."""
+    _load_recorded(world, "clean", "older")
+    client = _client(world)
+    page = client.get(run_href("older")).text
+    assert "input not recorded (older log)" in page and "input hash" not in page
+    path = re.search(r'<tr class="item" [^>]*data-key="([^"]+)" data-kind="step"', page)
+    assert path is not None
+    got = client.get("/value", params={"run": "older", "path": path.group(1), "part": "input"})
+    assert got.status_code == 404 and "logs before format 8 keep its hash" in got.text

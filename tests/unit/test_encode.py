@@ -16,10 +16,18 @@ PAYLOADS: dict[str, Any] = {
     "run.started": ev.run_started(
         "wf", {"a": 1}, "h", {"m": 1}, "sha256:x", {"s": "m"}, "o", 2, parent=("p", "k"), deadline_at=9.5
     ),
-    "step.started": ev.step_started("a.b", 0, 1, "h", 3),
+    "step.started": ev.step_started("a.b", 0, 1, "h", 3, {"input": {"x": 1}}),
     "step.completed": ev.step_completed("a.b", 0, b'{"x":[1,2]}', "h", 4, None),
     "step.failed": ev.step_failed("a.b", 0, 2, ERROR, True),
-    "effect.intent": ev.effect_intent("tool:pay#0", "workflow", "pay", "h", 0, "r:tool:pay#0"),
+    "effect.intent": ev.effect_intent(
+        "tool:pay#0",
+        "workflow",
+        "pay",
+        "h",
+        0,
+        "r:tool:pay#0",
+        {"input_ref": {"artifact": {"sha256": "sha256:00"}}},
+    ),
     "effect.receipt": ev.receipt_error("tool:pay#0", ERROR),
     "value.recorded": ev.value_recorded("now#1", "now", 1.5, 1),
     "patch.marked": ev.patch_marked("a.patched[use-c]#0", "use-c"),
@@ -79,7 +87,7 @@ def test_a_builders_payload_is_valid_under_its_model(type_: str) -> None:
 def test_a_step_output_is_spliced_in_as_encoded() -> None:
     """The output's bytes, encoded once for the hash, stand unchanged in the event."""
     raw = b'{"b":1,"a":[1.5,"\\u00e9"]}'
-    folded = ev.step_completed_folded(ev.step_started("s", 0, 1, "h", 0), raw, "oh", 1, None)
+    folded = ev.step_completed_folded(ev.step_started("s", 0, 1, "h", 0, {"input": {}}), raw, "oh", 1, None)
     assert raw.decode() in folded
     assert json.loads(folded)["output"] == {"b": 1, "a": [1.5, "é"]}
     assert json.loads(folded)["input_hash"] == "h"
