@@ -39,12 +39,6 @@ _ROWS_ONLY = (
 )
 """One statement: the rows, written only when the writer's token is the run's current one."""
 
-_INSERT = (
-    "INSERT INTO {s}.events (run_id, seq, type, data) "
-    "SELECT %s, r.seq, r.type, r.data "
-    "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS r(seq, type, data)"
-)
-
 
 def _columns(rows: Sequence[Row]) -> tuple[list[int], list[str], list[str]]:
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
@@ -65,7 +59,7 @@ class PostgresLog:
         self._owns = owns
         sql = db.sql
         self._rows_only = sql(_ROWS_ONLY)
-        self._insert = sql(_INSERT)
+        self._guarded = sql(_ROWS_ONLY.replace("FOR SHARE", "FOR UPDATE"))
         self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
         self._notify = "SELECT pg_notify(%s, %s)"
 
@@ -132,25 +126,34 @@ class PostgresLog:
     def write_guarded(self, conn: Connection[Any], a: Append) -> None:
         """Inside the caller's transaction: check ``a.token`` (locking the run's token) and insert ``a.rows``.
 
-        The message store and the outbox call this in their own transactions,
-        so what they write beside the log commits with the rows or not at all.
+        The check and the insert are one statement (the token row locked
+        ``FOR UPDATE`` by the insert's guard), so an append costs one round
+        trip inside its transaction. The message store and the outbox call
+        this in their own transactions, so what they write beside the log
+        commits with the rows or not at all.
 
         Raises:
             FencedError: The token is stale or a seq is taken (the caller's
-                transaction rolls back then).
+                transaction is then unusable and rolls back: every caller lets
+                the error leave its ``conn.transaction()`` block).
         """
         import psycopg
 
-        row = conn.execute(self._token, (a.run_id,)).fetchone()
-        current = int(row[0]) if row else 0
-        if current != a.token:
-            raise _stale(a.run_id, a.token, current)
-        if a.rows:
-            try:
-                with conn.transaction():  # a savepoint: the error is ours to name
-                    conn.execute(self._insert, (a.run_id, *_columns(a.rows)))
-            except psycopg.errors.UniqueViolation:
-                raise _taken(a.run_id, a.rows[0][0]) from None
+        if not a.rows:
+            row = conn.execute(self._token, (a.run_id,)).fetchone()
+            current = int(row[0]) if row else 0
+            if current != a.token:
+                raise _stale(a.run_id, a.token, current)
+            return
+        seqs, types, datas = _columns(a.rows)
+        params = {"run": a.run_id, "seqs": seqs, "types": types, "datas": datas, "token": a.token}
+        try:
+            written = conn.execute(self._guarded, params).rowcount
+        except psycopg.errors.UniqueViolation:
+            raise _taken(a.run_id, a.rows[0][0]) from None
+        if written != len(a.rows):  # the guard matched nothing: another driver holds the run
+            row = conn.execute(self._token, (a.run_id,)).fetchone()
+            raise _stale(a.run_id, a.token, int(row[0]) if row else 0)
 
     def stored(self, conn: Connection[Any], run_id: str, rows: Sequence[Row]) -> bool:
         """Whether ``rows`` are stored exactly as given (a retried commit that landed)."""
