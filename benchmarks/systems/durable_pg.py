@@ -73,6 +73,15 @@ async def held(i: int) -> int:
 WORKFLOWS = [one_step, io_run, held]
 
 
+def _trace(role: str) -> None:
+    """Count this process's statements by caller when ``BENCH_SQL_TRACE`` names a folder (``sql_trace``)."""
+    folder = os.environ.get("BENCH_SQL_TRACE")
+    if folder:
+        from benchmarks import sql_trace
+
+        sql_trace.install(os.path.join(folder, f"{role}-{os.getpid()}.json"))
+
+
 def _world(dsn: str, schema: str, lease: float = 10.0) -> durable.PostgresWorld:
     return durable.postgres_world(dsn, schema=schema, lease=lease)
 
@@ -184,6 +193,7 @@ def throughput(
     Timed from the first enqueue to the last result; each worker drives at
     most ``concurrency`` runs at once.
     """
+    _trace("client")
     with _world(dsn, schema) as world:
         procs = [serve(dsn, schema, concurrency=concurrency, name=f"w{k}") for k in range(workers)]
         try:
@@ -255,6 +265,7 @@ def _until(cond: Any, timeout: float = 120.0) -> None:
 
 
 def _serve_main(dsn: str, schema: str, concurrency: int, lease: float, name: str) -> None:
+    _trace(f"worker-{name}")
     with _world(dsn, schema, lease=lease) as world:
         worker = durable.Worker(
             world, workflows=WORKFLOWS, queues=[QUEUE], concurrency=concurrency, name=name or None
