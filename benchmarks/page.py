@@ -56,9 +56,11 @@ CHART_TITLES = {
 }
 
 
-def measure(out: Path, smoke: bool, peers: bool, verbose: bool) -> None:
+def measure(out: Path, smoke: bool, peers: bool, verbose: bool, repeats: int | None = None) -> None:
     for name, make, full, small, _ in PARTS:
         sizes = small if smoke else full
+        if repeats:
+            sizes = dataclasses.replace(sizes, repeats=repeats)
         text, _ = run.run_harness(
             make, sizes, name, RENDER[name], peers=peers, verbose=verbose, only=None, dir=None, out=out
         )
@@ -123,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repeat")
     parser.add_argument("--from", dest="source", help="a results folder of an earlier run: do not measure")
     parser.add_argument("--no-peers", action="store_true", help="durable and the floors only")
+    parser.add_argument("--repeats", type=int, help="repeats per figure (default 3; --smoke 1)")
     parser.add_argument("--page", default=str(ROOT / "docs" / "performance.md"))
     parser.add_argument("--images", default=str(ROOT / "docs" / "images"))
     parser.add_argument("-q", "--quiet", action="store_true")
@@ -132,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
         folder = run.RESULTS / f"page-{stamp}"
-        measure(folder, args.smoke, not args.no_peers, not args.quiet)
+        measure(folder, args.smoke, not args.no_peers, not args.quiet, args.repeats)
     page = Path(args.page)
     rewrite(page, section(folder, Path(args.images), page))
     print(f"rewrote the figures of {page} and the charts in {args.images} from {folder}")
