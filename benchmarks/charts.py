@@ -46,7 +46,7 @@ def _bars(
         return False
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(rows) + 1.2))
-    names = [f"{label}  [{g}]" if g else label for g, label, _ in rows]
+    names = [f"{label}  [{g}]" if g and g not in label else label for g, label, _ in rows]
     values = [v for _, _, v in rows]
     colors = ["#2b6cb0" if label.startswith("durable") else "#a0aec0" for _, label, _ in rows]
     ys = list(range(len(rows)))[::-1]
@@ -55,10 +55,13 @@ def _bars(
     if log:
         ax.set_xscale("log")
     for y, v in zip(ys, values, strict=True):
-        ax.text(v, y, f" {v:,.3g}", va="center", fontsize=8)
+        ax.text(v, y, f" {v:,.0f}" if v >= 100 else f" {v:.3g}", va="center", fontsize=8)
     ax.set_xlabel(unit + (" (log scale)" if log else ""))
     ax.set_title(title)
-    ax.set_xlim(right=max(values) * (8 if log else 1.25))
+    if log:  # bars start a decade below the smallest, so that every bar has a length to compare
+        ax.set_xlim(left=min(values) / 10, right=max(values) * 8)
+    else:
+        ax.set_xlim(right=max(values) * 1.25)
     fig.tight_layout()
     fig.savefig(path, metadata={"Date": None})
     plt.close(fig)
