@@ -478,21 +478,39 @@ def harness_main(
     chosen = sizes[0] if args.full else sizes[1]
     if args.repeats:
         chosen.repeats = args.repeats
+    text, _ = run_harness(
+        make, chosen, name, render, peers=not args.no_peers, verbose=not args.quiet,
+        only=args.only, dir=args.dir, out=Path(args.out),
+    )  # fmt: skip
+    print(text)
+    return 0
+
+
+def run_harness(
+    make: Any,
+    sizes: Any,
+    name: str,
+    render: Any,
+    *,
+    peers: bool,
+    verbose: bool,
+    only: str | None,
+    dir: str | None,
+    out: Path,
+) -> tuple[str, dict[str, list[dict[str, Any]]]]:
+    """Run every scenario of a harness; write ``<stamp>-<name>.md`` and ``.json`` into ``out``."""
     started = time.time()
-    base = Path(tempfile.mkdtemp(prefix="durable-bench-", dir=args.dir))
+    base = Path(tempfile.mkdtemp(prefix="durable-bench-", dir=dir))
     try:
-        h = make(base, chosen, peers=not args.no_peers, verbose=not args.quiet)
-        h.only = set(args.only.split(",")) if args.only else set()
+        h = make(base, sizes, peers=peers, verbose=verbose)
+        h.only = set(only.split(",")) if only else set()
         h.all()
         text = render(h, name, str(base), started)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S")
+    figures = {f"{k[0]} | {k[1]}": v for k, v in h.figures.items()}
     (out / f"{stamp}-{name}.md").write_text(text)
-    (out / f"{stamp}-{name}.json").write_text(
-        json.dumps({f"{k[0]} | {k[1]}": v for k, v in h.figures.items()}, indent=1)
-    )
-    print(text)
-    return 0
+    (out / f"{stamp}-{name}.json").write_text(json.dumps(figures, indent=1))
+    return text, figures

@@ -310,7 +310,7 @@ class Driver:
     async def _watch_loop(self) -> None:
         """Read the cancellation requests of the driven runs while there are any."""
         rung = asyncio.Event()
-        stop_listening = self.control.subscribe(waker(rung))
+        stop_listening = self.control.subscribe(waker(rung), ("cancel:",))  # cancellation requests only
         try:
             while self.guards:
                 await poll_wait(rung, WATCH_INTERVAL)

@@ -85,9 +85,14 @@ class RunHandle:
         if task is not None:
             await asyncio.wait([task], timeout=timeout)
         rung = asyncio.Event()
-        stop_listening = control_of(self.world).subscribe(waker(rung))
+        # Only this run's announcements wake the wait: with many runs in flight,
+        # every other run's claim or finish would cost a status read here.
+        about = (f"run:{self.run_id}", f"cancel:{self.run_id}")
+        stop_listening = control_of(self.world).subscribe(waker(rung), about)
         most = _POLL_MAX if stop_listening is None else _POLL_ANNOUNCED
-        delay = _POLL_MIN
+        # Announced: the store rings at every change of this run, and the poll only
+        # bounds a lost ring; polling faster would cost a status read per poll.
+        delay = _POLL_MIN if stop_listening is None else most
         due = None if timeout is None else due_at(wall() + timeout)  # virtual time stops there
         try:
             while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,7 +26,7 @@ def _smoke(tmp_path: Path, *extra: str) -> str:
 
 
 def test_smoke_run_reports_every_target(tmp_path: Path) -> None:
-    """``--smoke`` measures every scenario for durable and the floor and prints the table."""
+    """``--smoke`` measures every scenario for durable and the floor (the codec's too), prints the table."""
     out = _smoke(tmp_path, "--no-peers")
     for target in (
         "(a) process",
@@ -38,6 +39,9 @@ def test_smoke_run_reports_every_target(tmp_path: Path) -> None:
         "(g)",
     ):
         assert f"| {target} |" in out
+    # The codec's cost runs by default (cryptography comes with the dev and bench extras).
+    assert "| h a | durable + codec |" in out
+    assert "| h b | durable + codec |" in out
     assert "| a process | raw SQLite |" in out
     assert list(tmp_path.glob("*-smoke.md"))
     assert list(tmp_path.glob("*-smoke.json"))
@@ -100,3 +104,48 @@ def test_the_budget_benchmark_compares_a_budgeted_model_call_with_an_unbudgeted_
     assert lines[0].startswith("unbudgeted: wall_us_per_call=")
     assert lines[1].startswith("budgeted: wall_us_per_call=")
     assert "opcodes_per_call=" in lines[2] and lines[2].startswith("difference:")
+
+
+def _postgres_server_available() -> bool:
+    from benchmarks import pg_server
+
+    return pg_server.available() is None
+
+
+@pytest.mark.skipif(not _postgres_server_available(), reason="no PostgreSQL server binaries (initdb, pg_ctl)")
+def test_postgres_smoke_run_starts_its_own_server_and_reports_every_target(tmp_path: Path) -> None:
+    """``python -m benchmarks.postgres --smoke`` starts a server, measures every scenario."""
+    out = _python("-m", "benchmarks.postgres", "--smoke", "--quiet", "--no-peers", "--out", str(tmp_path))
+    for target in ("(pa)", "(pq)", "(pi)", "(pk)"):
+        assert f"| {target} |" in out
+    for scenario in ("pa", "pq", "pi 1 worker", "pi 2 workers", "pi 4 workers", "pk"):
+        assert f"| {scenario} | durable (Postgres) |" in out
+    assert "| pa | raw psycopg |" in out
+    assert "| PostgreSQL fsync | on |" in out
+    assert list(tmp_path.glob("*-postgres-smoke.json"))
+
+
+def test_the_page_command_rewrites_only_the_marked_section_and_draws_the_charts(tmp_path: Path) -> None:
+    """``python -m benchmarks.page --from`` puts a run's reports between the markers and writes the charts."""
+    pytest.importorskip("matplotlib")
+    from benchmarks.page import END, START
+
+    runs = tmp_path / "run"
+    runs.mkdir()
+    figures = {
+        "a process | durable": [{"per_us": 20.0, "seconds": 0.02}],
+        "a process | raw SQLite": [{"per_us": 10.0, "seconds": 0.01}],
+        "pi 1 worker | durable (Postgres)": [{"per_s": 100.0}],
+        "pi 2 workers | durable (Postgres)": [{"per_s": 180.0}],
+    }
+    (runs / "20260101T000000-sqlite.json").write_text(json.dumps(figures))
+    (runs / "20260101T000000-sqlite.md").write_text("# title\n\n## Targets\n\n| a | b |\n")
+    page = tmp_path / "page.md"
+    page.write_text(f"before\n\n{START}\nold figures\n{END}\n\nafter\n")
+    images = tmp_path / "images"
+    _python("-m", "benchmarks.page", "--from", str(runs), "--page", str(page), "--images", str(images))
+    text = page.read_text()
+    assert text.startswith("before\n") and text.endswith("\nafter\n")
+    assert "old figures" not in text and "#### Targets" in text
+    assert "![" in text and "images/perf-per-step.svg" in text
+    assert sorted(p.name for p in images.iterdir()) == ["perf-per-step.svg", "perf-throughput.svg"]

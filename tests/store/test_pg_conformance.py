@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from durable.store import EventLog
+from durable.errors import FencedError
+from durable.events import RUN_COMPLETED, RUN_STARTED, STEP_COMPLETED
+from durable.store import Append, EventLog
 from durable.store.conformance import EventLogConformance
 from tests.helpers.pg import Server, drop_schema
 
@@ -36,3 +38,22 @@ class TestPostgresLog(EventLogConformance):
             connect_timeout=10,
         )
         return PostgresLog(db, owns=True)
+
+    def test_a_start_onto_a_taken_seq_writes_no_summary(self, log: EventLog) -> None:
+        """A run's first append (one statement with its summary) whose seq is taken writes neither."""
+        token = log.fence("r1")
+        log.append([Append("r1", [(1, STEP_COMPLETED, "{}")], token)])
+        with pytest.raises(FencedError):
+            log.append([Append("r1", [(1, RUN_STARTED, "{}")], token, created=("wf", None))])
+        assert log.info("r1") is None
+        assert log.read("r1") == [(1, STEP_COMPLETED, "{}")]
+
+    def test_an_end_onto_a_taken_seq_keeps_the_status(self, log: EventLog) -> None:
+        """A run's last append (rows, status, announcement: one statement) on a taken seq changes nothing."""
+        token = log.fence("r1")
+        log.append([Append("r1", [(1, RUN_STARTED, "{}")], token, created=("wf", None))])
+        with pytest.raises(FencedError):
+            log.append([Append("r1", [(1, RUN_COMPLETED, "{}")], token, status="completed")])
+        info = log.info("r1")
+        assert info is not None and info.status == "running"
+        assert log.read("r1") == [(1, RUN_STARTED, "{}")]

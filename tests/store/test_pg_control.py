@@ -150,3 +150,32 @@ def test_another_stores_write_is_announced(controls: list[PostgresControl]) -> N
         stop()
 
     asyncio.run(main())
+
+
+def test_a_subscriber_about_one_run_is_woken_by_that_run_only(controls: list[PostgresControl]) -> None:
+    """``subscribe(about=("run:<id>",))`` skips other runs' and queues' announcements (delivered before)."""
+    import asyncio
+
+    listener, writer = controls[0], controls[1]
+    submit(writer, 2)  # r000 and r001, before anyone listens
+
+    async def main() -> list[str | None]:
+        loop = asyncio.get_running_loop()
+        rung = asyncio.Event()
+        heard: list[str | None] = []
+
+        def on_change() -> None:
+            notifier = listener.notifier
+            heard.append(notifier.payloads[-1] if notifier and notifier.payloads else None)
+            loop.call_soon_threadsafe(rung.set)
+
+        stop = listener.subscribe(on_change, ("run:r001",))
+        assert stop is not None
+        heard.clear()  # the listener's first LISTEN counts as a change
+        writer.finish_many([("r000", "done")])  # "run:r000" and "queue:q": not for this subscriber
+        writer.finish_many([("r001", "done")])  # delivered after them, on the same channel
+        await asyncio.wait_for(rung.wait(), 10.0)
+        stop()
+        return heard
+
+    assert asyncio.run(main())[0] == "run:r001"

@@ -70,6 +70,12 @@ class PostgresControl:
             f"INSERT INTO {{s}}.control ({_COLUMNS}) VALUES ({marks}) "
             f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
         )
+        new_marks = ", ".join("nextval('{s}.control_seq')" if f == "seq" else "%s" for f in _FIELDS)
+        self._submit_sql = db.sql(
+            f"WITH ins AS (INSERT INTO {{s}}.control ({_COLUMNS}) VALUES ({new_marks}) "
+            f"ON CONFLICT (run_id) DO NOTHING RETURNING {_COLUMNS}) "
+            "SELECT ins.*, pg_notify(%s, %s) FROM ins"
+        )
 
     # -- helpers ---------------------------------------------------------------
 
@@ -92,6 +98,11 @@ class PostgresControl:
     # -- the protocol ------------------------------------------------------------
 
     def submit(self, record: ControlRecord) -> ControlRecord:
+        if record.dedup_id is None and record.debounce_key is None:
+            plain = self.db.run(lambda conn, attempt: self._submit_plain(conn, record), run_id=record.run_id)
+            if plain is not None:
+                return plain
+
         def op(conn: Connection[Any], attempt: int) -> ControlRecord:
             with conn.transaction():
                 if record.dedup_id is not None or record.debounce_key is not None:
@@ -127,6 +138,21 @@ class PostgresControl:
                 return rec
 
         return self.db.run(op, run_id=record.run_id)
+
+    def _submit_plain(self, conn: Connection[Any], record: ControlRecord) -> ControlRecord | None:
+        """A submit without dedup or debounce: one autocommitted statement with its announcement.
+
+        The record is inserted with the next submission seq unless the run has
+        one already (then that one is returned, as ``submit`` does); ``None``
+        when the record went away in between (the caller takes the long way).
+        """
+        values = [v for f, v in zip(_FIELDS, dataclasses.astuple(record), strict=True) if f != "seq"]
+        row = conn.execute(
+            self._submit_sql, (*values, self.db.channel, f"queue:{record.queue or ''}")
+        ).fetchone()
+        if row is not None:
+            return _record(row[:-1])  # the last column is pg_notify's (void)
+        return self._get(conn, record.run_id)
 
     def get(self, run_id: str) -> ControlRecord | None:
         return self.db.run(lambda conn, attempt: self._get(conn, run_id), run_id=run_id)
@@ -229,6 +255,10 @@ class PostgresControl:
     def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
         if not ends:
             return
+        if len(ends) == 1:  # the common case: one statement, its own transaction, one round trip
+            run_id, state = ends[0]
+            self.db.run(lambda conn, attempt: self._finish_one(conn, run_id, state), run_id=run_id)
+            return
 
         def op(conn: Connection[Any], attempt: int) -> None:
             with conn.transaction():
@@ -248,6 +278,22 @@ class PostgresControl:
                     self._announce(conn, f"queue:{queue}")  # a slot of the queue is free again
 
         self.db.run(op, run_id=ends[0][0])
+
+    def _finish_one(self, conn: Connection[Any], run_id: str, state: str) -> None:
+        """``finish_many`` of one run: the update and both announcements in one autocommitted statement.
+
+        The announcements are those of ``finish_many`` (the run's, then its
+        queue's when it has one), delivered when the statement commits.
+        """
+        conn.execute(
+            self.db.sql(
+                "WITH u AS (UPDATE {s}.control SET state = %(state)s, cancel_reason = NULL, resume = NULL, "
+                "drives = 0, blocked = NULL WHERE run_id = %(run)s RETURNING queue) "
+                "SELECT pg_notify(%(chan)s, %(what)s), "
+                "(SELECT pg_notify(%(chan)s, 'queue:' || u.queue) FROM u WHERE u.queue IS NOT NULL)"
+            ),
+            {"state": state, "run": run_id, "chan": self.db.channel, "what": f"run:{run_id}"},
+        )
 
     def delete(self, run_ids: Sequence[str]) -> None:
         if not run_ids:
@@ -399,16 +445,29 @@ class PostgresControl:
         self._polled += 1  # without a listener every poll may be a change
         return self._polled
 
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None] | None:
-        """Call ``on_change`` at every announcement heard (``None`` without a listener: poll)."""
+    def subscribe(
+        self, on_change: Callable[[], None], about: Collection[str] = ()
+    ) -> Callable[[], None] | None:
+        """Call ``on_change`` at every announcement heard that ``about`` names, and at every reconnect.
+
+        ``None`` without a listener (the caller polls).
+        """
         listener = self._listener()
         if listener is None:
             return None
-        listener.listeners.append(on_change)
+        exact = frozenset(a for a in about if not a.endswith(":"))
+        prefixes = tuple(a for a in about if a.endswith(":"))
+
+        def heard(payload: str | None) -> None:
+            # None: a reconnect, after which anything may have changed.
+            if not about or payload is None or payload in exact or payload.startswith(prefixes):
+                on_change()
+
+        listener.listeners.append(heard)
 
         def stop() -> None:
             with contextlib.suppress(ValueError):
-                listener.listeners.remove(on_change)
+                listener.listeners.remove(heard)
 
         return stop
 

@@ -268,13 +268,21 @@ class RunControl(Protocol):
     def version(self) -> int:
         """A number that changes when another connection writes (cheap to poll)."""
 
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None] | None:
+    def subscribe(
+        self, on_change: Callable[[], None], about: Collection[str] = ()
+    ) -> Callable[[], None] | None:
         """Call ``on_change`` in the running event loop after a submit, finish, cancel or reopen.
 
         Writes by any process of the world count. A call is a hint to read
         again, never a payload; a missed one only delays the reader until
-        its next poll. Returns the function that stops the calls, or
-        ``None`` when the store cannot announce changes (the caller polls).
+        its next poll. ``about`` narrows the calls to the announcements the
+        caller reads again for: ``"run:<run_id>"`` (the run's outcome or
+        state changed), ``"cancel:"`` (any cancellation request), ``"queue:"``
+        (work or a free slot on any queue); an entry ending in ``:`` matches
+        every announcement it starts. A store that cannot tell announcements
+        apart calls ``on_change`` for every change. Returns the function that
+        stops the calls, or ``None`` when the store cannot announce changes
+        (the caller polls).
         """
 
     def close(self) -> None:
@@ -300,7 +308,9 @@ class MemoryControl:
         for on_change in list(self._listeners):
             on_change()
 
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None] | None:
+    def subscribe(
+        self, on_change: Callable[[], None], about: Collection[str] = ()
+    ) -> Callable[[], None] | None:
         self._listeners.append(on_change)
 
         def stop() -> None:

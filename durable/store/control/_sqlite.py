@@ -425,8 +425,10 @@ class SqliteControl:
     def _announce(self) -> None:
         self._bell.ring()
 
-    def subscribe(self, on_change: Callable[[], None]) -> Callable[[], None] | None:
-        return self._bell.listen(on_change)
+    def subscribe(
+        self, on_change: Callable[[], None], about: Collection[str] = ()
+    ) -> Callable[[], None] | None:
+        return self._bell.listen(on_change)  # the doorbell cannot tell changes apart: ``about`` is moot
 
     def close(self) -> None:
         with self._lock:

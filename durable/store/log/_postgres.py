@@ -39,11 +39,32 @@ _ROWS_ONLY = (
 )
 """One statement: the rows, written only when the writer's token is the run's current one."""
 
-_INSERT = (
-    "INSERT INTO {s}.events (run_id, seq, type, data) "
-    "SELECT %s, r.seq, r.type, r.data "
-    "FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS r(seq, type, data)"
+
+_ONE = (
+    "WITH tok AS MATERIALIZED (SELECT COALESCE((SELECT token FROM {s}.runs WHERE run_id = %(run)s "
+    "FOR UPDATE), 0) = %(token)s AS ok), "
+    "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) "
+    "SELECT %(run)s, r.seq, r.type, r.data "
+    "FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) AS r(seq, type, data) "
+    "WHERE (SELECT ok FROM tok) RETURNING 1), "
+    "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
+    "SELECT %(run)s, %(workflow)s, 'running', %(parent)s, %(now)s, %(now)s, 0 "
+    "WHERE %(workflow)s::text IS NOT NULL AND (SELECT ok FROM tok) "
+    "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
+    "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
+    "updated_at = excluded.updated_at RETURNING 1), "
+    "upd AS (UPDATE {s}.runs SET status = %(status)s, updated_at = %(now)s "
+    "WHERE run_id = %(run)s AND %(status)s::text IS NOT NULL AND (SELECT ok FROM tok) RETURNING 1) "
+    "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM made) + (SELECT count(*) FROM upd), "
+    "(SELECT pg_notify(%(chan)s, %(what)s) WHERE %(status)s::text IS NOT NULL AND (SELECT ok FROM tok))"
 )
+"""One statement: a run's rows with its creation or its new status, guarded by the writer's token.
+
+The token row is locked ``FOR UPDATE`` (as a transaction of several
+statements would lock it) and every part writes only when the token is the
+run's current one; a taken seq fails the whole statement, so nothing of it
+commits. A run's end is announced (``run:<run_id>``) at the commit.
+"""
 
 
 def _columns(rows: Sequence[Row]) -> tuple[list[int], list[str], list[str]]:
@@ -65,7 +86,8 @@ class PostgresLog:
         self._owns = owns
         sql = db.sql
         self._rows_only = sql(_ROWS_ONLY)
-        self._insert = sql(_INSERT)
+        self._guarded = sql(_ROWS_ONLY.replace("FOR SHARE", "FOR UPDATE"))
+        self._one = sql(_ONE)
         self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
         self._notify = "SELECT pg_notify(%s, %s)"
 
@@ -83,6 +105,9 @@ class PostgresLog:
         if len(batch) == 1 and first.created is None and first.status is None and first.rows:
             self.db.run(lambda conn, attempt: self._append_rows(conn, attempt, first), run_id=first.run_id)
             return
+        if len(batch) == 1 and first.rows and (first.created is None or first.status is None):
+            self.db.run(lambda conn, attempt: self._append_one(conn, attempt, first), run_id=first.run_id)
+            return
         self.db.run(lambda conn, attempt: self._append_batch(conn, attempt, batch), run_id=first.run_id)
 
     def _append_rows(self, conn: Connection[Any], attempt: int, a: Append) -> None:
@@ -99,6 +124,35 @@ class PostgresLog:
         if written != len(a.rows):  # the guard matched nothing: another driver holds the run
             row = conn.execute(self.db.sql("SELECT token FROM {s}.runs WHERE run_id = %s"), (a.run_id,))
             got = row.fetchone()
+            raise _stale(a.run_id, a.token, int(got[0]) if got else 0)
+
+    def _append_one(self, conn: Connection[Any], attempt: int, a: Append) -> None:
+        """A run's rows with its creation or its end, in one autocommitted statement (``_ONE``)."""
+        import psycopg
+
+        if attempt and self._already_written(conn, [a]):
+            return  # the lost attempt committed these very rows, and the summary with them
+        seqs, types, datas = _columns(a.rows)
+        now = wall()
+        params = {
+            "run": a.run_id,
+            "token": a.token,
+            "seqs": seqs,
+            "types": types,
+            "datas": datas,
+            "workflow": None if a.created is None else a.created[0],
+            "parent": None if a.created is None else a.created[1],
+            "status": a.status,
+            "now": now,
+            "chan": self.db.channel,
+            "what": f"run:{a.run_id}",
+        }
+        try:
+            row = conn.execute(self._one, params).fetchone()
+        except psycopg.errors.UniqueViolation:
+            raise _taken(a.run_id, a.rows[0][0]) from None
+        if row is None or int(row[0]) != len(a.rows):  # the guard matched nothing: another driver
+            got = conn.execute(self._token, (a.run_id,)).fetchone()
             raise _stale(a.run_id, a.token, int(got[0]) if got else 0)
 
     def _append_batch(self, conn: Connection[Any], attempt: int, batch: Sequence[Append]) -> None:
@@ -132,25 +186,34 @@ class PostgresLog:
     def write_guarded(self, conn: Connection[Any], a: Append) -> None:
         """Inside the caller's transaction: check ``a.token`` (locking the run's token) and insert ``a.rows``.
 
-        The message store and the outbox call this in their own transactions,
-        so what they write beside the log commits with the rows or not at all.
+        The check and the insert are one statement (the token row locked
+        ``FOR UPDATE`` by the insert's guard), so an append costs one round
+        trip inside its transaction. The message store and the outbox call
+        this in their own transactions, so what they write beside the log
+        commits with the rows or not at all.
 
         Raises:
             FencedError: The token is stale or a seq is taken (the caller's
-                transaction rolls back then).
+                transaction is then unusable and rolls back: every caller lets
+                the error leave its ``conn.transaction()`` block).
         """
         import psycopg
 
-        row = conn.execute(self._token, (a.run_id,)).fetchone()
-        current = int(row[0]) if row else 0
-        if current != a.token:
-            raise _stale(a.run_id, a.token, current)
-        if a.rows:
-            try:
-                with conn.transaction():  # a savepoint: the error is ours to name
-                    conn.execute(self._insert, (a.run_id, *_columns(a.rows)))
-            except psycopg.errors.UniqueViolation:
-                raise _taken(a.run_id, a.rows[0][0]) from None
+        if not a.rows:
+            row = conn.execute(self._token, (a.run_id,)).fetchone()
+            current = int(row[0]) if row else 0
+            if current != a.token:
+                raise _stale(a.run_id, a.token, current)
+            return
+        seqs, types, datas = _columns(a.rows)
+        params = {"run": a.run_id, "seqs": seqs, "types": types, "datas": datas, "token": a.token}
+        try:
+            written = conn.execute(self._guarded, params).rowcount
+        except psycopg.errors.UniqueViolation:
+            raise _taken(a.run_id, a.rows[0][0]) from None
+        if written != len(a.rows):  # the guard matched nothing: another driver holds the run
+            row = conn.execute(self._token, (a.run_id,)).fetchone()
+            raise _stale(a.run_id, a.token, int(row[0]) if row else 0)
 
     def stored(self, conn: Connection[Any], run_id: str, rows: Sequence[Row]) -> bool:
         """Whether ``rows`` are stored exactly as given (a retried commit that landed)."""

@@ -35,8 +35,8 @@ class Notifier:
         self.count = 0
         """Notifications heard (and reconnects) so far."""
         self.payloads: list[str] = []
-        self.listeners: list[Callable[[], None]] = []
-        """Called (from the listening thread) at every notification and reconnect."""
+        self.listeners: list[Callable[[str | None], None]] = []
+        """Called (from the listening thread) with each notification's payload (``None``: a reconnect)."""
         self._cond = threading.Condition()
         self._closing = False
         self._ready = threading.Event()
@@ -57,7 +57,7 @@ class Notifier:
             listeners = list(self.listeners)
         for on_change in listeners:
             with contextlib.suppress(Exception):  # a closed loop: its subscriber is gone
-                on_change()
+                on_change(payload)
 
     def _run(self) -> None:
         import psycopg
