@@ -29,6 +29,7 @@ from ._recorded import Recorded
 if TYPE_CHECKING:
     from ._budget import Account
     from ._compensation import Compensation
+    from ._metrics import Meters
     from ._tracing import Tracing
     from ._world import WorldCore
 
@@ -76,6 +77,7 @@ class RunContext:
         "compensations",
         "guard",
         "log",
+        "meters",
         "models",
         "recorded",
         "replaying",
@@ -117,6 +119,7 @@ class RunContext:
         self.added_params: dict[str, tuple[str, ...]] = {}
         self.guard: Guard | None = None
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
+        self.meters: Meters | None = None  # set by the runner when metrics are on
         self.account: Account | None = None  # set by the runner for a run with a budget
         self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
 

@@ -160,7 +160,6 @@ async def step_attempt(
     )
     scope = Scope(run, call.path)
     token = CURRENT.set(scope)
-    started = time.perf_counter()
     try:
         timeout = call.spec.timeout
         if timeout is None:
@@ -172,14 +171,15 @@ async def step_attempt(
     except BaseException as exc:
         if traced is not None:
             traced.end(exc)
-        if isinstance(exc, Exception):
-            record_attempt("step", call.spec.name, time.perf_counter() - started, ok=False)
+        if run.meters is not None and isinstance(exc, Exception):
+            record_attempt(run.meters, "step", call.spec.name, time.perf_counter() - call.t0, ok=False)
         raise
     finally:
         CURRENT.reset(token)
     if traced is not None:
         traced.end()
-    record_attempt("step", call.spec.name, time.perf_counter() - started, ok=True)
+    if run.meters is not None:
+        record_attempt(run.meters, "step", call.spec.name, time.perf_counter() - call.t0, ok=True)
     step_commit(call, out)
     return out
 
