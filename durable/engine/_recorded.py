@@ -57,8 +57,6 @@ def start_of(d: Json) -> Json:
     return d if "output" not in d else {k: d[k] for k in _START_FIELDS}
 
 
-
-
 def _damaged_row(
     chunk: list[tuple[int, str, str]], parsed: list[Any], run_id: str, exc: BaseException
 ) -> LogCorruptedError:
@@ -378,4 +376,3 @@ class Recorded:
         if self.terminal is None:
             return "running"
         return self.terminal[0].split(".", 1)[1]
-

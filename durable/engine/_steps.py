@@ -1,7 +1,7 @@
 """Steps: the unit of memoization, from their start to their commit.
 
 A step claims the next position of its scope, builds its path (with the
-visit for a decision loop) and asks the log (``Claim.step``). A recorded
+visit for a decision loop) and asks the log (``_decide.decide_step``). A recorded
 output is rebuilt and returned; otherwise the body runs in its own scope
 between ``step.started`` and ``step.completed`` (or ``step.failed``). When
 nothing was written between the two, one ``step.completed`` carries both.
@@ -20,7 +20,7 @@ from . import _event_writer as ev
 from ._artifacts import store_output
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, NOTHING, Scope, check_awaited
-from ._decide import EXECUTE, REPLAY
+from ._decide import FAIL, REPLAY, Call, decide_step
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
 from ._metrics import record_attempt
@@ -66,12 +66,12 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
         added = run.added_params.get(name)
         if added:
             data, ih = _as_recorded(spec, run.recorded.steps_started.get(path), data, ih, added)
-        action, record = call.step(name, ih, path, data)
-        if action is not EXECUTE:
-            assert record is not None
-            if action is REPLAY:
-                return REPLAYED, spec.rebuild(record["output"])
-            raise rebuild_from(record, run_id=run.run_id, path=path)
+        action, record = decide_step(run.recorded, run.run_id, name, ih, path, data)
+        if action is REPLAY:
+            return REPLAYED, spec.rebuild(record["output"])  # type: ignore[index]
+        if action is FAIL:
+            raise rebuild_from(record, run_id=run.run_id, path=path)  # type: ignore[arg-type]
+        call.execute(action, Call("step", name, ih, path))
         attempt = run.recorded.attempt(path)
     call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
     call.emit_started()
