@@ -28,7 +28,6 @@ from ._decide import (
     EXECUTE,
     RECONCILE,
     REDRIVE,
-    REPLAY,
     RERUN,
     Action,
     Call,

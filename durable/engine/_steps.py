@@ -68,7 +68,9 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
             data, ih = _as_recorded(spec, run.recorded.steps_started.get(path), data, ih, added)
         action, record = decide_step(run.recorded, run.run_id, name, ih, path, data)
         if action is REPLAY:
-            return REPLAYED, spec.rebuild(record["output"])  # type: ignore[index]
+            out = record["output"]  # type: ignore[index]
+            keep = spec.keep  # Spec.rebuild's first test, without the call
+            return REPLAYED, out if keep is not None and type(out) in keep else spec.rebuild(out)
         if action is FAIL:
             raise rebuild_from(record, run_id=run.run_id, path=path)  # type: ignore[arg-type]
         call.execute(action, Call("step", name, ih, path))
@@ -205,7 +207,8 @@ async def step_async(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@step`` called inside a run."""
-    with StepCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+    claimed = StepCall(CURRENT.get(), spec.label)  # type: ignore[arg-type]
+    try:  # ``with claimed:``, without the two calls (every step)
         call, replayed = step_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
@@ -217,6 +220,8 @@ async def step_async(
             raise
         await call.run.flush_async()
         return out
+    finally:
+        claimed.scope.busy = None
 
 
 def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
