@@ -281,21 +281,13 @@ class Scope:
     step name counts its visits.
     """
 
-    __slots__ = (
-        "busy",
-        "fanouts",
-        "held",
-        "last",
-        "n",
-        "nested",
-        "patches",
-        "path",
-        "prefix",
-        "run",
-        "used_branches",
-        "visits",
-    )
+    __slots__ = ("__dict__", "busy", "held", "last", "n", "path", "prefix", "run", "visits")
     held: list[Made] | None  # set on first use: older calls not finished when a newer one was made
+    # What few scopes use starts as these class defaults; a scope that sets one gets its own.
+    used_branches: set[str] | None = None
+    fanouts = 0
+    nested: dict[str, Scope] | None = None  # the scopes of calls made in its effects' bodies
+    patches: dict[str, int] | None = None  # durable.patched() calls made here, per change id
 
     def __init__(self, run: RunContext, path: str):
         self.last: Made = NOTHING  # the newest durable call made here (see check_awaited)
@@ -305,10 +297,6 @@ class Scope:
         self.n = 0
         self.visits: dict[str, int] = {}
         self.busy: str | None = None
-        self.used_branches: set[str] | None = None
-        self.fanouts = 0
-        self.nested: dict[str, Scope] | None = None  # the scopes of calls made in its effects' bodies
-        self.patches: dict[str, int] | None = None  # durable.patched() calls made here, per change id
 
     def child_branch(self, name: str, key: str) -> Scope:
         """A new branch scope ``name[key]`` below this one (each used once)."""

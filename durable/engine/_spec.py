@@ -11,11 +11,14 @@ import inspect
 import typing
 from collections.abc import Callable
 from hashlib import blake2b
+from itertools import product
+from math import prod
 from typing import Any
 
 from pydantic import PydanticSchemaGenerationError, TypeAdapter
 
 from ..errors import ConfigurationError
+from ._keys import step_path_format
 from ._module_name import module_name
 from ._retry_policy import RetryPolicy, as_policy
 from ._roundtrip import Output, plain_annotation
@@ -49,6 +52,7 @@ class Spec:
         "name",
         "options",
         "outbox",
+        "path_of",
         "qualname",
         "reconcile",
         "retry",
@@ -73,6 +77,8 @@ class Spec:
         """The importable module and qualified name, the same however the module was started."""
         self.version: str | None = options.pop("version", None)
         self.max_visits: int = options.pop("max_visits", 1)
+        self.path_of = step_path_format(self.name, self.max_visits > 1)
+        """A step's path from its scope's prefix and its visit (``_keys.step_path``)."""
         self.max_recovery_attempts: int | None = options.pop("max_recovery_attempts", None)
         """A workflow's bound on recoveries of a run (``None``: the worker's); not in the manifest."""
         self.retry: RetryPolicy | None = as_policy(options.pop("retry", None))
@@ -162,15 +168,15 @@ class Spec:
         plan = self._plan
         if plan is None:
             plan = self._plan = _Plan(self.params())
-        if not kwargs and len(args) == plan.arity and all(map(_has, plan.same, map(type, args))):
-            data = dict(zip(plan.names, args, strict=True))
+        if not kwargs and tuple(map(type, args)) in plan.plain:
+            data = dict(zip(plan.names, args))  # noqa: B905 (the lengths are the plan's)
         else:
             data = self._dump_each(plan, args, kwargs, run_id, path)
         try:
             raw = json_bytes(data)
         except ValueError:
-            raw = b""  # stored_bytes raises the error that names the call
-        if len(raw) > 4300 or not raw:  # an int too long to read back is checked there too
+            raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)  # raises, named
+        if len(raw) > 4300:  # an int too long to read back is checked there
             raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)
         return data, blake2b(raw, digest_size=16).hexdigest()
 
@@ -202,19 +208,27 @@ class Spec:
         return data
 
 
-_has = tuple.__contains__
+_MOST_PLAIN = 512
+"""The most combinations of plain argument types a plan lists (beyond, each argument is looked at)."""
 
 
 class _Plan:
-    """How a function's arguments become JSON: made once, at its first call inside a run."""
+    """How a function's arguments become JSON: made once, at its first call inside a run.
 
-    __slots__ = ("adapters", "arity", "names", "same")
+    ``plain`` lists every tuple of argument types that is stored as it is
+    (each argument of a plain JSON type its annotation keeps unchanged), so
+    one look in a set decides for the whole call.
+    """
+
+    __slots__ = ("adapters", "arity", "names", "plain", "same")
 
     def __init__(self, params: list[tuple[str, TypeAdapter[Any]]]):
         self.names = tuple(name for name, _ in params)
         self.adapters = tuple(ad for _, ad in params)
         self.same = tuple(unchanged_types(ad) for ad in self.adapters)
         self.arity = len(params)
+        count = prod(len(same) for same in self.same)
+        self.plain = frozenset(product(*self.same)) if count <= _MOST_PLAIN else frozenset()
 
 
 def _unresolved(spec: Spec, ad: TypeAdapter[Any]) -> str | None:

@@ -55,17 +55,17 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
     run = call.run
     name = spec.name
     visit = scope.visits.get(name, 0)
-    looped = spec.max_visits > 1
     if visit >= spec.max_visits:
         raise _too_many_visits(spec, scope, visit)
-    path = step_path(scope.prefix, name, visit, looped)
+    path = spec.path_of(scope.prefix, visit)
     scope.visits[name] = visit + 1
     data, ih = spec.dump_input(args, kwargs, run.run_id, path)
     attempt = 1
     if run.replaying:
-        added = run.added_params.get(name)
-        if added:
-            data, ih = _as_recorded(spec, run.recorded.steps_started.get(path), data, ih, added)
+        if run.added_params and name in run.added_params:
+            data, ih = _as_recorded(
+                spec, run.recorded.steps_started.get(path), data, ih, run.added_params[name]
+            )
         action, record = decide_step(run.recorded, run.run_id, name, ih, path, data)
         if action is REPLAY:
             out = record["output"]  # type: ignore[index]

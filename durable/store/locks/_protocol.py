@@ -30,8 +30,8 @@ _POLL_MAX = 0.05
 class Locks(Protocol):
     """Named exclusive locks: the engine holds ``run:<run_id>`` while it drives a run.
 
-    A lock held by a process that dies must come free (``FileLocks`` uses
-    ``flock``, which the kernel releases with the process). The fencing token
+    A lock held by a process that dies must come free (``FileLocks`` uses OS
+    file locks, which the kernel releases with the process). The fencing token
     of ``EventLog`` guards the log even when a lock is lost.
     """
 
