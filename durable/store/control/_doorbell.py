@@ -16,6 +16,7 @@ import contextlib
 import os
 import socket
 import uuid
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +35,8 @@ class Doorbell:
         self.folder = folder
         self._out: socket.socket | None = None
         self._ears: dict[asyncio.AbstractEventLoop, _Ear] = {}
+        # A store left open to the garbage collector still closes its sockets and their files.
+        weakref.finalize(self, _close_all, self._ears)
 
     def usable(self) -> bool:
         """Whether a socket path in this folder fits the kernel's limit."""
@@ -99,9 +102,13 @@ class Doorbell:
         if self._out is not None:
             self._out.close()
             self._out = None
-        ears, self._ears = self._ears, {}
-        for ear in ears.values():
-            ear.close()
+        _close_all(self._ears)
+
+
+def _close_all(ears: dict[asyncio.AbstractEventLoop, _Ear]) -> None:
+    for ear in list(ears.values()):
+        ear.close()
+    ears.clear()
 
 
 class _Ear:
