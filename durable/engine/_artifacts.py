@@ -17,6 +17,7 @@ A memory world keeps artifacts in memory.
 from __future__ import annotations
 
 import json
+from operator import methodcaller
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,6 +172,9 @@ def _ref(data: dict[str, Any], run_id: str) -> ArtifactRef:
         ) from exc
 
 
+_artifact_of = methodcaller("get", "artifact")
+
+
 def referenced(rec: Recorded, run_id: str = "") -> list[tuple[ArtifactRef, str | None]]:
     """Every artifact a run's log references, with the step path whose output it holds.
 
@@ -178,10 +182,11 @@ def referenced(rec: Recorded, run_id: str = "") -> list[tuple[ArtifactRef, str |
         ArtifactIntegrityError: A reference in the log is malformed.
     """
     refs: list[tuple[ArtifactRef, str | None]] = []
-    for path, d in rec.steps_completed.items():
-        artifact = d.get("artifact")
-        if artifact is not None and _is_ref(artifact):
-            refs.append((_ref(artifact, run_id), path))
+    if any(map(_artifact_of, rec.steps_completed.values())):  # scanned in C: most runs have none
+        for path, d in rec.steps_completed.items():
+            artifact = d.get("artifact")
+            if artifact is not None and _is_ref(artifact):
+                refs.append((_ref(artifact, run_id), path))
     for key, intent in rec.intents.items():
         receipt = rec.receipts.get(key)
         if (

@@ -12,7 +12,9 @@ value, durable sleep, interrupt, agent session) runs it the same way::
 ``Claim`` looks up what the recorded index holds at the key and at the
 position, hands both to the pure decision, and applies the one decision
 that changes the index (a fork's inherited call that runs again is
-forgotten). Writing the call's events stays with its kind.
+forgotten). A step, the most frequent call, asks ``_decide.decide_step``
+itself, which reads the index at its path, and hands a call that executes
+to ``Claim.execute``. Writing the call's events stays with its kind.
 """
 
 from __future__ import annotations
@@ -26,13 +28,11 @@ from ._decide import (
     EXECUTE,
     RECONCILE,
     REDRIVE,
-    REPLAY,
     RERUN,
     Action,
     Call,
     check_position,
     decide_effect,
-    decide_step,
 )
 
 if TYPE_CHECKING:
@@ -88,23 +88,15 @@ class Claim:
 
     # -- the decision, per kind of record ---------------------------------------
 
-    def step(self, name: str, input_hash: str, path: str, input_data: Any) -> tuple[Action, Json | None]:
-        """The decision for a replayed step at ``path``, with the completion or failure it names."""
-        run = self.run
-        rec = run.recorded
-        completed = rec.steps_completed.get(path)
-        started = rec.steps_started.get(path)
-        if completed is not None and started is not None and started["input_hash"] == input_hash:
-            return REPLAY, completed  # decide_step's answer for this, the most frequent case
-        failed = rec.steps_failed.get(path)
-        action = decide_step(run.run_id, name, input_hash, path, input_data, started, completed, failed)
+    def execute(self, action: Action, attempted: Call) -> None:
+        """Make ready to execute a call its decision did not replay or fail.
+
+        A fork's inherited record whose input changed (``RERUN``) is
+        forgotten; then the call must be the one recorded at its position.
+        """
         if action is RERUN:
-            rec.forget(path)
-            action = EXECUTE
-        if action is EXECUTE:
-            self.check_position(Call("step", name, input_hash, path))
-            return EXECUTE, None
-        return action, completed if completed is not None else failed
+            self.run.recorded.forget(attempted.key)
+        self.check_position(attempted)
 
     def effect(
         self, attempted: Call, input_data: Any, *, redrivable: bool, reconcilable: bool

@@ -29,6 +29,7 @@ from ._recorded import Recorded
 if TYPE_CHECKING:
     from ._budget import Account
     from ._compensation import Compensation
+    from ._metrics import Meters
     from ._tracing import Tracing
     from ._world import WorldCore
 
@@ -76,6 +77,7 @@ class RunContext:
         "compensations",
         "guard",
         "log",
+        "meters",
         "models",
         "previous_inputs",
         "recorded",
@@ -118,6 +120,7 @@ class RunContext:
         self.added_params: dict[str, tuple[str, ...]] = {}
         self.guard: Guard | None = None
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
+        self.meters: Meters | None = None  # set by the runner when metrics are on
         self.account: Account | None = None  # set by the runner for a run with a budget
         self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
         # Each function's last large call in this drive: its key and list arguments (``_call_inputs``).
@@ -281,21 +284,13 @@ class Scope:
     step name counts its visits.
     """
 
-    __slots__ = (
-        "busy",
-        "fanouts",
-        "held",
-        "last",
-        "n",
-        "nested",
-        "patches",
-        "path",
-        "prefix",
-        "run",
-        "used_branches",
-        "visits",
-    )
+    __slots__ = ("__dict__", "busy", "held", "last", "n", "path", "prefix", "run", "visits")
     held: list[Made] | None  # set on first use: older calls not finished when a newer one was made
+    # What few scopes use starts as these class defaults; a scope that sets one gets its own.
+    used_branches: set[str] | None = None
+    fanouts = 0
+    nested: dict[str, Scope] | None = None  # the scopes of calls made in its effects' bodies
+    patches: dict[str, int] | None = None  # durable.patched() calls made here, per change id
 
     def __init__(self, run: RunContext, path: str):
         self.last: Made = NOTHING  # the newest durable call made here (see check_awaited)
@@ -305,10 +300,6 @@ class Scope:
         self.n = 0
         self.visits: dict[str, int] = {}
         self.busy: str | None = None
-        self.used_branches: set[str] | None = None
-        self.fanouts = 0
-        self.nested: dict[str, Scope] | None = None  # the scopes of calls made in its effects' bodies
-        self.patches: dict[str, int] | None = None  # durable.patched() calls made here, per change id
 
     def child_branch(self, name: str, key: str) -> Scope:
         """A new branch scope ``name[key]`` below this one (each used once)."""

@@ -18,17 +18,20 @@ the code attempts now. The answer is an ``Action``:
 tool, ``RECONCILE`` a tool with ``reconcile=``; any other tool may have
 acted, and calling it again could repeat a side effect.
 
-Nothing here reads the log, writes an event or touches a scope: the
-sequence that does (``_claim``) turns the answer into events.
+Nothing here reads the log, writes an event, changes the index or touches
+a scope: the sequence that does (``_claim``) turns the answer into events.
 """
 
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..errors import NondeterminismError, UnknownCommitError
 from ._values import matches
+
+if TYPE_CHECKING:
+    from ._recorded import Recorded
 
 Json = dict[str, Any]
 
@@ -111,46 +114,45 @@ def _same_input(recorded: Json, attempted: Call, input_data: Any) -> bool:
 
 
 def decide_step(
-    run_id: str,
-    name: str,
-    input_hash: str,
-    path: str,
-    input_data: Any,
-    started: Json | None,
-    completed: Json | None,
-    failed: Json | None,
-) -> Action:
-    """What a step call does, given its path's recorded start, completion and final failure.
+    rec: Recorded, run_id: str, name: str, input_hash: str, path: str, input_data: Any
+) -> tuple[Action, Json | None]:
+    """What a step call does, given what the run's index holds at its path; with that record.
 
-    The position check is the caller's (``check_position``), made only when
-    this returns ``EXECUTE``: a recorded step is identified by its path.
+    The record is the completion for ``REPLAY``, the final failure for
+    ``FAIL``, else ``None``. The position check is the caller's
+    (``Claim.execute``), made only when this does not replay or fail: a
+    recorded step is identified by its path.
 
     Args:
+        rec: The run's index (only read): the start, completion and final failure at the path.
         run_id: The run, for errors.
         name: The step's name.
         input_hash: The hash of the attempted input.
         path: The step's path.
         input_data: The attempted input as JSON (for hashes of older formats).
-        started: The recorded start at the path, if any.
-        completed: The recorded completion at the path, if any.
-        failed: The recorded final failure at the path, if any.
 
     Raises:
         NondeterminismError: The step at this path was recorded with another input.
     """
+    completed = rec.steps_completed.get(path)
+    started = rec.steps_started.get(path)
     if started is not None:
         rh = started["input_hash"]
-        if rh != input_hash and not matches(rh, input_data, input_hash):
+        if rh == input_hash:  # the most frequent case first: a replayed step
+            if completed is not None:
+                return REPLAY, completed
+        elif not matches(rh, input_data, input_hash):
             if started.get("inherited"):
-                return RERUN
+                return RERUN, None
             raise mismatch(
                 run_id, f"step {path!r}", Call("step", name, rh, path), Call("step", name, input_hash, path)
             )
     if completed is not None:
-        return REPLAY
+        return REPLAY, completed
+    failed = rec.steps_failed.get(path)
     if failed is not None:
-        return FAIL
-    return EXECUTE
+        return FAIL, failed
+    return EXECUTE, None
 
 
 def decide_effect(

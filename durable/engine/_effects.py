@@ -223,13 +223,15 @@ async def effect_attempt(
     except BaseException as exc:
         if traced is not None:
             traced.end(exc)
-        if isinstance(exc, Exception):
-            record_attempt(call.spec.kind, call.spec.name, time.perf_counter() - started, ok=False)
+        if run.meters is not None and isinstance(exc, Exception):
+            seconds = time.perf_counter() - started
+            record_attempt(run.meters, call.spec.kind, call.spec.name, seconds, ok=False)
         raise
     if traced is not None:
         span_usage(traced, call, out)
         traced.end()
-    record_attempt(call.spec.kind, call.spec.name, time.perf_counter() - started, ok=True)
+    if run.meters is not None:
+        record_attempt(run.meters, call.spec.kind, call.spec.name, time.perf_counter() - started, ok=True)
     return out
 
 

@@ -23,6 +23,7 @@ Outside the run, an effect is named by its idempotency key
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 EFFECT_KINDS = ("tool", "model", "workflow")
 """The kinds of effect, each the first part of its key segment."""
@@ -55,6 +56,21 @@ def step_path(prefix: str, name: str, visit: int, looped: bool) -> str:
         'critique.visit[2]'
     """
     return f"{prefix}{name}.visit[{visit}]" if looped else prefix + name
+
+
+def step_path_format(name: str, looped: bool) -> Callable[[str, int], str]:
+    """``step_path`` for one step, made once: called with ``(prefix, visit)``.
+
+    It is a bound ``str.format``, so a call costs no Python frame.
+
+    Example:
+        >>> step_path_format("critique", True)("", 2)
+        'critique.visit[2]'
+        >>> step_path_format("w{x}", False)("review[c1].", 0)
+        'review[c1].w{x}'
+    """
+    safe = name.replace("{", "{{").replace("}", "}}")
+    return (f"{{}}{safe}.visit[{{}}]" if looped else f"{{}}{safe}").format
 
 
 def effect_key(prefix: str, kind: str, name: str, n: int) -> str:

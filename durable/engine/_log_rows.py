@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from itertools import islice
+from itertools import chain, compress, islice
 from operator import itemgetter
 from typing import Any, get_args
 
@@ -43,13 +43,12 @@ def check_start(seq: int, type_: str, run_id: str) -> None:
 
 
 def from_start(rows: Iterable[tuple[int, str, str]], run_id: str) -> Iterator[tuple[int, str, str]]:
-    """The rows as they are, the first checked by ``check_start``."""
+    """The rows as they are, the first checked by ``check_start`` (now: it is read here)."""
     it = iter(rows)
     for row in it:
         check_start(row[0], row[1], run_id)
-        yield row
-        break
-    yield from it
+        return chain((row,), it)
+    return it
 
 
 def until(rows: list[tuple[int, str, str]], seq: int, run_id: str) -> list[tuple[int, str, str]]:
@@ -73,6 +72,7 @@ _NEEDED: dict[str, frozenset[str]] = {
 """The fields each event type must hold (its schema's required fields)."""
 _NEEDED[RUN_COMPLETED] = _NEEDED[RUN_COMPLETED] | {"output"}
 _type_of = itemgetter(1)
+_payload_of = itemgetter(2)
 
 
 def check_fields(chunk: list[tuple[int, str, str]], parsed: list[Any], run_id: str) -> None:
@@ -91,9 +91,8 @@ def check_fields(chunk: list[tuple[int, str, str]], parsed: list[Any], run_id: s
     if not rare:
         return
     needed = _NEEDED
-    for row, d in zip(chunk, parsed, strict=True):
-        if row[1] not in rare:
-            continue
+    # Only the rows of those types are looked at (picked in C: most rows are step completions).
+    for row, d in compress(zip(chunk, parsed, strict=True), map(rare.__contains__, map(_type_of, chunk))):
         want = needed.get(row[1])
         if want is not None and not (type(d) is dict and d.keys() >= want):
             missing = sorted(want - d.keys()) if type(d) is dict else None
@@ -152,7 +151,7 @@ def _parse_all(rows: list[tuple[int, str, str]], run_id: str = "") -> list[Any]:
     if not rows:
         return []
     try:
-        parsed = loads("[" + ",".join([r[2] for r in rows]) + "]")
+        parsed = loads("[" + ",".join(map(_payload_of, rows)) + "]")
         if isinstance(parsed, list) and len(parsed) == len(rows):
             return parsed
     except (ValueError, TypeError, RecursionError):

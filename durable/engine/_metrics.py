@@ -16,7 +16,9 @@ made once per meter provider (kept beside it, weakly), from the meter
 - ``durable.queue.wait`` (histogram, seconds, ``durable.queue``): how long a
   run waited in its queue before a worker claimed it.
 
-Replayed calls record nothing: a measurement means the body ran.
+Replayed calls record nothing: a measurement means the body ran. The
+instruments of a drive are looked up when it starts (``RunContext.meters``),
+as its tracer is: a provider installed during a drive counts from the next.
 """
 
 from __future__ import annotations
@@ -85,11 +87,12 @@ def count_recovery(workflow: str) -> None:
         m.recoveries.add(1, {"durable.workflow": workflow})
 
 
-def record_attempt(kind: str, name: str, seconds: float, ok: bool) -> None:
-    """Record the duration of one attempt of a step (``kind`` step) or an effect (tool, model)."""
-    m = meters()
-    if m is None:
-        return
+def record_attempt(m: Meters, kind: str, name: str, seconds: float, ok: bool) -> None:
+    """Record the duration of one attempt of a step (``kind`` step) or an effect (tool, model).
+
+    ``m`` is the drive's ``RunContext.meters``: the engine looks the provider
+    up once per drive, and calls this only when metrics are on.
+    """
     histogram = m.step_duration if kind == "step" else m.effect_duration
     outcome = "ok" if ok else "error"
     histogram.record(

@@ -16,45 +16,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import LogCorruptedError, LogFormatError
-from ..events import (
-    BUDGET_SET,
-    DRIFT_ACCEPTED,
-    EFFECT_INTENT,
-    EFFECT_RECEIPT,
-    EVENT_SET,
-    FANOUT_STARTED,
-    INTERRUPT_RESUMED,
-    LOG_FORMAT_VERSION,
-    MESSAGE_RECEIVED,
-    MESSAGE_SENT,
-    MESSAGE_WAITING,
-    OUTER_LOOP_CYCLE_COMPLETED,
-    PATCH_MARKED,
-    RETRY_DECISION,
-    RUN_CANCELLED,
-    RUN_COMPLETED,
-    RUN_FAILED,
-    RUN_INTERRUPTED,
-    RUN_RESOLVED,
-    RUN_RESTORED,
-    RUN_RESUMED,
-    RUN_RETRIED,
-    RUN_STARTED,
-    SESSION_COMPLETED,
-    SESSION_STARTED,
-    STEP_COMPLETED,
-    STEP_FAILED,
-    STEP_STARTED,
-    STREAM_CLOSED,
-    STREAM_CURSOR,
-    STREAM_WRITE,
-    TIMER_SET,
-    VALUE_RECORDED,
-)
 from ._decide import Call
+from ._event_index import ON
 from ._keys import parent_of, session_position, step_name
-from ._log_rows import WholeLogNeeded, check_fields, chunks, damaged, until
-from ._snapshots import STATE_FORMAT, decode_state
+from ._log_rows import check_fields, chunks, damaged
+from ._snapshots import STATE_FORMAT
 from ._values import sha256_tag
 
 Json = dict[str, Any]
@@ -83,16 +49,12 @@ _STATE_FIELDS = (
 )
 """The attributes of ``Recorded`` that make up the canonical state (``terminal`` is added)."""
 
+_START_FIELDS = ("path", "visit", "attempt", "input_hash", "pos")
 
-_TALK_KINDS = {
-    MESSAGE_WAITING: "recv",
-    MESSAGE_RECEIVED: "recv",
-    MESSAGE_SENT: "send",
-    EVENT_SET: "set_event",
-    STREAM_WRITE: "write_stream",
-    STREAM_CLOSED: "close_stream",
-}
-"""The events of calls that talk to the outside, and the kind of call each records."""
+
+def start_of(d: Json) -> Json:
+    """A step's start as ``step.started`` records it, from a start or a folded completion."""
+    return d if "output" not in d else {k: d[k] for k in _START_FIELDS}
 
 
 def _damaged_row(
@@ -115,7 +77,8 @@ class Recorded:
 
     Attributes:
         started: ``run.started`` data, or ``None`` for a run not yet started.
-        steps_started: Latest ``step.started`` data per step path.
+        steps_started: Latest ``step.started`` data per step path; a ``step.completed``
+            with its start folded in stands for its start (``start_of`` gives the start).
         steps_completed: ``step.completed`` data per step path.
         steps_failed: Final ``step.failed`` data per step path.
         attempts: Attempts started per step path.
@@ -196,107 +159,9 @@ class Recorded:
         rows: Iterable[tuple[int, str, str]],
         run_id: str,
     ) -> None:
-        rec = self
-        # The step indexes, by far the most used, as locals (rebound when the index is replaced).
-        completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
+        on = ON
         for (_, type_, _), d in zip(chunk, parsed, strict=True):
-            if type_ == STEP_COMPLETED:
-                p = d["path"]
-                if "output" not in d:  # damaged: fails here, named by update(), not at replay
-                    raise KeyError("output")
-                completed[p] = d
-                rec.state_version = d["state_version"]
-                if "input_hash" in d:  # its start is folded in: no step.started precedes it
-                    started[p] = {
-                        "path": p,
-                        "visit": d["visit"],
-                        "attempt": d["attempt"],
-                        "input_hash": d["input_hash"],
-                        "pos": d["pos"],
-                    }
-                    attempts[p] = attempts.get(p, 0) + 1
-            elif type_ == STEP_STARTED:
-                p = d["path"]
-                started[p] = d
-                attempts[p] = attempts.get(p, 0) + 1
-            elif type_ == EFFECT_INTENT:
-                rec.intents[d["key"]] = d
-            elif type_ == EFFECT_RECEIPT:
-                rec.receipts[d["key"]] = d
-            elif type_ == BUDGET_SET:
-                rec.budget = {k: v for k, v in d.items() if k != "by"}
-            elif type_ == VALUE_RECORDED:
-                rec.values[d["key"]] = d
-            elif type_ == PATCH_MARKED:
-                rec.patches[d["key"]] = d
-            elif type_ == STEP_FAILED:
-                if d.get("final", True):
-                    rec.steps_failed[d["path"]] = d
-            elif type_ == RUN_STARTED:
-                if d.get("format_version", 1) > LOG_FORMAT_VERSION:
-                    raise LogFormatError(
-                        f"run {run_id!r} was written with log format {d['format_version']} by a "
-                        f"newer durable; this one reads format {LOG_FORMAT_VERSION}. "
-                        "Upgrade little-workflow to resume it.",
-                        run_id=run_id,
-                    )
-                rec.started = d
-            elif type_ in (RUN_COMPLETED, RUN_FAILED, RUN_INTERRUPTED, RUN_CANCELLED):
-                rec.terminal = (type_, d)
-            elif type_ == RUN_RESUMED:
-                if rec.terminal is not None and rec.terminal[0] == RUN_CANCELLED:
-                    rec.terminal = None
-            elif type_ == TIMER_SET:
-                rec.timers[d["path"]] = d
-            elif type_ == "interrupt":
-                rec.interrupts[d["path"]] = d
-            elif type_ == INTERRUPT_RESUMED:
-                rec.answers[d["path"]] = d
-                if rec.terminal is not None and rec.terminal[0] == RUN_INTERRUPTED:
-                    rec.terminal = None
-            elif type_ == SESSION_STARTED:
-                rec.sessions[d["path"]] = d
-            elif type_ == SESSION_COMPLETED:
-                if d["path"] in rec.sessions:
-                    rec.sessions[d["path"]]["completed"] = True
-            elif type_ == RETRY_DECISION:
-                rec.retries.setdefault(d["key"], []).append(d)
-                if d.get("decision") == "retry":
-                    rec.clear_failures(d["key"], keep_own_retries=True)
-            elif type_ == STREAM_CURSOR:
-                rec.add_cursor(d)
-            elif type_ in _TALK_KINDS:
-                kind = _TALK_KINDS[type_]
-                if type_ == MESSAGE_RECEIVED:
-                    rec.talk[d["key"]] = {**d, "kind": kind, "done": True}
-                else:
-                    rec.talk[d["key"]] = {**d, "kind": kind}
-            elif type_ == FANOUT_STARTED:
-                rec.fanouts[d["path"]] = d
-            elif type_ == DRIFT_ACCEPTED:
-                rec.accept(d)
-                rec.drift_keys = []
-            elif type_ == RUN_RESOLVED:
-                rec.resolve(d)
-            elif type_ == RUN_RETRIED:
-                for p in d.get("paths", ()):
-                    rec.clear_failures(p)
-                if rec.terminal is not None and rec.terminal[0] == RUN_FAILED:
-                    rec.terminal = None
-            elif type_ == OUTER_LOOP_CYCLE_COMPLETED and rec.cycle_completed is None:
-                rec.cycle_completed = d
-            elif type_ == "snapshot":
-                rec._become(Recorded.from_state(decode_state(d["state"], run_id), run_id))
-                completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
-            elif type_ == RUN_RESTORED:
-                if not isinstance(rows, list):
-                    # A streamed log cannot be read back; the caller reads it whole.
-                    raise WholeLogNeeded(run_id)
-                # Rebuilt from the rows up to the checkpoint: they must be in ``rows`` (recover
-                # passes the whole log; an incremental update never sees a restore under its lock).
-                rec._become(Recorded.from_rows(until(rows, d["checkpoint"], run_id), run_id))
-                rec.state_version = d["state_version"]
-                completed, started, attempts = rec.steps_completed, rec.steps_started, rec.attempts
+            on[type_](self, d, rows, run_id)
 
     def note(self, type_: str, data: Json) -> None:
         """Index one event this driver wrote, for the calls of the same drive that depend on it.
@@ -357,6 +222,7 @@ class Recorded:
         state: Json = {"format": STATE_FORMAT}
         for name in _STATE_FIELDS:
             state[name] = getattr(self, name)
+        state["steps_started"] = {p: start_of(d) for p, d in self.steps_started.items()}
         if not self.talk:  # absent when empty: the states of older runs keep their hashes
             del state["talk"]
         if self.budget is not None:
@@ -403,7 +269,7 @@ class Recorded:
         for path, done in self.steps_completed.items():
             out.steps_completed[path] = done
             if path in self.steps_started:
-                out.steps_started[path] = {**self.steps_started[path], "inherited": True}
+                out.steps_started[path] = {**start_of(self.steps_started[path]), "inherited": True}
             out.attempts[path] = self.attempts.get(path, 1)
         for key, receipt in self.receipts.items():
             if receipt.get("outcome") == "ok" and key in self.intents:

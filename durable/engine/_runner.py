@@ -49,7 +49,7 @@ from ._manifest import (
     run_drift,
     run_manifest,
 )
-from ._metrics import count_run
+from ._metrics import count_run, meters
 from ._run_end import close_failed, compensate_before_end, fails_for_good
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec, spec_of
@@ -269,6 +269,7 @@ async def _drive_held(
     rec = recover_log(world.log, run_id)
     run = RunContext(world, run_id, token, rec, models)
     run.accept_drift = how.accept_drift | frozenset(rec.drift_keys)  # and those a resolution accepted
+    run.meters = meters()
     tracer = run.tracer = tracing()
     if tracer is None:
         return await _drive_run(run, spec, value, data, input_hash, parent, how)

@@ -10,15 +10,19 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
+from hashlib import blake2b
+from itertools import product
+from math import prod
 from typing import Any
 
 from pydantic import PydanticSchemaGenerationError, TypeAdapter
 
 from ..errors import ConfigurationError
+from ._keys import step_path_format
 from ._module_name import module_name
 from ._retry_policy import RetryPolicy, as_policy
 from ._roundtrip import Output, plain_annotation
-from ._values import ANY, adapter, bytes_hash, stored_bytes, to_json, unchanged_types
+from ._values import ANY, adapter, json_bytes, stored_bytes, to_json, unchanged_types
 
 KINDS = ("workflow", "step", "tool", "model")
 _BAD_NAME_CHARS = set(".[]#:/")
@@ -40,6 +44,7 @@ class Spec:
         "idempotent",
         "is_async",
         "is_asyncgen",
+        "keep",
         "kind",
         "label",
         "max_recovery_attempts",
@@ -47,6 +52,7 @@ class Spec:
         "name",
         "options",
         "outbox",
+        "path_of",
         "qualname",
         "reconcile",
         "retry",
@@ -71,6 +77,8 @@ class Spec:
         """The importable module and qualified name, the same however the module was started."""
         self.version: str | None = options.pop("version", None)
         self.max_visits: int = options.pop("max_visits", 1)
+        self.path_of = step_path_format(self.name, self.max_visits > 1)
+        """A step's path from its scope's prefix and its visit (``_keys.step_path``)."""
         self.max_recovery_attempts: int | None = options.pop("max_recovery_attempts", None)
         """A workflow's bound on recoveries of a run (``None``: the worker's); not in the manifest."""
         self.retry: RetryPolicy | None = as_policy(options.pop("retry", None))
@@ -91,7 +99,10 @@ class Spec:
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
         self.signature = inspect.signature(fn)
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
-        self._plan: list[tuple[str, TypeAdapter[Any], tuple[type, ...]]] | None = None
+        self._plan: _Plan | None = None
+        # The types of recorded outputs that come back as they are (``Output.keep``), known
+        # once ``rebuild`` ran: a replayed step returns such a value without a call.
+        self.keep: tuple[type, ...] | None = None
         self._out: Output | None = None
         check_types(self)
 
@@ -138,44 +149,86 @@ class Spec:
     def rebuild(self, data: Any) -> Any:
         """A recorded output (JSON data) of this function, rebuilt into its return annotation."""
         out = self._out if self._out is not None else self.out
-        if type(data) in out.keep:  # Output.rebuild's first test, without the call (every replayed step)
+        self.keep = out.keep
+        if type(data) in out.keep:  # Output.rebuild's first test, without the call
             return data
         return out.rebuild(data)
 
     def dump_input(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
     ) -> tuple[dict[str, Any], bytes, str]:
-        """The call's arguments as JSON data, their JSON bytes (what the log records), and their hash."""
+        """The call's arguments as JSON data, their JSON bytes (what the log records), and their hash.
+
+        The plan is made at the first call: the parameters' names, and per
+        parameter the plain JSON types its annotation keeps unchanged. A call
+        whose positional arguments are all of those types (most calls) is
+        stored as it is, checked and zipped in C; the input's bytes are
+        encoded once, for the hash and the log.
+        """
         plan = self._plan
         if plan is None:
-            plan = self._plan = [(name, ad, unchanged_types(ad)) for name, ad in self.params()]
-        if not kwargs and len(args) == len(plan):
-            data = {}
-            for (name, ad, same), v in zip(plan, args):  # noqa: B905 (lengths checked above)
+            plan = self._plan = _Plan(self.params())
+        if not kwargs and tuple(map(type, args)) in plan.plain:
+            data = dict(zip(plan.names, args))  # noqa: B905 (the lengths are the plan's)
+        else:
+            data = self._dump_each(plan, args, kwargs, run_id, path)
+        try:
+            raw = json_bytes(data)
+        except ValueError:
+            raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)  # raises, named
+        if len(raw) > 4300:  # an int too long to read back is checked there
+            raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)
+        return data, raw, blake2b(raw, digest_size=16).hexdigest()
+
+    def _dump_each(
+        self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
+    ) -> dict[str, Any]:
+        """The arguments as JSON, each through its parameter's adapter (keywords bound first)."""
+        data: dict[str, Any] = {}
+        if not kwargs and len(args) == plan.arity:
+            for name, ad, same, v in zip(plan.names, plan.adapters, plan.same, args, strict=True):
                 # A value of a plain JSON type its annotation keeps unchanged is stored as is.
                 data[name] = (
                     v
                     if type(v) in same
                     else to_json(ad, v, what=f"argument {name!r}", run_id=run_id, path=path)
                 )
-        else:
-            params = self.params()
-            sig_params = list(self.signature.parameters.values())
-            if self.binding in ("method", "classmethod") and sig_params:
-                sig_params = sig_params[1:]
-            try:
-                bound = self.signature.replace(parameters=sig_params).bind(*args, **kwargs)
-            except TypeError as exc:
-                raise ConfigurationError(f"{self.kind} {self.name!r} called wrongly: {exc}") from exc
-            bound.apply_defaults()
-            ads = dict(params)
-            data = {}
-            for name, v in bound.arguments.items():
-                data[name] = to_json(
-                    ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path
-                )
-        raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)
-        return data, raw, bytes_hash(raw)
+            return data
+        sig_params = list(self.signature.parameters.values())
+        if self.binding in ("method", "classmethod") and sig_params:
+            sig_params = sig_params[1:]
+        try:
+            bound = self.signature.replace(parameters=sig_params).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigurationError(f"{self.kind} {self.name!r} called wrongly: {exc}") from exc
+        bound.apply_defaults()
+        ads = dict(self.params())
+        for name, v in bound.arguments.items():
+            data[name] = to_json(ads.get(name, ANY), v, what=f"argument {name!r}", run_id=run_id, path=path)
+        return data
+
+
+_MOST_PLAIN = 512
+"""The most combinations of plain argument types a plan lists (beyond, each argument is looked at)."""
+
+
+class _Plan:
+    """How a function's arguments become JSON: made once, at its first call inside a run.
+
+    ``plain`` lists every tuple of argument types that is stored as it is
+    (each argument of a plain JSON type its annotation keeps unchanged), so
+    one look in a set decides for the whole call.
+    """
+
+    __slots__ = ("adapters", "arity", "names", "plain", "same")
+
+    def __init__(self, params: list[tuple[str, TypeAdapter[Any]]]):
+        self.names = tuple(name for name, _ in params)
+        self.adapters = tuple(ad for _, ad in params)
+        self.same = tuple(unchanged_types(ad) for ad in self.adapters)
+        self.arity = len(params)
+        count = prod(len(same) for same in self.same)
+        self.plain = frozenset(product(*self.same)) if count <= _MOST_PLAIN else frozenset()
 
 
 def _unresolved(spec: Spec, ad: TypeAdapter[Any]) -> str | None:

@@ -1,7 +1,7 @@
 """Steps: the unit of memoization, from their start to their commit.
 
 A step claims the next position of its scope, builds its path (with the
-visit for a decision loop) and asks the log (``Claim.step``). A recorded
+visit for a decision loop) and asks the log (``_decide.decide_step``). A recorded
 output is rebuilt and returned; otherwise the body runs in its own scope
 between ``step.started`` and ``step.completed`` (or ``step.failed``). When
 nothing was written between the two, one ``step.completed`` carries both.
@@ -21,7 +21,7 @@ from ._artifacts import store_output
 from ._call_inputs import INPUT_INLINE_LIMIT, large_input
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, NOTHING, Scope, check_awaited
-from ._decide import EXECUTE, REPLAY
+from ._decide import FAIL, REPLAY, Call, decide_step
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
 from ._metrics import record_attempt
@@ -59,23 +59,25 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
     run = call.run
     name = spec.name
     visit = scope.visits.get(name, 0)
-    looped = spec.max_visits > 1
     if visit >= spec.max_visits:
         raise _too_many_visits(spec, scope, visit)
-    path = step_path(scope.prefix, name, visit, looped)
+    path = spec.path_of(scope.prefix, visit)
     scope.visits[name] = visit + 1
     data, raw, ih = spec.dump_input(args, kwargs, run.run_id, path)
     attempt = 1
     if run.replaying:
-        added = run.added_params.get(name)
-        if added:
-            data, ih = _as_recorded(spec, run.recorded.steps_started.get(path), data, ih, added)
-        action, record = call.step(name, ih, path, data)
-        if action is not EXECUTE:
-            assert record is not None
-            if action is REPLAY:
-                return REPLAYED, spec.rebuild(record["output"])
-            raise rebuild_from(record, run_id=run.run_id, path=path)
+        if run.added_params and name in run.added_params:
+            data, ih = _as_recorded(
+                spec, run.recorded.steps_started.get(path), data, ih, run.added_params[name]
+            )
+        action, record = decide_step(run.recorded, run.run_id, name, ih, path, data)
+        if action is REPLAY:
+            out = record["output"]  # type: ignore[index]
+            keep = spec.keep  # Spec.rebuild's first test, without the call
+            return REPLAYED, out if keep is not None and type(out) in keep else spec.rebuild(out)
+        if action is FAIL:
+            raise rebuild_from(record, run_id=run.run_id, path=path)  # type: ignore[arg-type]
+        call.execute(action, Call("step", name, ih, path))
         attempt = run.recorded.attempt(path)
     call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
     call.recorded_input = (
@@ -167,7 +169,6 @@ async def step_attempt(
     )
     scope = Scope(run, call.path)
     token = CURRENT.set(scope)
-    started = time.perf_counter()
     try:
         timeout = call.spec.timeout
         if timeout is None:
@@ -179,14 +180,15 @@ async def step_attempt(
     except BaseException as exc:
         if traced is not None:
             traced.end(exc)
-        if isinstance(exc, Exception):
-            record_attempt("step", call.spec.name, time.perf_counter() - started, ok=False)
+        if run.meters is not None and isinstance(exc, Exception):
+            record_attempt(run.meters, "step", call.spec.name, time.perf_counter() - call.t0, ok=False)
         raise
     finally:
         CURRENT.reset(token)
     if traced is not None:
         traced.end()
-    record_attempt("step", call.spec.name, time.perf_counter() - started, ok=True)
+    if run.meters is not None:
+        record_attempt(run.meters, "step", call.spec.name, time.perf_counter() - call.t0, ok=True)
     step_commit(call, out)
     return out
 
@@ -212,7 +214,8 @@ async def step_async(
     spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """An async ``@step`` called inside a run."""
-    with StepCall(CURRENT.get(), spec.label) as claimed:  # type: ignore[arg-type]
+    claimed = StepCall(CURRENT.get(), spec.label)  # type: ignore[arg-type]
+    try:  # ``with claimed:``, without the two calls (every step)
         call, replayed = step_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
@@ -224,6 +227,8 @@ async def step_async(
             raise
         await call.run.flush_async()
         return out
+    finally:
+        claimed.scope.busy = None
 
 
 def step_sync(spec: Spec, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -123,12 +123,15 @@ class WorldCore:
         self.log.vacuum()
 
     def close(self) -> None:
-        """Close the log and the memory store (the world is unusable afterwards)."""
+        """Close the log, the stores beside it and the locks' file (the world is unusable afterwards)."""
         for name in ("memory", "control", "schedules"):
             store = self.extensions.pop(name, None)
             if store is not None:
                 store.close()
         self.log.close()
+        close_locks = getattr(self.locks, "close", None)  # FileLocks keeps one file open
+        if close_locks is not None:
+            close_locks()
 
     def __enter__(self) -> WorldCore:
         return self

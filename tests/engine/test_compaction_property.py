@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 import durable
 from durable import World
-from durable.engine._recorded import Recorded
+from durable.engine._recorded import Recorded, start_of
 from durable.engine._values import dumps
 from durable.store import Append
 from tests.helpers.strategies import event_programs
@@ -58,12 +58,18 @@ def build(world: World, run_id: str, ops: Ops, at: int, compact: bool) -> None:
 
 
 def index(rec: Recorded) -> dict[str, Any]:
-    """Every attribute the engine resumes from: all of ``Recorded`` but the log position."""
-    return {
+    """Every attribute the engine resumes from: all of ``Recorded`` but the log position.
+
+    A step start is compared as ``step.started`` records it: a completion with its
+    start folded in stands for that start in the index of the log that holds it.
+    """
+    got = {
         f.name: getattr(rec, f.name)
         for f in dataclasses.fields(rec)
         if f.name not in ("last_seq", "_positions")
     }
+    got["steps_started"] = {p: start_of(d) for p, d in rec.steps_started.items()}
+    return got
 
 
 def states(world: World, ops: Ops, compact_at: int) -> tuple[dict[str, Any], dict[str, Any]]:

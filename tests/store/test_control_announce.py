@@ -73,7 +73,7 @@ def test_a_write_in_another_process_rings_this_one(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_a_dead_listener_s_socket_is_removed_and_a_stopped_one_cleans_up(tmp_path: Path) -> None:
+def test_a_dead_listener_s_socket_is_removed_and_a_closed_bell_cleans_up(tmp_path: Path) -> None:
     bells = tmp_path / "bells"
     bells.mkdir()
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -88,10 +88,33 @@ def test_a_dead_listener_s_socket_is_removed_and_a_stopped_one_cleans_up(tmp_pat
         assert stop is not None
         assert len(list(bells.glob("*.sock"))) == 1
         stop()
-        assert list(bells.glob("*.sock")) == []
 
     asyncio.run(main())
     bell.close()
+    assert list(bells.glob("*.sock")) == []
+
+
+def test_listeners_one_after_another_share_one_socket_and_a_stopped_one_is_not_called(tmp_path: Path) -> None:
+    """A waiter per run binds no socket per run; only the listeners still listening hear a ring."""
+    bells = tmp_path / "bells"
+    bell, other = Doorbell(bells), Doorbell(bells)
+    heard: list[int] = []
+
+    async def main() -> None:
+        for i in range(5):
+            rung = asyncio.Event()
+            stop = bell.listen(lambda i=i, rung=rung: (heard.append(i), rung.set()))
+            assert stop is not None
+            other.ring()
+            await asyncio.wait_for(rung.wait(), 10)
+            stop()
+        assert len(list(bells.glob("*.sock"))) == 1
+
+    asyncio.run(main())
+    assert heard == [0, 1, 2, 3, 4]
+    bell.close()
+    other.close()
+    assert list(bells.glob("*.sock")) == []
 
 
 def test_a_folder_too_deep_for_a_socket_path_falls_back_to_polling(tmp_path: Path) -> None:

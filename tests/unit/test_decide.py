@@ -22,6 +22,7 @@ from durable.engine._decide import (
     decide_value,
 )
 from durable.engine._keys import effect_key, step_path
+from durable.engine._recorded import Recorded
 from durable.engine._values import value_hash
 from durable.errors import NondeterminismError, UnknownCommitError
 
@@ -32,6 +33,27 @@ maybe = st.booleans()
 
 def _step(name: str, inp: Any) -> Call:
     return Call("step", name, value_hash(inp), step_path("", name, 0, False))
+
+
+def _index(call: Call, started: Any, completed: Any, failed: Any) -> Recorded:
+    """A run's index holding these records (each ``None`` for nothing) at the call's path."""
+    rec = Recorded()
+    for index, record in (
+        (rec.steps_started, started),
+        (rec.steps_completed, completed),
+        (rec.steps_failed, failed),
+    ):
+        if record is not None:
+            index[call.key] = record
+    return rec
+
+
+def _decide(call: Call, inp: Any, started: Any, completed: Any, failed: Any) -> Any:
+    """``decide_step``'s action for ``call`` over an index of these records."""
+    action, _ = decide_step(
+        _index(call, started, completed, failed), "r", call.name, call.input_hash, call.key, inp
+    )
+    return action
 
 
 def _effect(kind: str, name: str, inp: Any) -> Call:
@@ -47,7 +69,7 @@ def test_a_step_with_its_recorded_input_replays_fails_or_executes(
     started = {"input_hash": call.input_hash} if has_start else None
     done = {"output": 1} if has_done else None
     failed = {"error_type": "x"} if has_failed else None
-    action = decide_step("r", call.name, call.input_hash, call.key, inp, started, done, failed)
+    action = _decide(call, inp, started, done, failed)
     assert action is (REPLAY if has_done else FAIL if has_failed else EXECUTE)
 
 
@@ -62,13 +84,10 @@ def test_a_step_with_another_recorded_input_is_nondeterminism(
     started: dict[str, Any] = {"input_hash": value_hash(recorded)}
     if inherited:
         started["inherited"] = True
-        assert (
-            decide_step("r", call.name, call.input_hash, call.key, attempted, started, {"output": 1}, None)
-            is RERUN
-        )
+        assert _decide(call, attempted, started, {"output": 1}, None) is RERUN
     else:
         with pytest.raises(NondeterminismError, match="arguments differ") as info:
-            decide_step("r", call.name, call.input_hash, call.key, attempted, started, {"output": 1}, None)
+            _decide(call, attempted, started, {"output": 1}, None)
         assert info.value.recorded["input_hash"] == value_hash(recorded)  # type: ignore[attr-defined]
 
 
@@ -125,9 +144,7 @@ def test_a_format_one_input_hash_still_matches() -> None:
 
     call = _step("pay", 1e-07)
     started = {"input_hash": short_hash(dumps(1e-07))}
-    assert (
-        decide_step("r", call.name, call.input_hash, call.key, 1e-07, started, {"output": 1}, None) is REPLAY
-    )
+    assert _decide(call, 1e-07, started, {"output": 1}, None) is REPLAY
 
 
 @given(st.one_of(st.none(), st.just({"value": 1})))
@@ -152,3 +169,20 @@ def test_a_position_holds_the_recorded_call_or_raises(rk: str, rn: str, ak: str,
         with pytest.raises(NondeterminismError, match="Restore the code"):
             check_position("r", "", 0, recorded, attempted)
     check_position("r", "", 0, None, attempted)
+
+
+@given(names, inputs, maybe)
+def test_a_step_decision_names_the_record_it_acts_on(name: str, inp: Any, has_done: bool) -> None:
+    """``REPLAY`` comes with the recorded completion, ``FAIL`` with the final failure."""
+    call = _step(name, inp)
+    done = {"output": 1} if has_done else None
+    failed = {"error_type": "x"}
+    action, record = decide_step(
+        _index(call, {"input_hash": call.input_hash}, done, failed),
+        "r",
+        call.name,
+        call.input_hash,
+        call.key,
+        inp,
+    )
+    assert (action, record) == ((REPLAY, done) if has_done else (FAIL, failed))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durable.engine._keys import effect_key, parent_of, step_name, step_path
+from durable.engine._keys import effect_key, parent_of, step_name, step_path, step_path_format
 from durable.engine._manifest import _visit_bases
 
 name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8)
@@ -52,3 +52,17 @@ def test_a_scope_prefixes_its_calls_as_keys_says(path: str) -> None:
     from durable.engine._keys import scope_prefix
 
     assert Scope(None, path).prefix == scope_prefix(path)  # type: ignore[arg-type]
+
+
+@given(
+    scope,
+    st.text(min_size=1, max_size=8).filter(lambda n: not set(n) & set(".[]#:/")),
+    st.integers(0, 99),
+    st.booleans(),
+)
+def test_a_steps_path_format_gives_the_path_step_path_gives(
+    parent: str, step: str, visit: int, looped: bool
+) -> None:
+    """The path format made once per step builds the same path, braces in the name included."""
+    prefix = parent + "." if parent else ""
+    assert step_path_format(step, looped)(prefix, visit) == step_path(prefix, step, visit, looped)

@@ -92,3 +92,28 @@ def test_a_bad_row_is_reported_as_bad() -> None:
     with pytest.raises(LogCorruptedError, match=r"event 2 \(step.started\)") as err:
         Recorded.from_rows(rows)
     assert isinstance(err.value.__cause__, json.JSONDecodeError)
+
+
+def test_plain_arguments_are_stored_as_the_adapters_would_store_them() -> None:
+    """A call of plain arguments (zipped in C) and one through the adapters give the same input and hash."""
+
+    async def f(a: int, b: str, c: float | None = None) -> int:
+        return a
+
+    spec = Spec("step", f, "function")
+    fast = spec.dump_input((1, "x", 2.5), {}, "r", "f")
+    slow = spec.dump_input((1,), {"b": "x", "c": 2.5}, "r", "f")
+    assert fast == slow
+    assert fast[0] == {"a": 1, "b": "x", "c": 2.5}
+    with pytest.raises(SerializationError, match="argument 'a'"):
+        spec.dump_input(("not an int", "x", None), {}, "r", "f")
+
+
+def test_a_lone_surrogate_in_a_plain_argument_is_refused_with_the_call_named() -> None:
+    """A str that UTF-8 cannot encode fails before anything is buffered, naming the step's arguments."""
+
+    async def f(s: str) -> str:
+        return s
+
+    with pytest.raises(SerializationError, match="the arguments of step 'f'"):
+        Spec("step", f, "function").dump_input(("\ud800",), {}, "r", "f")

@@ -16,6 +16,7 @@ import contextlib
 import os
 import socket
 import uuid
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,9 @@ class Doorbell:
     def __init__(self, folder: Path):
         self.folder = folder
         self._out: socket.socket | None = None
+        self._ears: dict[asyncio.AbstractEventLoop, _Ear] = {}
+        # A store left open to the garbage collector still closes its sockets and their files.
+        weakref.finalize(self, _close_all, self._ears)
 
     def usable(self) -> bool:
         """Whether a socket path in this folder fits the kernel's limit."""
@@ -62,6 +66,11 @@ class Doorbell:
     def listen(self, on_ring: Callable[[], None]) -> Callable[[], None] | None:
         """Call ``on_ring`` in the running event loop at each ring; returns the function that stops it.
 
+        The listeners of one event loop share one socket, bound at the first
+        and kept until ``close()``: a worker that drives one short run after
+        another, or a caller waiting on one result after another, does not
+        create and remove a socket file for each.
+
         Returns ``None`` when no bell can be bound here (no running loop, a
         path too long for a Unix socket, a folder that cannot be written):
         the caller then polls.
@@ -70,37 +79,71 @@ class Doorbell:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return None
-        if not self.usable():
-            return None
-        path = self.folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
+        ear = self._ears.get(loop)
+        if ear is None:
+            for old in [old for old in self._ears if old.is_closed()]:  # loops that ended
+                self._ears.pop(old).close()
+            if not self.usable():
+                return None
+            ear = _Ear.bind(self.folder, loop)
+            if ear is None:
+                return None
+            self._ears[loop] = ear
+        ear.calls.append(on_ring)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                ear.calls.remove(on_ring)
+
+        return stop
+
+    def close(self) -> None:
+        """Close the sending socket and every bell this object bound (their files are removed)."""
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+        _close_all(self._ears)
+
+
+def _close_all(ears: dict[asyncio.AbstractEventLoop, _Ear]) -> None:
+    for ear in list(ears.values()):
+        ear.close()
+    ears.clear()
+
+
+class _Ear:
+    """One bound socket and the listeners of one event loop that it calls at each ring."""
+
+    def __init__(self, sock: socket.socket, path: Path, loop: asyncio.AbstractEventLoop):
+        self.sock, self.path, self.loop = sock, path, loop
+        self.calls: list[Callable[[], None]] = []
+
+    @classmethod
+    def bind(cls, folder: Path, loop: asyncio.AbstractEventLoop) -> _Ear | None:
+        path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
             sock.bind(os.fspath(path))
             sock.setblocking(False)
         except OSError:
             sock.close()
             return None
+        ear = cls(sock, path, loop)
+        loop.add_reader(sock.fileno(), ear.drain)
+        return ear
 
-        def drain() -> None:
-            with contextlib.suppress(OSError):
-                while sock.recv(64):
-                    pass
-            on_ring()
-
-        loop.add_reader(sock.fileno(), drain)
-
-        def stop() -> None:
-            with contextlib.suppress(Exception):
-                loop.remove_reader(sock.fileno())
-            sock.close()
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-
-        return stop
+    def drain(self) -> None:
+        with contextlib.suppress(OSError):
+            while self.sock.recv(64):
+                pass
+        for call in list(self.calls):
+            call()
 
     def close(self) -> None:
-        """Close the sending socket."""
-        if self._out is not None:
-            self._out.close()
-            self._out = None
+        if not self.loop.is_closed():
+            with contextlib.suppress(Exception):
+                self.loop.remove_reader(self.sock.fileno())
+        self.sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)

@@ -1,7 +1,8 @@
 """One driver per run: OS file locks for local worlds, in-process locks for memory worlds.
 
-A file lock (``flock``) is released by the kernel when its process dies, so
-a lock left by a killed process is recovered without any manual step. A
+A file lock (a byte of one shared file on Linux, else ``flock`` on a file per
+name) is released by the kernel when its process dies, so a lock left by a
+killed process is recovered without any manual step. A
 waiting caller polls, so its own timeout and cancellation are honoured.
 """
 
@@ -13,6 +14,7 @@ import fcntl
 import hashlib
 import os
 import re
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -28,8 +30,8 @@ _POLL_MAX = 0.05
 class Locks(Protocol):
     """Named exclusive locks: the engine holds ``run:<run_id>`` while it drives a run.
 
-    A lock held by a process that dies must come free (``FileLocks`` uses
-    ``flock``, which the kernel releases with the process). The fencing token
+    A lock held by a process that dies must come free (``FileLocks`` uses OS
+    file locks, which the kernel releases with the process). The fencing token
     of ``EventLog`` guards the log even when a lock is lost.
     """
 
@@ -56,13 +58,60 @@ def _file_name(name: str) -> str:
     return f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:16]}.lock"
 
 
+_OFD = getattr(fcntl, "F_OFD_SETLK", None)
+"""Linux's open-file-description locks: byte ranges of one file, released when the process dies."""
+
+SHARED_FILE = "held.lock"
+"""The one file, in the locks folder, whose bytes are the locks (where ``F_OFD_SETLK`` exists)."""
+
+
+def _byte_of(name: str) -> int:
+    """The byte of the shared file that stands for ``name``: 62 bits of its hash."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest()) >> 2
+
+
+def _range(kind: int, byte: int) -> bytes:
+    # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for an OFD lock).
+    return struct.pack("hhqqi", kind, os.SEEK_SET, byte, 1, 0)
+
+
 class FileLocks:
-    """``flock`` locks in a folder (``locks/`` under the data directory)."""
+    """OS locks in a folder (``locks/`` under the data directory), freed by the kernel at exit.
+
+    On Linux a lock is one byte of one shared file, locked with
+    ``F_OFD_SETLK``: taking or giving back a lock is one system call on a
+    file opened once, where a file of its own per run would be created
+    (the costliest part of a short run). Elsewhere each name has a file of
+    its own, locked with ``flock``. Either way the lock belongs to the open
+    file, so two ``FileLocks`` on one folder exclude each other as two
+    processes do, and the kernel frees the locks of a process that dies.
+    """
 
     def __init__(self, folder: Path):
         self.folder = folder
+        self._fd: int | None = None  # the shared file, opened at the first lock
+        self._held: dict[int, str] = {}  # byte -> name, of the locks this object holds
+        self._mutex = threading.Lock()
 
     def try_acquire(self, name: str) -> object | None:
+        if _OFD is None:
+            return self._try_flock(name)
+        byte = _byte_of(name)
+        with self._mutex:
+            if byte in self._held:  # this object holds it: the kernel would say yes again
+                return None
+            fd = self._fd
+            if fd is None:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                fd = self._fd = os.open(self.folder / SHARED_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.fcntl(fd, _OFD, _range(fcntl.F_WRLCK, byte))
+            except (BlockingIOError, PermissionError):  # EAGAIN or EACCES: another holder has it
+                return None
+            self._held[byte] = name
+            return _Held(byte)
+
+    def _try_flock(self, name: str) -> object | None:
         self.folder.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.folder / _file_name(name), os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -78,7 +127,14 @@ class FileLocks:
         return fd
 
     def holder(self, name: str) -> int | None:
-        """The pid that the last holder of ``name`` wrote into its lock file, if any."""
+        """The pid that the last holder of ``name`` wrote into its lock file, if any.
+
+        Only a lock file per name holds a pid: a byte of the shared file names
+        no process (the kernel reports none for it), so this is ``None`` there
+        and a run's driver is known from its claim.
+        """
+        if _OFD is not None:
+            return None
         try:
             text = (self.folder / _file_name(name)).read_text().strip()
         except OSError:
@@ -86,10 +142,33 @@ class FileLocks:
         return int(text) if text.isdigit() else None
 
     def release(self, handle: object) -> None:
+        if isinstance(handle, _Held):
+            with self._mutex:
+                if self._held.pop(handle.byte, None) is not None and self._fd is not None:
+                    with contextlib.suppress(OSError):
+                        fcntl.fcntl(self._fd, _OFD, _range(fcntl.F_UNLCK, handle.byte))  # type: ignore[arg-type]
+            return
         assert isinstance(handle, int)
         with contextlib.suppress(OSError):
             fcntl.flock(handle, fcntl.LOCK_UN)
         os.close(handle)
+
+    def close(self) -> None:
+        """Close the shared file: every lock this object still holds is given back."""
+        with self._mutex:
+            fd, self._fd = self._fd, None
+            self._held.clear()
+        if fd is not None:
+            os.close(fd)
+
+
+class _Held:
+    """A lock taken in the shared file: the byte that stands for its name."""
+
+    __slots__ = ("byte",)
+
+    def __init__(self, byte: int):
+        self.byte = byte
 
 
 class MemoryLocks:

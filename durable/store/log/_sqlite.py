@@ -76,6 +76,9 @@ class SqliteLog:
         self.durability = durability
         self._lock = threading.RLock()  # re-entered by an unsynced append
         self._inserts: dict[int, str] = {}
+        # Runs fenced while they had no row at all: their token, taken for real by their
+        # first append (see ``fence``).
+        self._unfenced: dict[str, int] = {}
         # "process" commits cost no fsync, so a checkpoint's two would stand out: they run
         # in the background. With "power" every commit waits on the disk already, and a
         # background checkpoint would compete with it for the disk: SQLite runs them inline.
@@ -142,7 +145,12 @@ class SqliteLog:
             return
         if len(batch) == 1:
             a = batch[0]
-            if a.created is None and a.status is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS:
+            if (
+                a.created is None
+                and a.status is None
+                and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS
+                and (not self._unfenced or a.run_id not in self._unfenced)
+            ):
                 self._append_rows(a)
                 return
         db = self._db
@@ -150,7 +158,11 @@ class SqliteLog:
             try:
                 db.execute("BEGIN IMMEDIATE")
                 now = wall()
+                firsts = []
                 for a in batch:
+                    if self._unfenced.get(a.run_id) == a.token:
+                        self._take_token(a.run_id, a.token)
+                        firsts.append(a.run_id)
                     if a.created is not None:
                         db.execute(
                             "INSERT INTO runs (run_id, workflow, status, parent_run_id, "
@@ -177,6 +189,8 @@ class SqliteLog:
                             (a.status, now, a.run_id),
                         )
                 db.execute("COMMIT")
+                for run_id in firsts:
+                    del self._unfenced[run_id]
             except BaseException as exc:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
@@ -209,14 +223,34 @@ class SqliteLog:
             self.checkpointer.appended()
 
     def fence(self, run_id: str) -> int:
-        """Take a new fencing token for a run; every older token becomes stale."""
+        """Take a new fencing token for a run; every older token becomes stale.
+
+        A run the log has never seen (no row in ``runs``, no event) costs no
+        write here: its token is 1, and its first append takes it for real in
+        its own transaction, which creates the run's row and fails as stale if
+        any other writer fenced or wrote the run in between. So a new run's
+        fence and its ``run.started`` are one commit, with the guarantee of a
+        fence before the read: only the holder of the newest token writes, and
+        it writes on the log it read.
+        """
         with self._lock:
             db = self._db
             try:
+                base = self._unfenced.pop(run_id, 0)
+                if (
+                    base == 0
+                    and db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None
+                    and db.execute("SELECT 1 FROM events WHERE run_id = ? LIMIT 1", (run_id,)).fetchone()
+                    is None
+                ):
+                    self._unfenced[run_id] = 1
+                    return 1
                 db.execute("BEGIN IMMEDIATE")
                 db.execute(
-                    "INSERT INTO runs (run_id, token) VALUES (?, 0) ON CONFLICT (run_id) DO NOTHING",
-                    (run_id,),
+                    # A run fenced before without a row: its row starts at that token, so the
+                    # token given out then is stale now.
+                    "INSERT INTO runs (run_id, token) VALUES (?, ?) ON CONFLICT (run_id) DO NOTHING",
+                    (run_id, base),
                 )
                 token = db.execute(
                     "UPDATE runs SET token = token + 1 WHERE run_id = ? RETURNING token", (run_id,)
@@ -229,6 +263,21 @@ class SqliteLog:
                     raise self._failure(exc, run_id) from exc
                 raise
             return int(token)
+
+    def _take_token(self, run_id: str, token: int) -> None:
+        """In the first append's transaction: create the run's row with the token ``fence`` gave.
+
+        Raises:
+            FencedError: Another writer created the row or wrote events since the fence.
+        """
+        db = self._db
+        if db.execute("SELECT 1 FROM events WHERE run_id = ? LIMIT 1", (run_id,)).fetchone() is not None:
+            raise _stale(run_id, token, 0)
+        try:
+            db.execute("INSERT INTO runs (run_id, token) VALUES (?, ?)", (run_id, token))
+        except sqlite3.IntegrityError:
+            row = db.execute("SELECT token FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            raise _stale(run_id, token, row[0] if row else 0) from None
 
     def compact(self, run_id: str, snapshot: Row, token: int) -> None:
         """Append ``snapshot`` and delete every row of the run strictly before it."""

@@ -1,0 +1,105 @@
+"""What one queued run costs a SQLite worker: CPU time, commits and statements per run.
+
+Run from the repository root::
+
+    python benchmarks/run_cost.py [RUNS]
+
+For each durability (``process``, then ``power``) it enqueues RUNS one-step
+runs on a fresh data directory, then drains them with a ``Worker`` in the
+same process and prints, per run: the process's CPU time
+(``time.process_time``, steadier than wall time on a shared machine), the
+wall time, the commits of both files (``events.db`` and ``runtime.db``, an
+autocommitted write counting as one) and the statements sent to SQLite. The
+enqueueing is not counted. The same workflow serves ``python -m
+benchmarks.runtime``, whose throughput scenario runs the worker in a process
+of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import sqlite3
+import sys
+import tempfile
+import time
+from typing import Any
+
+import durable
+from benchmarks.systems.durable_rt import QUEUE, WORKFLOWS, one_step
+
+RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+_WRITES = ("INSERT", "UPDATE", "DELETE")
+
+
+class Statements:
+    """Counts what every SQLite connection opened while it is installed sends."""
+
+    def __init__(self) -> None:
+        self.kinds: collections.Counter[str] = collections.Counter()
+        self.commits = 0
+        self._connect = sqlite3.connect
+        self._open: list[bool] = []
+
+    def install(self) -> None:
+        def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+            db = self._connect(*args, **kwargs)
+            in_tx = [False]
+
+            def seen(sql: str) -> None:
+                word = sql.split(None, 1)[0].upper()
+                self.kinds[word] += 1
+                if word == "BEGIN":
+                    in_tx[0] = True
+                elif word in ("COMMIT", "END"):
+                    in_tx[0] = False
+                    self.commits += 1
+                elif word in _WRITES and not in_tx[0]:
+                    self.commits += 1  # autocommitted
+
+            db.set_trace_callback(seen)
+            return db
+
+        sqlite3.connect = connect  # type: ignore[assignment]
+
+    def reset(self) -> None:
+        self.kinds.clear()
+        self.commits = 0
+
+
+def measure(durability: str, stmts: Statements) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp, durable.local_world(tmp, durability=durability) as world:  # type: ignore[arg-type]
+        handles = [durable.start_workflow(one_step, i, world=world, queue=QUEUE) for i in range(RUNS)]
+
+        async def drain() -> None:
+            async with durable.Worker(world, workflows=WORKFLOWS, queues=[QUEUE]):
+                for i, h in enumerate(handles):
+                    assert await h.result(timeout=600) == i
+
+        stmts.reset()
+        c0, t0 = time.process_time(), time.perf_counter()
+        asyncio.run(drain())
+        cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+    return {
+        "cpu_us": cpu / RUNS * 1e6,
+        "wall_us": wall / RUNS * 1e6,
+        "commits": stmts.commits / RUNS,
+        "statements": sum(stmts.kinds.values()) / RUNS,
+    }
+
+
+def main() -> None:
+    stmts = Statements()
+    stmts.install()
+    print(f"{RUNS} queued one-step runs drained by one in-process worker, per run\n")
+    print("| durability | CPU µs | wall µs | commits | statements |\n|---|---:|---:|---:|---:|")
+    for durability in ("process", "power"):
+        m = measure(durability, stmts)
+        print(
+            f"| {durability} | {m['cpu_us']:.0f} | {m['wall_us']:.0f} | {m['commits']:.2f} | "
+            f"{m['statements']:.1f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
