@@ -136,8 +136,8 @@ Cache = dict[Spec, dict[str, Any]]
 
 
 def manifest_cache(world: Any) -> Cache:
-    """The description cache a world keeps in ``world.extensions`` (one per world, no global)."""
-    cache: Cache = world.extensions.setdefault("durable.descriptions", {})
+    """The description cache a world keeps (``world.descriptions``: one per world, no global)."""
+    cache: Cache = world.descriptions
     return cache
 
 

@@ -347,10 +347,10 @@ def _drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:
 def memory_manifest(world: WorldCore) -> dict[str, Any] | None:
     """The world's memory store as the manifest records it (``None`` when it was not opened).
 
-    Read through ``world.extensions`` so that the runner does not import the store,
+    Read through ``world.memory_store`` so that the runner does not import the store,
     whose effects are decorated functions that reach back to the runner.
     """
-    store = world.extensions.get("memory")
+    store = world.memory_store
     return None if store is None else store.manifest()
 
 

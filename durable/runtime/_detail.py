@@ -60,7 +60,7 @@ def code_version(world: WorldCore, run_id: str) -> str | None:
 def _has_control(world: WorldCore) -> bool:
     """Whether the world keeps control records (a Postgres world always; a data directory once used)."""
     data_dir = world.data_dir
-    return "control" in world.extensions or (data_dir is not None and (data_dir / "runtime.db").exists())
+    return world.control_store is not None or (data_dir is not None and (data_dir / "runtime.db").exists())
 
 
 def list_runs(

@@ -2,7 +2,7 @@
 
 The runtime's state for one world object (its control store, the guards of
 the runs driven through it, its default driver, the workers' wake-ups)
-lives on the world (``world.extensions["runtime"]``), never in a module
+lives on the world (``world.runtime_state``), never in a module
 global: two worlds in one process share nothing.
 
 A ``Driver`` belongs to one owner (a worker, or the process that called
@@ -54,7 +54,7 @@ class RuntimeState:
     """The runtime's state for one world object.
 
     Attributes:
-        control: The world's control store: the one the world brings (``world.extensions["control"]``,
+        control: The world's control store: the one the world brings (``world.control_store``,
             as a Postgres world does), else ``runtime.db`` beside ``events.db``, or one in memory.
         live: The guards of the runs this world object drives now, by run id.
         known: Workflows started or served through this world object, by recorded name.
@@ -63,14 +63,14 @@ class RuntimeState:
     """
 
     def __init__(self, world: WorldCore):
-        control: RunControl | None = world.extensions.get("control")  # a world's own (Postgres)
+        control = world.control_store  # a world's own (Postgres)
         if control is None:
             control = (
                 SqliteControl(world.data_dir / "runtime.db")
                 if world.data_dir is not None
                 else MemoryControl()
             )
-            world.extensions["control"] = control
+            world.control_store = control
         self.control = control
         self.live: dict[str, RunGuard] = {}
         self.known: dict[str, Spec] = {}
@@ -80,11 +80,11 @@ class RuntimeState:
 
 def runtime_of(world: WorldCore) -> RuntimeState:
     """The world's runtime state, made on first use."""
-    state: RuntimeState | None = world.extensions.get("runtime")
-    if state is None:
-        state = RuntimeState(world)
-        world.extensions["runtime"] = state
-    return state
+    state = world.runtime_state
+    if isinstance(state, RuntimeState):
+        return state
+    made = world.runtime_state = RuntimeState(world)
+    return made
 
 
 def waker(event: asyncio.Event) -> Callable[[], None]:

@@ -380,10 +380,8 @@ def runtime_view(world: WorldCore) -> dict[str, Any]:
 
 def pending_messages(world: Any, run_id: str) -> list[dict[str, Any]]:
     """The messages sent to a run that it has not received yet (none where the world keeps none)."""
-    from ..store import messages_for
-
     try:
-        store = messages_for(world.log, world.extensions)
+        store = world.open_messages()
     except DurableError:  # a world without a mailbox
         return []
     return [
