@@ -26,6 +26,24 @@ _EMPTY = inspect.Parameter.empty
 _JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
 
+class _NeverHappened:
+    """The answer a ``reconcile=`` function gives when the effect never took place."""
+
+    _instance: _NeverHappened | None = None
+
+    def __new__(cls) -> _NeverHappened:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "durable.NEVER_HAPPENED"
+
+
+NEVER_HAPPENED = _NeverHappened()
+"""What a ``reconcile=`` function returns when the effect never took place (``durable.NEVER_HAPPENED``)."""
+
+
 class Spec:
     """Everything the engine needs to know about one decorated function."""
 
@@ -90,6 +108,7 @@ class Spec:
         self.is_asyncgen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
         self.signature = inspect.signature(fn)
+
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._plan: list[tuple[str, TypeAdapter[Any], tuple[type, ...]]] | None = None
         self._out: Output | None = None
