@@ -83,8 +83,8 @@ def recover_log(log: EventLog, run_id: str) -> Recorded:
 
 
 def run_not_found(world: WorldCore, run_id: str) -> RunNotFoundError:
-    where = f"data directory {str(world.data_dir)!r}" if world.data_dir else "this world"
+    """The error of a run the world does not know, naming where it looked and how to list runs."""
     return RunNotFoundError(
-        f"no run {run_id!r} in {where}; list runs with `little runs`.",
+        f"no run {run_id!r} in {world.where()}; list runs with `little runs`.",
         run_id=run_id,
     )

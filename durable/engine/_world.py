@@ -128,9 +128,8 @@ class WorldCore:
         rows = self.log.read(run_id)
         if not rows:
             raise RunNotFoundError(
-                f"no run {run_id!r} in {self.where()}; list runs with `little runs`.",
-                run_id=run_id,
-            )
+                f"no run {run_id!r} in {self.where()}; list runs with `little runs`.", run_id=run_id
+            )  # as run_not_found says it (the loader imports the world)
         times = row_times(self.log, run_id)
         try:
             return [parse_event(run_id, seq, type_, data, times.get(seq)) for seq, type_, data in rows]
@@ -206,6 +205,7 @@ class WorldCore:
         self.close()
 
     def where(self) -> str:
+        """Where the world keeps its runs, in words for messages (``data directory '...'``)."""
         return f"data directory {str(self.data_dir)!r}" if self.data_dir else "this memory world"
 
     def __repr__(self) -> str:

@@ -9,7 +9,7 @@ from ..store import ControlRecord, RunInfo
 from ._driver import control_of
 from ._handle import driver_of
 from ._serving import WAITING_FOR_CODE, first_started, short_hash
-from ._status import status_of
+from ._status import reconciled, status_of
 
 
 def _driver_text(d: dict[str, Any]) -> str:
@@ -32,7 +32,7 @@ def _waiting_row(rec: ControlRecord) -> dict[str, Any]:
     return {
         "run_id": rec.run_id,
         "workflow": rec.workflow,
-        "status": rec.state,
+        "status": reconciled(None, rec),
         "parent_run_id": None,
         "created_at": rec.created_at,
         "updated_at": rec.created_at,
@@ -81,7 +81,7 @@ def list_runs(
             for rec in control_of(world).unstarted()
             if rec.run_id not in known
             and (workflow is None or rec.workflow == workflow)
-            and (status is None or rec.state == status)
+            and (status is None or reconciled(None, rec) == status)
         ]
         if waiting:
             entries = sorted([*entries, *waiting], key=lambda e: -e.created_at)  # stable: log order on ties
