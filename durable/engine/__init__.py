@@ -41,9 +41,6 @@ from ._keys import without_visit as without_visit
 from ._loader import recover_log as recover_log
 from ._loader import run_not_found as run_not_found
 from ._log_rows import FIRST_TYPES as FIRST_TYPES
-from ._log_rows import WholeLogNeeded as WholeLogNeeded
-from ._log_rows import check_start as check_start
-from ._log_rows import from_start as from_start
 from ._log_rows import until as until
 from ._manifest import change_lines as change_lines
 from ._manifest import definition_hash as definition_hash
@@ -64,8 +61,7 @@ from ._outbox_call import OUTBOX_TOOLS as OUTBOX_TOOLS
 from ._recorded import Recorded as Recorded
 from ._retry_policy import RetryPolicy as RetryPolicy
 from ._retry_policy import decide as decide
-from ._runner import _drift_keys as _drift_keys
-from ._runner import _input_params as _input_params
+from ._runner import accepted_drift_keys as accepted_drift_keys
 from ._runner import drive as drive
 from ._runner import memory_manifest as memory_manifest
 from ._runner import new_run_id as new_run_id

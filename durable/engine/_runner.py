@@ -73,10 +73,6 @@ def workflow_spec(wf: Any) -> Spec:
     return spec
 
 
-def _input_params(spec: Spec) -> int:
-    return len(spec.params())
-
-
 def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
     """The input rebuilt as the workflow's annotated type, its JSON and its hash."""
     params = spec.params()
@@ -174,7 +170,7 @@ async def run_workflow(
         models=dict(models or {}),
         resume=_UNSET if resume is None else resume,
         retry_failed=retry_failed,
-        accept_drift=_drift_keys(accept_drift),
+        accept_drift=accepted_drift_keys(accept_drift),
         budget=None if budget is None else checked_budget(budget),
     )
     if timeout is None:
@@ -334,7 +330,7 @@ async def _drive_run(
     return await _execute(run, spec, value)
 
 
-def _drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:
+def accepted_drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:
     keys = [] if isinstance(accept_drift, str) else list(accept_drift)
     if isinstance(accept_drift, str) or not all(isinstance(k, str) for k in keys):
         raise ConfigurationError(
@@ -469,7 +465,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     scope = Scope(run, "")
     token = CURRENT.set(scope)
     try:
-        args = (value,) if _input_params(spec) else ()
+        args = (value,) if spec.params() else ()
         if spec.is_async:
             out = spec.fn(*args)
         else:

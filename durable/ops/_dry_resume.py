@@ -21,7 +21,6 @@ from ..engine import (
     Scope,
     Spec,
     WorldCore,
-    _input_params,
     call_sync_body,
     change_lines,
     drift_error,
@@ -201,7 +200,7 @@ async def _replay(spec: Any, value: Any, run: _DryRun, status: str, terminal: st
     token = CURRENT.set(scope)
     rid = run.run_id
     try:
-        args = (value,) if _input_params(spec) else ()
+        args = (value,) if spec.params() else ()
         if spec.is_async:
             out = spec.fn(*args)
         else:

@@ -57,7 +57,7 @@ def code_version(world: WorldCore, run_id: str) -> str | None:
     return short_hash(tag) if isinstance(tag, str) else None
 
 
-def _has_control(world: WorldCore) -> bool:
+def keeps_control(world: WorldCore) -> bool:
     """Whether the world keeps control records (a Postgres world always; a data directory once used)."""
     data_dir = world.data_dir
     return world.control_store is not None or (data_dir is not None and (data_dir / "runtime.db").exists())
@@ -72,7 +72,7 @@ def list_runs(
     that never started); only the rows shown are completed with their
     control records (one query) and the drivers of running runs.
     """
-    shared = _has_control(world)
+    shared = keeps_control(world)
     entries: list[RunInfo | ControlRecord] = list(world.runs(status=status, workflow=workflow))
     if shared and status in (None, "enqueued", "cancelled"):
         known = {e.run_id for e in entries}

@@ -15,7 +15,7 @@ from ..engine import (
     Budget,
     Spec,
     WorldCore,
-    _drift_keys,
+    accepted_drift_keys,
     checked_budget,
     count_recovery,
     new_run_id,
@@ -217,7 +217,7 @@ async def resume_run(
         ConfigurationError: ``accept_drift`` is not a list of keys, ``budget`` not a
             ``Budget``, or a budget was given for a run that is not stopped.
     """
-    keys = sorted(_drift_keys(accept_drift))
+    keys = sorted(accepted_drift_keys(accept_drift))
     raised = None if budget is None else checked_budget(budget)
     st = run_status(world, run_id)
     if raised is not None:
