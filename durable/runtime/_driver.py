@@ -25,7 +25,7 @@ from typing import Any
 
 from .._clock import poll_wait
 from .._logging import INFO, note
-from ..engine import Spec, WorldCore, budget_of, count_run, drive
+from ..engine import DriveOptions, Spec, WorldCore, budget_of, count_run, drive
 from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
 from ..events import RUN_STARTED
 from ..security import open_control_input, seal_control_input
@@ -207,13 +207,15 @@ class Driver:
                 world,
                 run_id=rid,
                 models=models,
-                guard=guard,
-                deadline=rec.deadline,
-                lock_held=True,
-                resume_cancelled=rec.resume == "cancelled",
                 retry_failed=rec.resume == "failed",
-                traceparent=rec.traceparent,
                 budget=None if recorded is not None else budget_of(rec.budget),
+                options=DriveOptions(
+                    guard=guard,
+                    deadline=rec.deadline,
+                    lock_held=True,
+                    resume_cancelled=rec.resume == "cancelled",
+                    traceparent=rec.traceparent,
+                ),
             )
         except (RunCancelled, RunCancelledError):
             state = "cancelled"
