@@ -39,7 +39,6 @@ SERVICES = (
     "outer_loop_manifests",
     "memory_store",
     "runtime_state",
-    "descriptions",
 )
 """The world's services a crashing world shares with the world it wraps."""
 

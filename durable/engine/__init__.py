@@ -29,6 +29,10 @@ from ._context import EFFECT_KEY as EFFECT_KEY
 from ._context import RunContext as RunContext
 from ._context import Scope as Scope
 from ._decorators import make_decorator as make_decorator
+from ._drift import change_lines as change_lines
+from ._drift import drift_error as drift_error
+from ._drift import run_drift as run_drift
+from ._drift import undescribed as undescribed
 from ._event_writer import encode as encode
 from ._failures import error_data as error_data
 from ._failures import error_type as error_type
@@ -42,14 +46,9 @@ from ._loader import recover_log as recover_log
 from ._loader import run_not_found as run_not_found
 from ._log_rows import FIRST_TYPES as FIRST_TYPES
 from ._log_rows import until as until
-from ._manifest import change_lines as change_lines
 from ._manifest import definition_hash as definition_hash
-from ._manifest import drift_error as drift_error
-from ._manifest import manifest_cache as manifest_cache
 from ._manifest import manifest_hash as manifest_hash
-from ._manifest import run_drift as run_drift
 from ._manifest import run_manifest as run_manifest
-from ._manifest import undescribed as undescribed
 from ._messages import check_topic as check_topic
 from ._messages import record_send as record_send
 from ._metrics import count_recovery as count_recovery

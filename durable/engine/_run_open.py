@@ -21,15 +21,9 @@ from . import _event_writer as ev
 from ._artifacts import check_artifacts
 from ._compatible import step_additions
 from ._context import RunContext
+from ._drift import drift_error, run_drift
 from ._failures import recorded_run_failure
-from ._manifest import (
-    drift_error,
-    manifest_cache,
-    manifest_hash,
-    output_schema_hash,
-    run_drift,
-    run_manifest,
-)
+from ._manifest import manifest_hash, output_schema_hash, run_manifest
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec
 from ._tracing import traceparent
@@ -59,8 +53,7 @@ def start_run(
     deadline_at: float | None,
 ) -> None:
     """Record the run's ``run.started`` (its input, manifest and format) and create it in the log."""
-    cache = manifest_cache(run.world)
-    manifest = run_manifest(spec, run.models, cache, memory_manifest(run.world))
+    manifest = run_manifest(spec, run.models, memory_manifest(run.world))
     started = ev.run_started(
         spec.name,
         data,
@@ -68,7 +61,7 @@ def start_run(
         manifest,
         manifest_hash(manifest),
         run.models,
-        output_schema_hash(spec, cache),
+        output_schema_hash(spec),
         LOG_FORMAT_VERSION,
         parent=parent,
         deadline_at=deadline_at,
@@ -117,21 +110,18 @@ def check_resume(
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
     if model_drift is not None and not run.accepts(model_drift.changes):
         raise model_drift  # accepted, it is recorded when its session opens again
-    cache, memory = manifest_cache(run.world), memory_manifest(run.world)
-    changes = run_drift(started, spec, run.models, rec, cache, memory)
+    current = run_manifest(spec, run.models, memory_manifest(run.world))  # once, for all three uses
+    changes = run_drift(started, spec, run.models, rec, current=current)
     # Steps that only gained parameters with defaults: recorded calls match without them.
-    run.added_params = step_additions(
-        started.get("manifest") or {}, run_manifest(spec, run.models, cache, memory)
-    )
+    run.added_params = step_additions(started.get("manifest") or {}, current)
     if changes:
         if not run.accepts(changes):
             raise drift_error(rid, changes)
-        current = run_manifest(spec, run.models, cache, memory)
         accepted = [{"key": c.key, "old": c.old, "new": c.new} for c in changes]
         run.record(
             DRIFT_ACCEPTED,
             ev.drift_accepted(
-                accepted, current, manifest_hash(current), output_schema_hash=output_schema_hash(spec, cache)
+                accepted, current, manifest_hash(current), output_schema_hash=output_schema_hash(spec)
             ),
         )
         run.flush()

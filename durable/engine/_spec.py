@@ -53,7 +53,9 @@ class Spec:
         "_params",
         "_plan",
         "binding",
+        "code_manifest",
         "compensate",
+        "description",
         "fn",
         "idempotent",
         "is_async",
@@ -108,6 +110,10 @@ class Spec:
         self.is_asyncgen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
         self.signature = inspect.signature(fn)
+        self.description: dict[str, Any] | None = None
+        """Its canonical description (``_manifest.describe``), computed on first use."""
+        self.code_manifest: dict[str, Any] | None = None
+        """A workflow's run manifest without models and memory (``_manifest.run_manifest``), on first use."""
 
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._plan: list[tuple[str, TypeAdapter[Any], tuple[type, ...]]] | None = None

@@ -33,7 +33,6 @@ from ..store import (
     outbox_for,
     row_times,
 )
-from ._spec import Spec
 
 Durability = Literal["process", "power"]
 
@@ -69,7 +68,6 @@ class WorldCore:
         memory_store: The memory store once ``world.memory`` opened it.
         runtime_state: The runtime's state for this world object
             (``durable.runtime``'s ``RuntimeState``, made by ``runtime_of``).
-        descriptions: The canonical descriptions already computed, per spec (drift checks).
     """
 
     def __init__(
@@ -107,7 +105,6 @@ class WorldCore:
         self.outer_loop_manifests: MutableMapping[str, str] | None = None
         self.memory_store: MemoryService | None = None
         self.runtime_state: object | None = None
-        self.descriptions: dict[Spec, dict[str, Any]] = {}
         if artifacts is None:
             artifacts = (
                 MemoryArtifacts()

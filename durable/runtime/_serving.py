@@ -22,7 +22,6 @@ from ..engine import (
     Spec,
     WorldCore,
     canonical,
-    manifest_cache,
     manifest_hash,
     memory_manifest,
     recover_log,
@@ -113,8 +112,7 @@ class CodeMatch:
         key = (spec.name, canonical(models) if models else "{}")
         tag = self._hashes.get(key)
         if tag is None:
-            cache = manifest_cache(self.world)
-            tag = manifest_hash(run_manifest(spec, models, cache, memory_manifest(self.world)))
+            tag = manifest_hash(run_manifest(spec, models, memory_manifest(self.world)))
             self._hashes[key] = tag
         return tag
 
@@ -134,9 +132,7 @@ class CodeMatch:
         rec = recover_log(self.world.log, run_id)
         if rec.started is None:
             return []
-        changes = run_drift(
-            rec.started, spec, models, rec, manifest_cache(self.world), memory_manifest(self.world)
-        )
+        changes = run_drift(rec.started, spec, models, rec, memory_manifest(self.world))
         accepted = set(rec.drift_keys)
         return [c for c in changes if c.key not in accepted]
 

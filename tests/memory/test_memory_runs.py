@@ -211,7 +211,7 @@ def test_resume_under_another_embedder_is_drift(worlds: Worlds) -> None:
 
 def test_memory_effects_are_durables_own_not_undescribed_capabilities(world: durable.World) -> None:
     """Every memory effect name is listed as durable's own, so verify does not flag it as undescribed."""
-    from durable.engine._manifest import OWN_EFFECTS, undescribed
+    from durable.engine._drift import OWN_EFFECTS, undescribed
     from durable.engine._recorded import Recorded
     from durable.engine._spec import spec_of
 
