@@ -100,3 +100,14 @@ def test_the_budget_benchmark_compares_a_budgeted_model_call_with_an_unbudgeted_
     assert lines[0].startswith("unbudgeted: wall_us_per_call=")
     assert lines[1].startswith("budgeted: wall_us_per_call=")
     assert "opcodes_per_call=" in lines[2] and lines[2].startswith("difference:")
+
+
+@pytest.mark.slow
+def test_compare_trees_measures_two_trees_in_turns_and_prints_both_opcode_counts(tmp_path: Path) -> None:
+    """``compare_trees.py --smoke`` on this tree against itself prints every figure and both opcode counts."""
+    out = _python("benchmarks/compare_trees.py", ".", ".", "--rounds", "1", "--smoke", "--out", str(tmp_path))
+    assert "| a process | durable, wall (µs/step) |" in out
+    assert "| h queue | durable (ms) |" in out
+    opcodes = [line for line in out.splitlines() if line.startswith("| opcodes ")]
+    assert [line.split("|")[1].strip() for line in opcodes] == ["opcodes write", "opcodes replay"]
+    assert (tmp_path / "compare_trees.json").exists()
