@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
+from typing import Any
 
 from ..errors import RunNotFoundError
+from ..events import RUN_STARTED
 from ..store import (
     EventLog,
 )
@@ -88,3 +91,12 @@ def run_not_found(world: WorldCore, run_id: str) -> RunNotFoundError:
         f"no run {run_id!r} in {world.where()}; list runs with `little runs`.",
         run_id=run_id,
     )
+
+
+def first_started(world: WorldCore, run_id: str) -> dict[str, Any] | None:
+    """The run's ``run.started`` data from its first row (``None``: the run has not started)."""
+    first = next(iter(world.log.iter_rows(run_id)), None)
+    if first is None or first[1] != RUN_STARTED:
+        return None
+    data: dict[str, Any] = json.loads(first[2])
+    return data

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import WorldCore
+from ..engine import WorldCore, first_started
 from ..store import ControlRecord, RunInfo
 from ._driver import control_of
 from ._handle import driver_of
-from ._serving import WAITING_FOR_CODE, first_started, short_hash
+from ._serving import WAITING_FOR_CODE, short_hash
 from ._status import reconciled, status_of
 
 

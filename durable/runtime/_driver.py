@@ -25,9 +25,8 @@ from typing import Any
 
 from .._clock import poll_wait
 from .._logging import INFO, note
-from ..engine import DriveOptions, Spec, WorldCore, budget_of, count_run, drive
+from ..engine import DriveOptions, Spec, WorldCore, budget_of, count_run, drive, first_started
 from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
-from ..events import RUN_STARTED
 from ..security import open_control_input, seal_control_input
 from ..store import ControlRecord, MemoryControl, RunControl, SqliteControl
 from ._guard import RunGuard, WorkerStopping
@@ -192,8 +191,7 @@ class Driver:
         note(INFO, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
         try:
             if started is UNREAD:
-                first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
-                started = json.loads(first[2]) if first is not None and first[1] == RUN_STARTED else None
+                started = first_started(world, rid)  # the first row, not the whole log
             recorded = started
             value = (
                 recorded.get("input")

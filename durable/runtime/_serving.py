@@ -29,7 +29,6 @@ from ..engine import (
     run_manifest,
 )
 from ..errors import DriftChange
-from ..events import RUN_STARTED
 from ..store import ControlRecord
 from ._driver import control_of
 from ._outcome import where_args, workflow_target
@@ -83,15 +82,6 @@ class Waiting:
             data = {}
         keys = data.get("drift_keys")
         return Waiting(data.get("manifest_hash"), [str(k) for k in keys] if isinstance(keys, list) else [])
-
-
-def first_started(world: WorldCore, run_id: str) -> dict[str, Any] | None:
-    """The run's ``run.started`` data from its first row (``None``: the run has not started)."""
-    first = next(iter(world.log.iter_rows(run_id)), None)
-    if first is None or first[1] != RUN_STARTED:
-        return None
-    data: dict[str, Any] = json.loads(first[2])
-    return data
 
 
 class CodeMatch:

@@ -18,6 +18,7 @@ from ..engine import (
     accepted_drift_keys,
     checked_budget,
     count_recovery,
+    first_started,
     new_run_id,
     traceparent,
     validate_input,
@@ -31,7 +32,7 @@ from ._handle import RunHandle
 from ._outcome import RECOVERY_EXHAUSTED, blocked_text
 from ._queue import queue_name
 from ._resolve import find_workflow, record_budget, record_resume
-from ._serving import WAITING_FOR_CODE, CodeMatch, first_started, leave_waiting
+from ._serving import WAITING_FOR_CODE, CodeMatch, leave_waiting
 from ._status import run_status
 
 log = logging.getLogger("durable.runtime")
