@@ -88,7 +88,7 @@ async def main() -> None:
         print("emails sent before any worker ran:", len(PROVIDER["sent"]))  # type: ignore[arg-type]
         little(["outbox", "--data-dir", str(data)])
         async with durable.Worker(world, workflows=[place_order]):  # its dispatcher sends the email
-            store = durable.store.outbox_for(world.log, world.extensions)
+            store = world.open_outbox()
             for _ in range(3000):
                 entry = store.get(out["email"])
                 if entry is not None and entry.state == "delivered":

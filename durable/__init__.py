@@ -16,7 +16,6 @@ from .engine._budget import Budget, Usage
 from .engine._current import idempotency_key, model_for
 from .engine._decorators import DurableFunction, model_call, step, tool, workflow
 from .engine._determinism import interrupt, now, random, sleep, uuid4
-from .engine._effects import NEVER_HAPPENED
 from .engine._loader import recover
 from .engine._messages import close_stream, recv, set_event, write_stream
 from .engine._outbox_call import OutboxRef
@@ -26,6 +25,7 @@ from .engine._recorded import Recorded
 from .engine._retry_policy import RetryPolicy
 from .engine._runner import run_workflow
 from .engine._sessions import Session, scratch_dir, session
+from .engine._spec import NEVER_HAPPENED
 from .errors import (
     ArtifactIntegrityError,
     BudgetExhaustedError,

@@ -135,7 +135,7 @@ class CrashingLog:
 
     def message_store(self) -> MessageStore:
         """The inner log's message store (a consume commits there, past this wrapper)."""
-        return messages_for(self.inner, {})
+        return messages_for(self.inner)
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """Read from the inner log."""

@@ -19,11 +19,28 @@ pytest.register_assert_rewrite(
 
 import durable  # noqa: E402  (after the rewrite hook, as pytest asks)
 from durable import World  # noqa: E402
-from durable.store import MemoryArtifacts, MemoryLocks, MemoryLog  # noqa: E402
+from durable.store import (  # noqa: E402
+    MemoryArtifacts,
+    MemoryControl,
+    MemoryLocks,
+    MemoryLog,
+    MemorySchedules,
+)
 from tests.helpers import pg  # noqa: E402
 
 POSTGRES_DIRS = frozenset({"engine", "runtime", "outer", "integrations", "recorded", "crash", "messages"})
 """Test folders whose ``worlds`` fixture runs on Postgres too (the others test files and SQLite damage)."""
+
+SERVICES = (
+    "control_store",
+    "message_store",
+    "outbox_store",
+    "schedule_store",
+    "outer_loop_manifests",
+    "memory_store",
+    "runtime_state",
+)
+"""The world's services a crashing world shares with the world it wraps."""
 
 
 class Worlds:
@@ -41,7 +58,11 @@ class Worlds:
         self.data_dir = tmp_path / "data"
         self._memory_log: MemoryLog | None = None
         self._memory_locks: MemoryLocks | None = None
-        self._memory_extensions: dict[str, object] = {}
+        self._memory_services: dict[str, object] = {
+            "control_store": MemoryControl(),
+            "schedule_store": MemorySchedules(),
+            "outer_loop_manifests": {},
+        }  # control records, schedules and outer-loop manifests survive like files
         self._memory_artifacts: MemoryArtifacts | None = None
         self.opened: list[World] = []
 
@@ -64,7 +85,8 @@ class Worlds:
                 artifacts=self._memory_artifacts,
                 **kwargs,  # type: ignore[arg-type]
             )
-            world.extensions = self._memory_extensions  # outer-loop manifests survive like files
+            for name, service in self._memory_services.items():
+                setattr(world, name, service)
         self.opened.append(world)
         return world
 
@@ -80,7 +102,8 @@ class Worlds:
             artifacts=inner.artifacts,
             codec=inner.codec,
         )
-        world.extensions = inner.extensions
+        for name in SERVICES:
+            setattr(world, name, getattr(inner, name))
         return world
 
     def close(self) -> None:

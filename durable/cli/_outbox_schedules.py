@@ -8,7 +8,6 @@ from typing import Any
 
 from ..engine import WorldCore
 from ..runtime import Schedules
-from ..store import outbox_for
 from ._registry import CliError, command, table
 
 
@@ -39,7 +38,7 @@ def _outbox_table(data: Any) -> str:
     human=_outbox_table,
 )
 def _outbox(world: WorldCore, a: argparse.Namespace) -> Any:
-    store = outbox_for(world.log, world.extensions)
+    store = world.open_outbox()
     if a.action == "retry":
         if not a.key:
             raise CliError("little outbox retry takes the KEY of a dead entry (see `little outbox --dead`)")

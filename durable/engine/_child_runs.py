@@ -15,6 +15,7 @@ from typing import Any
 
 from ._context import CURRENT, EFFECT_KEY
 from ._keys import effect_of_idempotency_key, tool_child_run_id
+from ._run_input import DriveOptions
 from ._spec import Spec
 
 
@@ -39,8 +40,8 @@ async def child_of_effect(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, A
             run_id=tool_child_run_id(effect_key, spec.name, ih),
             models=run.models,
             parent=(run.run_id, parent_key),
-            guard=None if run.guard is None else run.guard.child(run),
             account=run.account,  # a child run counts against its parent's budget
+            options=DriveOptions(guard=None if run.guard is None else run.guard.child(run)),
         )
     finally:
         EFFECT_KEY.reset(token)

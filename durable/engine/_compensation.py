@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..errors import CompensationFailedError, UnknownCommitError
 from ..events import EFFECT_INTENT, EFFECT_RECEIPT
 from . import _event_writer as ev
+from ._attempts import Attempts
 from ._call_inputs import recorded_input
-from ._context import EFFECT_KEY
+from ._context import EFFECT_KEY, Compensation
 from ._failures import error_data, recordable
 from ._keys import idempotency_key
-from ._spec import Spec, spec_of
+from ._spec import NEVER_HAPPENED, Spec, spec_of
 from ._values import stored_bytes, to_json
 
 if TYPE_CHECKING:
@@ -35,16 +36,6 @@ if TYPE_CHECKING:
 
 COMPENSATE = "compensate:"
 """The prefix of a compensation's effect key: ``compensate:<original key>``."""
-
-
-class Compensation(NamedTuple):
-    """A confirmed call to undo: its key, its tool's ``compensate=``, its arguments and result."""
-
-    key: str
-    undo: Any
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    result: Any
 
 
 def remember(
@@ -99,8 +90,6 @@ async def _one(run: RunContext, c: Compensation) -> None:
             key=key,
         )
     if receipt is None and key in rec.intents and spec.reconcile is not None:
-        from ._effects import NEVER_HAPPENED  # the effects import this module
-
         answer = spec.reconcile(idempotency_key(run.run_id, key), inp)
         if inspect.isawaitable(answer):
             answer = await answer
@@ -108,9 +97,7 @@ async def _one(run: RunContext, c: Compensation) -> None:
             _confirm(run, spec, key, answer, time.perf_counter())
             await run.flush_async()
             return
-    from ._retry_loop import _Attempts  # the retry loop imports the effects, which import this module
-
-    tries = _Attempts(run, key, spec.retry) if spec.retry is not None else None
+    tries = Attempts(run, key, spec.retry) if spec.retry is not None else None
     while True:
         if tries is not None:
             await tries.wait_backoff()

@@ -17,7 +17,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .._clock import VIRTUAL, poll_sleep
 from ..errors import ConfigurationError, DriftChange
@@ -28,10 +28,23 @@ from ._recorded import Recorded
 
 if TYPE_CHECKING:
     from ._budget import Account
-    from ._compensation import Compensation
     from ._metrics import Meters
     from ._tracing import Tracing
     from ._world import WorldCore
+
+
+class Compensation(NamedTuple):
+    """A confirmed call to undo: its key, its tool's ``compensate=``, its arguments and result.
+
+    ``_compensation`` remembers them as a run goes and runs them when it fails or is cancelled.
+    """
+
+    key: str
+    undo: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    result: Any
+
 
 CURRENT: ContextVar[Scope | None] = ContextVar("durable_scope", default=None)
 """The scope of the running durable call, or ``None`` outside any run."""

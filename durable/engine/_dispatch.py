@@ -20,6 +20,7 @@ from ._effects import EffectCall, confirm, effect_async, effect_begin, effect_sy
 from ._keys import child_run_id
 from ._outbox_call import outbox_effect
 from ._retry_loop import effect_with_retry, step_with_retry
+from ._run_input import DriveOptions
 from ._runner import drive
 from ._spec import Spec
 from ._steps import step_async, step_sync
@@ -57,8 +58,8 @@ async def _drive_child(call: EffectCall, spec: Spec, args: tuple[Any, ...], kwar
             run_id=child_run_id(run.run_id, call.key),
             models=run.models,
             parent=(run.run_id, call.key),
-            guard=None if run.guard is None else run.guard.child(run),
             account=run.account,  # a child run counts against its parent's budget
+            options=DriveOptions(guard=None if run.guard is None else run.guard.child(run)),
         )
     except BaseException as exc:
         if traced is not None:

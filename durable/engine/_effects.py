@@ -28,29 +28,13 @@ from ._failures import error_data, rebuild_from, recordable
 from ._keys import effect_key, idempotency_key
 from ._metrics import record_attempt
 from ._nested_calls import body_recorded_calls
+from ._spec import NEVER_HAPPENED as NEVER_HAPPENED
 from ._spec import Spec
 from ._values import stored_bytes, to_json
 
 if TYPE_CHECKING:
     from ._recorded import Recorded
     from ._tracing import Traced
-
-
-class _NeverHappened:
-    """The answer a ``reconcile=`` function gives when the effect never took place."""
-
-    _instance: _NeverHappened | None = None
-
-    def __new__(cls) -> _NeverHappened:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "durable.NEVER_HAPPENED"
-
-
-NEVER_HAPPENED = _NeverHappened()
 
 
 class EffectCall(Claim):

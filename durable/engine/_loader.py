@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
+from typing import Any
 
 from ..errors import RunNotFoundError
+from ..events import RUN_STARTED
 from ..store import (
     EventLog,
 )
@@ -83,8 +86,17 @@ def recover_log(log: EventLog, run_id: str) -> Recorded:
 
 
 def run_not_found(world: WorldCore, run_id: str) -> RunNotFoundError:
-    where = f"data directory {str(world.data_dir)!r}" if world.data_dir else "this world"
+    """The error of a run the world does not know, naming where it looked and how to list runs."""
     return RunNotFoundError(
-        f"no run {run_id!r} in {where}; list runs with `little runs`.",
+        f"no run {run_id!r} in {world.where()}; list runs with `little runs`.",
         run_id=run_id,
     )
+
+
+def first_started(world: WorldCore, run_id: str) -> dict[str, Any] | None:
+    """The run's ``run.started`` data from its first row (``None``: the run has not started)."""
+    first = next(iter(world.log.iter_rows(run_id)), None)
+    if first is None or first[1] != RUN_STARTED:
+        return None
+    data: dict[str, Any] = json.loads(first[2])
+    return data

@@ -24,7 +24,7 @@ from typing import Any
 from .._clock import due_at
 from ..errors import ConfigurationError
 from ..events import EVENT_SET, MESSAGE_RECEIVED, MESSAGE_SENT, MESSAGE_WAITING, STREAM_CLOSED, STREAM_WRITE
-from ..store import Message, messages_for
+from ..store import Message
 from . import _event_writer as ev
 from ._claim import Claim
 from ._context import RunContext, Scope, current_scope
@@ -115,7 +115,7 @@ async def recv(topic: str | None = None, *, timeout: float | None = None) -> Any
             wake = run.clock() + float(timeout)
             run.emit(MESSAGE_WAITING, ev.message_waiting(key, topic, wake, claim.n))
             await run.flush_async()
-        store = messages_for(run.log, run.world.extensions)
+        store = run.world.open_messages()
         due = None if wake is None else due_at(wake)  # in virtual time, the clock stops at the timeout
         try:
             return await _wait_message(run, store, key, topic, claim.n, wake)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..events import EFFECT_RECEIPT
-from ..store import OutboxEntry, outbox_for
+from ..store import OutboxEntry
 from . import _event_writer as ev
 from ._call_inputs import recorded_input
 from ._context import CURRENT
@@ -92,7 +92,7 @@ async def outbox_effect(
         entry = OutboxEntry(
             ref.key, run.run_id, spec.name, ev.encode(inp), created_at=now, next_at=now, updated_at=now
         )
-        store = outbox_for(run.log, run.world.extensions)
+        store = run.world.open_outbox()
         append = run.take_append()
         try:
             store.enqueue(append, entry)

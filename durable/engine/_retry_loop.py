@@ -17,103 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._logging import ERROR, WARNING, note
-from ..errors import NonRetryableError
-from ..events import EFFECT_RECEIPT, RETRY_DECISION
+from ..events import EFFECT_RECEIPT
 from . import _event_writer as ev
+from ._attempts import Attempts
 from ._claim import REPLAYED
 from ._compensation import remember
 from ._context import CURRENT, RunContext
 from ._decide import EXECUTE
 from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok, settle
-from ._failures import error_data, error_type, recordable
-from ._recorded import Recorded
-from ._retry_policy import Decision, RetryPolicy, decide
+from ._failures import error_data, recordable
 from ._spec import Spec
 from ._steps import StepCall, step_attempt, step_begin, step_fail
-
-
-class _Attempts:
-    """The retry bookkeeping of one call: attempt number, timing and the pending backoff."""
-
-    __slots__ = ("attempt", "first_at", "idle", "key", "policy", "run", "wake")
-
-    def __init__(self, run: RunContext, key: str, policy: RetryPolicy):
-        self.run = run
-        self.key = key
-        self.policy = policy
-        rec: Recorded = run.recorded
-        decisions = [d for d in rec.retries.get(key, ()) if d.get("decision") == "retry"]
-        self.attempt = 1 + len(decisions)
-        self.wake = rec.pending_wake(key)
-        self.idle = sum(float(d.get("backoff") or 0.0) for d in decisions)
-        first = decisions[0].get("first_attempt_at") if decisions else None
-        self.first_at = float(first) if first is not None else run.clock()
-
-    async def wait_backoff(self) -> None:
-        """Sleep what is left of the backoff before the due attempt (nothing when past)."""
-        if self.wake is not None:
-            remaining = self.wake - self.run.clock()
-            self.wake = None
-            if remaining > 0:
-                await self.run.pause(remaining)
-
-    def decide(self, exc: BaseException) -> Decision:
-        """Ask the policy about ``exc`` (``NonRetryableError`` gives up at once)."""
-        if isinstance(exc, NonRetryableError):
-            return Decision(False, 0.0)
-        return decide(
-            self.policy,
-            exc,
-            attempt=self.attempt,
-            first_attempt_at=self.first_at,
-            now=self.run.clock(),
-            idle_for=self.idle,
-        )
-
-    def record(self, exc: BaseException, decision: Decision) -> None:
-        """Buffer the ``retry.decision`` event and move on to the next attempt when retrying."""
-        wake = self.run.clock() + decision.backoff if decision.retry else None
-        self.run.emit(
-            RETRY_DECISION,
-            ev.retry_decision(
-                self.key, self.attempt, decision.retry, decision.backoff, wake, error_type(exc), self.first_at
-            ),
-        )
-        if decision.retry:
-            note(
-                WARNING,
-                self.run.run_id,
-                self.key,
-                "run %s: %s attempt %d failed (%s); retrying in %.3g s",
-                self.run.run_id,
-                self.key,
-                self.attempt,
-                error_type(exc),
-                decision.backoff,
-                attempt=self.attempt,
-                retry=True,
-                backoff=decision.backoff,
-                error_type=error_type(exc),
-            )
-            self.attempt += 1
-            self.idle += decision.backoff
-            self.wake = wake
-        else:
-            note(
-                ERROR,
-                self.run.run_id,
-                self.key,
-                "run %s: %s attempt %d failed (%s); giving up",
-                self.run.run_id,
-                self.key,
-                self.attempt,
-                error_type(exc),
-                attempt=self.attempt,
-                retry=False,
-                backoff=0.0,
-                error_type=error_type(exc),
-            )
 
 
 def _refresh(run: RunContext) -> None:
@@ -133,7 +47,7 @@ async def step_with_retry(
         assert isinstance(call, StepCall)
         assert spec.retry is not None
         run = call.run
-        tries = _Attempts(run, call.path, spec.retry)
+        tries = Attempts(run, call.path, spec.retry)
         call.attempt = tries.attempt
         while True:
             await tries.wait_backoff()
@@ -167,7 +81,7 @@ async def effect_with_retry(
         assert isinstance(call, EffectCall)
         assert spec.retry is not None
         run = call.run
-        tries = _Attempts(run, call.key, spec.retry)
+        tries = Attempts(run, call.key, spec.retry)
         while True:
             await tries.wait_backoff()
             try:

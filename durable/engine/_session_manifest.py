@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import CapabilityDriftError, ConfigurationError, DriftChange
-from ._manifest import accept_advice, definition_hash, describe, signature_text
+from ._drift import accept_advice
+from ._manifest import definition_hash, describe, signature_text
 from ._spec import Spec, spec_of
 from ._values import canonical
 

@@ -30,6 +30,24 @@ _EMPTY = inspect.Parameter.empty
 _JSON_TYPES = (dict, list, str, int, float, bool, type(None))
 
 
+class _NeverHappened:
+    """The answer a ``reconcile=`` function gives when the effect never took place."""
+
+    _instance: _NeverHappened | None = None
+
+    def __new__(cls) -> _NeverHappened:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "durable.NEVER_HAPPENED"
+
+
+NEVER_HAPPENED = _NeverHappened()
+"""What a ``reconcile=`` function returns when the effect never took place (``durable.NEVER_HAPPENED``)."""
+
+
 class Spec:
     """Everything the engine needs to know about one decorated function."""
 
@@ -39,7 +57,9 @@ class Spec:
         "_params",
         "_plan",
         "binding",
+        "code_manifest",
         "compensate",
+        "description",
         "fn",
         "idempotent",
         "is_async",
@@ -98,6 +118,11 @@ class Spec:
         self.is_asyncgen = inspect.isasyncgenfunction(fn)
         self.is_async = inspect.iscoroutinefunction(fn) or self.is_asyncgen
         self.signature = inspect.signature(fn)
+        self.description: dict[str, Any] | None = None
+        """Its canonical description (``_manifest.describe``), computed on first use."""
+        self.code_manifest: dict[str, Any] | None = None
+        """A workflow's run manifest without models and memory (``_manifest.run_manifest``), on first use."""
+
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._plan: _Plan | None = None
         # The types of recorded outputs that come back as they are (``Output.keep``), known

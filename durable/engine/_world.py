@@ -7,9 +7,9 @@ The public ``World`` (in ``_worlds``) adds the memory store, and
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from .._clock import wall
 from ..errors import ConfigurationError, LogCorruptedError, RunNotFoundError
@@ -23,17 +23,51 @@ from ..store import (
     FileArtifacts,
     Locks,
     MemoryArtifacts,
+    MessageStore,
+    OutboxStore,
+    RunControl,
     RunInfo,
+    ScheduleStore,
+    keeps_outbox,
+    messages_for,
+    outbox_for,
     row_times,
 )
 
 Durability = Literal["process", "power"]
 
 
+class MemoryService(Protocol):
+    """What the engine asks of a world's memory store (``durable.memory.MemoryStore``)."""
+
+    def manifest(self) -> dict[str, Any] | None:
+        """The store as a run's manifest records it."""
+        ...
+
+    def close(self) -> None:
+        """Close the store's database."""
+        ...
+
+
 class WorldCore:
     """The engine's view of a world; the public ``World`` adds the memory store.
 
-    Its attributes are documented on ``World``.
+    Its public attributes are documented on ``World``. The services below are
+    ``None`` until the part that uses them opens them (once per world object),
+    except those a world brings of its own (a Postgres world brings control,
+    schedules and outer-loop manifests).
+
+    Attributes:
+        control_store: The runtime's control records (queues, claims, cancellations):
+            the world's own, else ``runtime.db`` beside ``events.db``, or one in memory.
+        message_store: Messages to runs, beside the log (see ``open_messages``).
+        outbox_store: The outbox of ``@tool(outbox=True)``, beside the log (see ``open_outbox``).
+        schedule_store: The schedules' records (``durable.runtime.schedules_of`` opens it).
+        outer_loop_manifests: Outer-loop manifests by loop id, for a world without a data
+            directory (a dict in memory, a table of a Postgres world).
+        memory_store: The memory store once ``world.memory`` opened it.
+        runtime_state: The runtime's state for this world object
+            (``durable.runtime``'s ``RuntimeState``, made by ``runtime_of``).
     """
 
     def __init__(
@@ -63,8 +97,14 @@ class WorldCore:
         self.durability = durability
         self.clock: Callable[[], float] = clock or wall
         self.sleep: Callable[[float], Awaitable[None]] = sleep or asyncio.sleep
-        self.extensions: dict[str, Any] = {}
         self.codec = codec
+        self.control_store: RunControl | None = None
+        self.message_store: MessageStore | None = None
+        self.outbox_store: OutboxStore | None = None
+        self.schedule_store: ScheduleStore | None = None
+        self.outer_loop_manifests: MutableMapping[str, str] | None = None
+        self.memory_store: MemoryService | None = None
+        self.runtime_state: object | None = None
         if artifacts is None:
             artifacts = (
                 MemoryArtifacts()
@@ -85,9 +125,8 @@ class WorldCore:
         rows = self.log.read(run_id)
         if not rows:
             raise RunNotFoundError(
-                f"no run {run_id!r} in {self.where()}; list runs with `little runs`.",
-                run_id=run_id,
-            )
+                f"no run {run_id!r} in {self.where()}; list runs with `little runs`.", run_id=run_id
+            )  # as run_not_found says it (the loader imports the world)
         times = row_times(self.log, run_id)
         try:
             return [parse_event(run_id, seq, type_, data, times.get(seq)) for seq, type_, data in rows]
@@ -124,14 +163,40 @@ class WorldCore:
 
     def close(self) -> None:
         """Close the log, the stores beside it and the locks' file (the world is unusable afterwards)."""
-        for name in ("memory", "control", "schedules"):
-            store = self.extensions.pop(name, None)
-            if store is not None:
-                store.close()
+        stores: tuple[object, ...] = (self.memory_store, self.control_store, self.schedule_store)
+        self.memory_store = self.control_store = self.schedule_store = None
+        for store in stores:
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
         self.log.close()
         close_locks = getattr(self.locks, "close", None)  # FileLocks keeps one file open
         if close_locks is not None:
             close_locks()
+
+    def open_messages(self) -> MessageStore:
+        """The world's message store, opened beside its log on first use.
+
+        Raises:
+            ConfigurationError: The log keeps no messages.
+        """
+        if self.message_store is None:
+            self.message_store = messages_for(self.log)
+        return self.message_store
+
+    def keeps_outbox(self) -> bool:
+        """Whether ``open_outbox`` finds an outbox (without opening it)."""
+        return self.outbox_store is not None or keeps_outbox(self.log)
+
+    def open_outbox(self) -> OutboxStore:
+        """The world's outbox, opened beside its log on first use.
+
+        Raises:
+            ConfigurationError: The log has no outbox.
+        """
+        if self.outbox_store is None:
+            self.outbox_store = outbox_for(self.log)
+        return self.outbox_store
 
     def __enter__(self) -> WorldCore:
         return self
@@ -140,6 +205,7 @@ class WorldCore:
         self.close()
 
     def where(self) -> str:
+        """Where the world keeps its runs, in words for messages (``data directory '...'``)."""
         return f"data directory {str(self.data_dir)!r}" if self.data_dir else "this memory world"
 
     def __repr__(self) -> str:

@@ -457,14 +457,14 @@ class MemoryStore:
 
 def open_world_memory(world: WorldCore) -> MemoryStore:
     """The world's memory store, opened on first use and kept with the world."""
-    store = world.extensions.get("memory")
-    if isinstance(store, MemoryStore):
-        return store
+    found = world.memory_store
+    if isinstance(found, MemoryStore):
+        return found
     path: Path | None = None
     if world.data_dir is not None:
         folder = Path(world.data_dir) / "memory"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "memory.db"
     store = MemoryStore(path, clock=world.clock, codec=getattr(world, "codec", None))
-    world.extensions["memory"] = store
+    world.memory_store = store
     return store

@@ -33,9 +33,6 @@ from ..store import (
     RunControl,
     RunInfo,
     SqliteControl,
-    keeps_outbox,
-    messages_for,
-    outbox_for,
 )
 from ._call_inputs import input_artifacts, read_inputs, self_contained
 
@@ -225,20 +222,23 @@ def gc(
 
 def _control_store(world: WorldCore) -> RunControl | None:
     """The world's control records: its own, or ``runtime.db`` beside the log when it exists."""
-    control: RunControl | None = world.extensions.get("control")
-    if control is None and world.data_dir is not None and (world.data_dir / "runtime.db").exists():
-        control = world.extensions["control"] = SqliteControl(world.data_dir / "runtime.db")
-    return control
+    if (
+        world.control_store is None
+        and world.data_dir is not None
+        and (world.data_dir / "runtime.db").exists()
+    ):
+        world.control_store = SqliteControl(world.data_dir / "runtime.db")
+    return world.control_store
 
 
 def _delete_run(world: WorldCore, control: RunControl | None, run_id: str) -> None:
     """Every trace of one run; the log goes last, so a cut gc leaves a run the next gc finds."""
     if control is not None:
         control.delete([run_id])
-    if keeps_outbox(world.log, world.extensions):
-        outbox_for(world.log, world.extensions).delete_run(run_id)
+    if world.keeps_outbox():
+        world.open_outbox().delete_run(run_id)
     with contextlib.suppress(ConfigurationError):  # a log that keeps no messages
-        messages_for(world.log, world.extensions).delete_run(run_id)
+        world.open_messages().delete_run(run_id)
     world.log.delete_run(run_id)
 
 

@@ -21,16 +21,15 @@ from ..engine import (
     Scope,
     Spec,
     WorldCore,
-    _input_params,
     call_sync_body,
     change_lines,
     drift_error,
-    manifest_cache,
     memory_manifest,
     recorded_model_drift,
     recover_log,
     run_drift,
     run_manifest,
+    run_not_found,
     step_additions,
     validate_input,
     workflow_spec,
@@ -41,7 +40,6 @@ from ..errors import (
     DriftChange,
     NondeterminismError,
     RunInterrupted,
-    RunNotFoundError,
     UnknownCommitError,
 )
 from ..events import RUN_CANCELLED, RUN_COMPLETED, RUN_FAILED, RUN_INTERRUPTED
@@ -135,9 +133,7 @@ async def dry_resume(wf: Any, run_id: str, *, world: WorldCore) -> DryResume:
     spec = workflow_spec(wf)
     rec = recover_log(world.log, run_id)
     if rec.started is None:
-        raise RunNotFoundError(
-            f"no run {run_id!r} in {world.where()}; list runs with `little runs`.", run_id=run_id
-        )
+        raise run_not_found(world, run_id)
     info = world.log.info(run_id)
     return await replay_recorded(spec, run_id, rec, world, info.status if info is not None else "running")
 
@@ -163,8 +159,8 @@ async def replay_recorded(
         if model_drift is not None:
             raise model_drift
         accepted = set(rec.drift_keys)
-        cache = manifest_cache(world)
-        changes = run_drift(started, spec, models, rec, cache, memory_manifest(world))
+        current = run_manifest(spec, models, memory_manifest(world))
+        changes = run_drift(started, spec, models, rec, current=current)
         changes = [c for c in changes if c.key not in accepted]
         if changes:
             return DryResume(
@@ -180,9 +176,7 @@ async def replay_recorded(
         rec.terminal = None  # replayed as far as its question, as an answered resume would go
     dry = _DryRun(world, run_id, 0, rec, models)
     # As a real resume: steps that only gained parameters with defaults match their recorded calls.
-    dry.added_params = step_additions(
-        started.get("manifest") or {}, run_manifest(spec, models, cache, memory_manifest(world))
-    )
+    dry.added_params = step_additions(started.get("manifest") or {}, current)
     got = await _replay(spec, value, dry, status, kind)
     if kind == RUN_COMPLETED and got.ok and got.continues_at is not None:
         error = NondeterminismError(
@@ -201,7 +195,7 @@ async def _replay(spec: Any, value: Any, run: _DryRun, status: str, terminal: st
     token = CURRENT.set(scope)
     rid = run.run_id
     try:
-        args = (value,) if _input_params(spec) else ()
+        args = (value,) if spec.params() else ()
         if spec.is_async:
             out = spec.fn(*args)
         else:

@@ -2,7 +2,7 @@
 
 A local world keeps ``outer-loops/{outer_loop_id}.json`` under its data
 directory; a memory world keeps the same JSON text in
-``world.extensions["outer_loops"]``. A file is replaced atomically (written
+``world.outer_loop_manifests``. A file is replaced atomically (written
 to a temporary file in the same folder, fsynced, renamed over the old one,
 and the folder fsynced), so a kill leaves either the old manifest or the new
 one, never half of one.
@@ -20,6 +20,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
 
 FOLDER = "outer-loops"
 """The folder under a local world's data directory that holds the manifests."""
-
-EXTENSION_KEY = "outer_loops"
-"""The key of ``world.extensions`` under which a memory world keeps manifests."""
 
 _ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
@@ -134,8 +132,10 @@ class ManifestStore:
             return f"manifest file {str(self.path)!r}"
         return f"outer-loop manifest {self.outer_loop_id!r} of this memory world"
 
-    def _memory(self) -> dict[str, str]:
-        found: dict[str, str] = self._world.extensions.setdefault(EXTENSION_KEY, {})
+    def _memory(self) -> MutableMapping[str, str]:
+        found = self._world.outer_loop_manifests
+        if found is None:
+            found = self._world.outer_loop_manifests = {}
         return found
 
     def load(self) -> OuterLoopManifest | None:

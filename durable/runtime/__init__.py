@@ -8,7 +8,7 @@ world's control store (``durable.store.RunControl``).
 from __future__ import annotations
 
 # The door: what the other parts of the package use (not public API).
-from ._detail import _has_control as _has_control
+from ._detail import keeps_control as keeps_control
 from ._detail import list_runs as list_runs
 from ._doctor import Finding, doctor
 from ._driver import HOST as HOST

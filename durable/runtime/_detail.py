@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..engine import WorldCore
+from ..engine import WorldCore, first_started
 from ..store import ControlRecord, RunInfo
 from ._driver import control_of
 from ._handle import driver_of
-from ._serving import WAITING_FOR_CODE, first_started, short_hash
-from ._status import status_of
+from ._serving import WAITING_FOR_CODE, short_hash
+from ._status import reconciled, status_of
 
 
 def _driver_text(d: dict[str, Any]) -> str:
@@ -32,7 +32,7 @@ def _waiting_row(rec: ControlRecord) -> dict[str, Any]:
     return {
         "run_id": rec.run_id,
         "workflow": rec.workflow,
-        "status": rec.state,
+        "status": reconciled(None, rec),
         "parent_run_id": None,
         "created_at": rec.created_at,
         "updated_at": rec.created_at,
@@ -57,10 +57,10 @@ def code_version(world: WorldCore, run_id: str) -> str | None:
     return short_hash(tag) if isinstance(tag, str) else None
 
 
-def _has_control(world: WorldCore) -> bool:
+def keeps_control(world: WorldCore) -> bool:
     """Whether the world keeps control records (a Postgres world always; a data directory once used)."""
     data_dir = world.data_dir
-    return "control" in world.extensions or (data_dir is not None and (data_dir / "runtime.db").exists())
+    return world.control_store is not None or (data_dir is not None and (data_dir / "runtime.db").exists())
 
 
 def list_runs(
@@ -72,7 +72,7 @@ def list_runs(
     that never started); only the rows shown are completed with their
     control records (one query) and the drivers of running runs.
     """
-    shared = _has_control(world)
+    shared = keeps_control(world)
     entries: list[RunInfo | ControlRecord] = list(world.runs(status=status, workflow=workflow))
     if shared and status in (None, "enqueued", "cancelled"):
         known = {e.run_id for e in entries}
@@ -81,7 +81,7 @@ def list_runs(
             for rec in control_of(world).unstarted()
             if rec.run_id not in known
             and (workflow is None or rec.workflow == workflow)
-            and (status is None or rec.state == status)
+            and (status is None or reconciled(None, rec) == status)
         ]
         if waiting:
             entries = sorted([*entries, *waiting], key=lambda e: -e.created_at)  # stable: log order on ties

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import WorldCore
-from ..store import ControlRecord, keeps_outbox, outbox_for
+from ..store import ControlRecord
 from ._driver import control_of
 from ._outcome import blocked_data, fixes, where_args, workflow_target
 from ._serving import WAITING_FOR_CODE, Waiting, waiting_fixes
@@ -111,8 +111,8 @@ def doctor(world: WorldCore, *, stale: float = STALE) -> list[Finding]:
     for rec in ctl.unstarted():
         if rec.state == "enqueued" and now - rec.created_at > stale:
             out.append(_unclaimed(world, rec, now))
-    if keeps_outbox(world.log, world.extensions):
-        for entry in outbox_for(world.log, world.extensions).entries("dead"):
+    if world.keeps_outbox():
+        for entry in world.open_outbox().entries("dead"):
             key = shlex.quote(entry.key)
             out.append(
                 Finding(

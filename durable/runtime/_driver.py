@@ -2,7 +2,7 @@
 
 The runtime's state for one world object (its control store, the guards of
 the runs driven through it, its default driver, the workers' wake-ups)
-lives on the world (``world.extensions["runtime"]``), never in a module
+lives on the world (``world.runtime_state``), never in a module
 global: two worlds in one process share nothing.
 
 A ``Driver`` belongs to one owner (a worker, or the process that called
@@ -25,9 +25,8 @@ from typing import Any
 
 from .._clock import poll_wait
 from .._logging import INFO, note
-from ..engine import Spec, WorldCore, budget_of, count_run, drive
+from ..engine import DriveOptions, Spec, WorldCore, budget_of, count_run, drive, first_started
 from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
-from ..events import RUN_STARTED
 from ..security import open_control_input, seal_control_input
 from ..store import ControlRecord, MemoryControl, RunControl, SqliteControl
 from ._guard import RunGuard, WorkerStopping
@@ -54,7 +53,7 @@ class RuntimeState:
     """The runtime's state for one world object.
 
     Attributes:
-        control: The world's control store: the one the world brings (``world.extensions["control"]``,
+        control: The world's control store: the one the world brings (``world.control_store``,
             as a Postgres world does), else ``runtime.db`` beside ``events.db``, or one in memory.
         live: The guards of the runs this world object drives now, by run id.
         known: Workflows started or served through this world object, by recorded name.
@@ -63,14 +62,14 @@ class RuntimeState:
     """
 
     def __init__(self, world: WorldCore):
-        control: RunControl | None = world.extensions.get("control")  # a world's own (Postgres)
+        control = world.control_store  # a world's own (Postgres)
         if control is None:
             control = (
                 SqliteControl(world.data_dir / "runtime.db")
                 if world.data_dir is not None
                 else MemoryControl()
             )
-            world.extensions["control"] = control
+            world.control_store = control
         self.control = control
         self.live: dict[str, RunGuard] = {}
         self.known: dict[str, Spec] = {}
@@ -80,11 +79,11 @@ class RuntimeState:
 
 def runtime_of(world: WorldCore) -> RuntimeState:
     """The world's runtime state, made on first use."""
-    state: RuntimeState | None = world.extensions.get("runtime")
-    if state is None:
-        state = RuntimeState(world)
-        world.extensions["runtime"] = state
-    return state
+    state = world.runtime_state
+    if isinstance(state, RuntimeState):
+        return state
+    made = world.runtime_state = RuntimeState(world)
+    return made
 
 
 def waker(event: asyncio.Event) -> Callable[[], None]:
@@ -192,8 +191,7 @@ class Driver:
         note(INFO, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
         try:
             if started is UNREAD:
-                first = next(iter(world.log.iter_rows(rid)), None)  # the first row, not the whole log
-                started = json.loads(first[2]) if first is not None and first[1] == RUN_STARTED else None
+                started = first_started(world, rid)  # the first row, not the whole log
             recorded = started
             value = (
                 recorded.get("input")
@@ -207,13 +205,15 @@ class Driver:
                 world,
                 run_id=rid,
                 models=models,
-                guard=guard,
-                deadline=rec.deadline,
-                lock_held=True,
-                resume_cancelled=rec.resume == "cancelled",
                 retry_failed=rec.resume == "failed",
-                traceparent=rec.traceparent,
                 budget=None if recorded is not None else budget_of(rec.budget),
+                options=DriveOptions(
+                    guard=guard,
+                    deadline=rec.deadline,
+                    lock_held=True,
+                    resume_cancelled=rec.resume == "cancelled",
+                    traceparent=rec.traceparent,
+                ),
             )
         except (RunCancelled, RunCancelledError):
             state = "cancelled"

@@ -18,7 +18,6 @@ from .._clock import due_at, monotonic, poll_sleep, wall
 from ..engine import ANY, CURRENT, WorldCore, check_topic, decode_state, encode, record_send, to_json
 from ..errors import ConfigurationError, RunFinishedError
 from ..events import EVENT_SET, RUN_CANCELLED, RUN_COMPLETED, RUN_FAILED, STREAM_CLOSED, STREAM_WRITE
-from ..store import messages_for
 from ._status import run_status
 
 POLL_MIN = 0.0005
@@ -69,7 +68,7 @@ async def send(run_id: str, value: Any, *, topic: str | None = None, world: Worl
     if not isinstance(run_id, str) or not run_id:
         raise ConfigurationError(f"durable.send() takes a run id string, not {run_id!r}.")
     data = encode(to_json(ANY, value, what="the message", run_id=run_id, path=None))
-    store = messages_for(world.log, world.extensions)
+    store = world.open_messages()
     target_world = world
 
     async def deliver(message_id: str) -> None:

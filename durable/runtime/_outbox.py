@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from ..engine import EFFECT_KEY, OUTBOX_TOOLS, RetryPolicy, Spec, WorldCore, decide, encode, to_json
-from ..store import OutboxEntry, OutboxStore, outbox_for
+from ..store import OutboxEntry, OutboxStore
 
 log = logging.getLogger("durable.runtime")
 
@@ -62,7 +62,7 @@ class OutboxDispatcher:
     def store(self) -> OutboxStore:
         """The world's outbox, opened on first use."""
         if self._store is None:
-            self._store = outbox_for(self.world.log, self.world.extensions)
+            self._store = self.world.open_outbox()
         return self._store
 
     def tools(self) -> dict[str, Spec]:

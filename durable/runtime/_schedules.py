@@ -189,7 +189,7 @@ def schedules_of(world: WorldCore) -> ScheduleStore:
 
     A local world keeps it in ``runtime.db`` beside ``events.db``; a memory world in memory.
     """
-    store: ScheduleStore | None = world.extensions.get("schedules")
+    store = world.schedule_store
     if store is None:
         if world.data_dir is not None:
             store = SqliteSchedules(world.data_dir / "runtime.db")
@@ -204,7 +204,7 @@ def schedules_of(world: WorldCore) -> ScheduleStore:
         codec = getattr(world, "codec", None)
         if codec is not None:  # an encrypted world's schedule inputs are encrypted too
             store = EncryptedSchedules(store, codec)
-        world.extensions["schedules"] = store
+        world.schedule_store = store
     return store
 
 
@@ -236,7 +236,7 @@ def start_tick(world: WorldCore, record: ScheduleRecord, tick: float) -> str:
 def keeps_schedules(world: WorldCore) -> bool:
     """Whether the world has a place for schedules (a store of its own, a data directory, or memory)."""
     return (
-        "schedules" in world.extensions
+        world.schedule_store is not None
         or world.data_dir is not None
         or isinstance(getattr(world.log, "inner", world.log), MemoryLog)
     )

@@ -22,7 +22,6 @@ from ..engine import (
     Spec,
     WorldCore,
     canonical,
-    manifest_cache,
     manifest_hash,
     memory_manifest,
     recover_log,
@@ -30,7 +29,6 @@ from ..engine import (
     run_manifest,
 )
 from ..errors import DriftChange
-from ..events import RUN_STARTED
 from ..store import ControlRecord
 from ._driver import control_of
 from ._outcome import where_args, workflow_target
@@ -86,15 +84,6 @@ class Waiting:
         return Waiting(data.get("manifest_hash"), [str(k) for k in keys] if isinstance(keys, list) else [])
 
 
-def first_started(world: WorldCore, run_id: str) -> dict[str, Any] | None:
-    """The run's ``run.started`` data from its first row (``None``: the run has not started)."""
-    first = next(iter(world.log.iter_rows(run_id)), None)
-    if first is None or first[1] != RUN_STARTED:
-        return None
-    data: dict[str, Any] = json.loads(first[2])
-    return data
-
-
 class CodeMatch:
     """One worker's check of runs against its code, with what it computed before.
 
@@ -113,8 +102,7 @@ class CodeMatch:
         key = (spec.name, canonical(models) if models else "{}")
         tag = self._hashes.get(key)
         if tag is None:
-            cache = manifest_cache(self.world)
-            tag = manifest_hash(run_manifest(spec, models, cache, memory_manifest(self.world)))
+            tag = manifest_hash(run_manifest(spec, models, memory_manifest(self.world)))
             self._hashes[key] = tag
         return tag
 
@@ -134,9 +122,7 @@ class CodeMatch:
         rec = recover_log(self.world.log, run_id)
         if rec.started is None:
             return []
-        changes = run_drift(
-            rec.started, spec, models, rec, manifest_cache(self.world), memory_manifest(self.world)
-        )
+        changes = run_drift(rec.started, spec, models, rec, memory_manifest(self.world))
         accepted = set(rec.drift_keys)
         return [c for c in changes if c.key not in accepted]
 

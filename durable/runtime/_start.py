@@ -15,9 +15,10 @@ from ..engine import (
     Budget,
     Spec,
     WorldCore,
-    _drift_keys,
+    accepted_drift_keys,
     checked_budget,
     count_recovery,
+    first_started,
     new_run_id,
     traceparent,
     validate_input,
@@ -31,7 +32,7 @@ from ._handle import RunHandle
 from ._outcome import RECOVERY_EXHAUSTED, blocked_text
 from ._queue import queue_name
 from ._resolve import find_workflow, record_budget, record_resume
-from ._serving import WAITING_FOR_CODE, CodeMatch, first_started, leave_waiting
+from ._serving import WAITING_FOR_CODE, CodeMatch, leave_waiting
 from ._status import run_status
 
 log = logging.getLogger("durable.runtime")
@@ -217,7 +218,7 @@ async def resume_run(
         ConfigurationError: ``accept_drift`` is not a list of keys, ``budget`` not a
             ``Budget``, or a budget was given for a run that is not stopped.
     """
-    keys = sorted(_drift_keys(accept_drift))
+    keys = sorted(accepted_drift_keys(accept_drift))
     raised = None if budget is None else checked_budget(budget)
     st = run_status(world, run_id)
     if raised is not None:

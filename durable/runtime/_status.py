@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import WorldCore, recover_log
-from ..errors import RunNotFoundError
+from ..engine import WorldCore, recover_log, run_not_found
 from ..events import RUN_CANCELLED, RUN_FAILED
 from ..store import ControlRecord, RunInfo
 from ._driver import control_of
@@ -64,10 +63,27 @@ def run_status(world: WorldCore, run_id: str) -> RunStatus:
     info = world.log.info(run_id)
     rec = control_of(world).get(run_id)
     if info is None and (rec is None or not rec.workflow):
-        raise RunNotFoundError(
-            f"no run {run_id!r} in {world.where()}; list runs with `little runs`.", run_id=run_id
-        )
+        raise run_not_found(world, run_id)
     return status_of(world, run_id, info, rec)
+
+
+def reconciled(logged: str | None, rec: ControlRecord | None) -> str:
+    """A run's status from its log's status (``None``: never started) and its control record.
+
+    The one reconciliation of the two: a run the runtime moved again (resumed,
+    blocked, put back on its queue) reports what the control record says
+    until its log catches up; a run that never started reports its record's state.
+    """
+    if logged is None:
+        assert rec is not None
+        return {"claimed": "running", "done": "failed"}.get(rec.state, rec.state)
+    if rec is not None and rec.resume == logged and rec.state in ("enqueued", "claimed"):
+        return "enqueued" if rec.state == "enqueued" else "running"  # resume_run asked
+    if rec is not None and rec.state == "blocked" and logged == "running":
+        return "blocked"
+    if rec is not None and rec.state == "enqueued" and logged == "running":
+        return "enqueued"  # answered or resolved: back on its queue
+    return logged
 
 
 def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlRecord | None) -> RunStatus:
@@ -79,17 +95,7 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
     cancellation's the one its control record holds.
     """
     error: dict[str, Any] | None = None
-    if info is not None:
-        status = info.status
-        if rec is not None and rec.resume == status and rec.state in ("enqueued", "claimed"):
-            status = "enqueued" if rec.state == "enqueued" else "running"  # resume_run asked
-        elif rec is not None and rec.state == "blocked" and status == "running":
-            status = "blocked"
-        elif rec is not None and rec.state == "enqueued" and status == "running":
-            status = "enqueued"  # answered or resolved: back on its queue
-    else:
-        assert rec is not None
-        status = {"claimed": "running", "done": "failed"}.get(rec.state, rec.state)
+    status = reconciled(None if info is None else info.status, rec)
     reason = None
     why: dict[str, Any] = {}
     compensated: list[str] = []

@@ -14,14 +14,14 @@ from typing import Any, TypeVar
 
 from .._clock import VIRTUAL, due_at, poll_wait
 from .._logging import INFO, note
-from ..engine import WorldCore, check_recovery_attempts, record_queue_wait
+from ..engine import WorldCore, check_recovery_attempts, first_started, record_queue_wait
 from ..errors import ConfigurationError
-from ..store import RunControl, keeps_outbox
+from ..store import RunControl
 from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker
 from ._outbox import OutboxDispatcher
 from ._queue import Queue
 from ._schedules import Schedule, Schedules, next_tick, schedule_pass
-from ._serving import CodeMatch, first_started, leave_waiting
+from ._serving import CodeMatch, leave_waiting
 from ._start import recovery_pass, workflow_map
 
 log = logging.getLogger("durable.runtime")
@@ -232,11 +232,7 @@ class Worker:
                 ):
                     self._queue_of[h.run_id] = None
                 next_recovery = now + RECOVER_EVERY
-            if (
-                now >= next_outbox
-                and self.outbox.tools()
-                and keeps_outbox(self.world.log, self.world.extensions)
-            ):
+            if now >= next_outbox and self.outbox.tools() and self.world.keeps_outbox():
                 self._duty("outbox", self.outbox.dispatch_pass)  # at start too: entries whose dispatcher died
                 next_outbox = now + OUTBOX_EVERY
             seen = self._duty("claims", ctl.version)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import WorldCore, budget_text, recorded_budget, run_usage
@@ -36,6 +35,7 @@ from ..events import (
 from ..ops import align, checkpoints, first_seqs, read_calls
 from ..runtime import control_of, driver_of, run_status, short_hash
 from ..runtime import list_runs as runs_page
+from ._timeline_item import Item as Item
 from ._tree import build_tree
 
 STATUSES = ("running", "orphaned", "waiting", "interrupted", "blocked", "completed", "failed", "cancelled")
@@ -93,33 +93,6 @@ def list_fingerprint(world: WorldCore) -> str:
     """Changes whenever a run of the list changes status or a run appears (what live updates watch)."""
     rows = list_runs(world)
     return json.dumps([(r["run_id"], r["ui_status"], r.get("updated_at")) for r in rows])
-
-
-@dataclass
-class Item:
-    """One call on a run's timeline: a step, an effect, a timer, an interrupt or a recorded value."""
-
-    kind: str
-    key: str
-    name: str
-    first_seq: int
-    last_seq: int
-    state: str = "pending"
-    attempts: int = 1
-    errors: list[str] = field(default_factory=list)
-    child_run_id: str | None = None
-    detail: str = ""
-    replayed: bool = False
-    ms: float | None = None
-    """The time its attempts took, in milliseconds (``None`` when the log does not say)."""
-    at: float | None = None
-    """When its latest event was committed (Unix seconds; ``None`` when the log does not say)."""
-
-    def took(self, e: dict[str, Any]) -> None:
-        """Add the ``ms`` of an outcome event to the call's time."""
-        ms = e.get("ms")
-        if isinstance(ms, int | float):
-            self.ms = (self.ms or 0.0) + float(ms)
 
 
 def _error_text(e: dict[str, Any]) -> str:
@@ -380,10 +353,8 @@ def runtime_view(world: WorldCore) -> dict[str, Any]:
 
 def pending_messages(world: Any, run_id: str) -> list[dict[str, Any]]:
     """The messages sent to a run that it has not received yet (none where the world keeps none)."""
-    from ..store import messages_for
-
     try:
-        store = messages_for(world.log, world.extensions)
+        store = world.open_messages()
     except DurableError:  # a world without a mailbox
         return []
     return [

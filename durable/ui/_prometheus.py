@@ -32,7 +32,7 @@ class WorldMetrics:
 
 def read_metrics(world: WorldCore, now: float | None = None) -> WorldMetrics:
     """The numbers of ``world`` now (``now`` in Unix seconds, default the world's clock)."""
-    from ..runtime import _has_control, control_of, driver_of, list_runs
+    from ..runtime import control_of, driver_of, keeps_control, list_runs
 
     now = world.clock() if now is None else now
     out = WorldMetrics()
@@ -41,7 +41,7 @@ def read_metrics(world: WorldCore, now: float | None = None) -> WorldMetrics:
         key = (str(r["workflow"]), str(r["status"]))
         out.runs[key] = out.runs.get(key, 0) + 1
     out.blocked = sum(n for (_, status), n in out.runs.items() if status == "blocked")
-    if not _has_control(world):
+    if not keeps_control(world):
         return out
     ctl = control_of(world)
     for rec in ctl.unstarted():

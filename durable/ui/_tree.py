@@ -13,13 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..engine import VISIT_MARK, parent_of, without_visit
 from ..ops import Call
-
-if TYPE_CHECKING:  # the model builds trees, so it imports this module
-    from ._model import Item
+from ._timeline_item import Item
 
 
 @dataclass

@@ -16,8 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..engine import Recorded, WorldCore, workflow_spec
-from ..errors import ConfigurationError, LogFormatError, RunNotFoundError
+from ..engine import Recorded, WorldCore, run_not_found, workflow_spec
+from ..errors import ConfigurationError, LogFormatError
 from ..ops import DryResume, replay_recorded
 from ._local import memory_world
 
@@ -34,9 +34,7 @@ def export_run(world: WorldCore, run_id: str) -> dict[str, Any]:
     """
     info = world.log.info(run_id)
     if info is None:
-        raise RunNotFoundError(
-            f"no run {run_id!r} in {world.where()}; list runs with `little runs`.", run_id=run_id
-        )
+        raise run_not_found(world, run_id)
     rows = [[seq, type_, json.loads(text)] for seq, type_, text in world.log.read(run_id)]
     return {
         "format": EXPORT_FORMAT,

@@ -187,7 +187,7 @@ def postgres_world(
         raise
     world.db = db
     world.lease = float(lease)
-    world.extensions["outer_loops"] = PostgresDocuments(db, "outer_loops")
-    world.extensions["control"] = PostgresControl(db, dsn)
-    world.extensions["schedules"] = PostgresSchedules(db)
+    world.outer_loop_manifests = PostgresDocuments(db, "outer_loops")
+    world.control_store = PostgresControl(db, dsn)
+    world.schedule_store = PostgresSchedules(db)
     return world

@@ -149,3 +149,14 @@ def test_the_page_command_rewrites_only_the_marked_section_and_draws_the_charts(
     assert "old figures" not in text and "#### Targets" in text
     assert "![" in text and "images/perf-per-step.svg" in text
     assert sorted(p.name for p in images.iterdir()) == ["perf-per-step.svg", "perf-throughput.svg"]
+
+
+@pytest.mark.slow
+def test_compare_trees_measures_two_trees_in_turns_and_prints_both_opcode_counts(tmp_path: Path) -> None:
+    """``compare_trees.py --smoke`` on this tree against itself prints every figure and both opcode counts."""
+    out = _python("benchmarks/compare_trees.py", ".", ".", "--rounds", "1", "--smoke", "--out", str(tmp_path))
+    assert "| a process | durable, wall (µs/step) |" in out
+    assert "| h queue | durable (ms) |" in out
+    opcodes = [line for line in out.splitlines() if line.startswith("| opcodes ")]
+    assert [line.split("|")[1].strip() for line in opcodes] == ["opcodes write", "opcodes replay"]
+    assert (tmp_path / "compare_trees.json").exists()

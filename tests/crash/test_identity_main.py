@@ -22,7 +22,7 @@ import pytest
 
 import durable
 from durable import CapabilityDriftError
-from durable.engine._manifest import run_drift
+from durable.engine._drift import run_drift
 from durable.engine._recorded import Recorded
 from durable.engine._spec import spec_of
 from tests.conftest import Worlds

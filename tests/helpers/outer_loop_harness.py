@@ -122,7 +122,9 @@ def manifest_json(world: durable.World, outer_loop_id: str = "ol_test") -> dict[
     """The stored manifest as JSON data, read the way a person would read the file."""
     store = ManifestStore(world, outer_loop_id)
     text = (
-        store.path.read_text() if store.path is not None else world.extensions["outer_loops"][outer_loop_id]
+        store.path.read_text()
+        if store.path is not None
+        else (world.outer_loop_manifests or {})[outer_loop_id]
     )
     data: dict[str, Any] = json.loads(text)
     return data
@@ -135,7 +137,9 @@ def write_manifest_text(world: durable.World, text: str, outer_loop_id: str = "o
         store.path.parent.mkdir(parents=True, exist_ok=True)
         store.path.write_text(text)
     else:
-        world.extensions.setdefault("outer_loops", {})[outer_loop_id] = text
+        if world.outer_loop_manifests is None:
+            world.outer_loop_manifests = {}
+        world.outer_loop_manifests[outer_loop_id] = text
 
 
 FINAL = Draft(text="d***", round=3)

@@ -89,7 +89,7 @@ def test_put_cut_before_its_receipt_is_redriven(worlds: Worlds) -> None:
     assert run(stores["now"].count()) == 1  # the write happened; only its receipt was lost
     second = worlds.open()
     if worlds.kind == "memory":  # an in-process store stands in for the surviving files
-        second.extensions["memory"] = stores["now"]
+        second.memory_store = stores["now"]
     stores["now"] = second.memory.configure(durable.lexical_embedder(dim=32))
     assert run(durable.run_workflow(wf, "some words", world=second, run_id="r")) == 1
     events = second.events("r")
@@ -211,7 +211,7 @@ def test_resume_under_another_embedder_is_drift(worlds: Worlds) -> None:
 
 def test_memory_effects_are_durables_own_not_undescribed_capabilities(world: durable.World) -> None:
     """Every memory effect name is listed as durable's own, so verify does not flag it as undescribed."""
-    from durable.engine._manifest import OWN_EFFECTS, undescribed
+    from durable.engine._drift import OWN_EFFECTS, undescribed
     from durable.engine._recorded import Recorded
     from durable.engine._spec import spec_of
 

@@ -9,7 +9,6 @@ import pytest
 
 import durable
 from durable import ConfigurationError, NondeterminismError, RunNotFoundError
-from durable.store import messages_for
 from durable.testing import SimulatedCrash
 from tests.conftest import Worlds
 from tests.helpers.waiting import until
@@ -82,7 +81,7 @@ async def test_messages_sent_before_and_during_a_run_are_received_once_in_order(
         assert await h.result(timeout=30) == ["m0", {"n": 1}, "m2", ["m", 3]]
     assert HANDLED == ["m0", {"n": 1}, "m2", ["m", 3]]
     assert received(world, "r") == HANDLED
-    assert messages_for(world.log, world.extensions).messages("r", pending=True) == []
+    assert world.open_messages().messages("r", pending=True) == []
 
 
 async def test_recv_without_topic_reads_only_the_default_topic(worlds: Worlds) -> None:
@@ -165,7 +164,7 @@ async def test_a_message_arriving_during_a_timed_wait_is_returned(worlds: Worlds
 async def test_a_resume_replays_consumed_messages_and_leaves_the_rest_waiting(worlds: Worlds) -> None:
     """A crash after a consume: the resume returns the recorded message and consumes only new ones."""
     world = worlds.crashing(lambda t, d: t == "step.completed" and d.get("output") == "b")
-    store = messages_for(world.log, world.extensions)
+    store = world.open_messages()
     task = asyncio.ensure_future(durable.run_workflow(inbox, 3, world=world, run_id="r"))
     await _until(lambda: world.log.info("r") is not None)
     for m in ("a", "b", "c"):
@@ -189,7 +188,7 @@ async def test_a_fenced_driver_consumes_nothing(worlds: Worlds) -> None:
     await durable.send("r", "x", world=world)
     with pytest.raises(durable.FencedError):
         await task
-    store = messages_for(world.log, world.extensions)
+    store = world.open_messages()
     assert [m.data for m in store.messages("r", pending=True)] == ['"x"']
     assert received(world, "r") == []
 
@@ -201,7 +200,7 @@ async def test_a_sender_that_crashed_after_sending_sends_once_on_resume(worlds: 
     crashing = worlds.crashing(lambda t, d: t == "message.sent")
     with pytest.raises(SimulatedCrash):
         await durable.run_workflow(sender, "target", world=crashing, run_id="s")
-    store = messages_for(world.log, world.extensions)
+    store = world.open_messages()
     assert len(store.messages("target")) == 1  # delivered, but the send was not recorded
     assert await durable.run_workflow(sender, "target", world=worlds.open(), run_id="s") == "sent"
     msgs = store.messages("target")
@@ -247,7 +246,7 @@ async def test_gc_of_a_finished_run_forgets_its_messages(worlds: Worlds) -> None
     await h.send("a")
     await h.send("left over")
     assert await h.result(timeout=30) == ["a"]
-    store = messages_for(world.log, world.extensions)
+    store = world.open_messages()
     assert len(store.messages("old")) == 2
     assert durable.gc(world=world, older_than=0) == ["old"]
     assert store.messages("old") == []
@@ -277,7 +276,7 @@ async def test_sending_to_a_finished_run_raises_run_finished_and_stores_nothing(
     assert "start a new run" in str(err.value)
     with pytest.raises(durable.RunFinishedError):
         await durable.handle("over", world=world).send("hi")
-    assert messages_for(world.log, world.extensions).messages("over") == []
+    assert world.open_messages().messages("over") == []
 
 
 async def test_sending_to_a_cancelled_run_says_to_resume_it_first(worlds: Worlds) -> None:
@@ -293,7 +292,7 @@ async def test_sending_to_a_cancelled_run_says_to_resume_it_first(worlds: Worlds
     assert err.value.status == "cancelled"
     await durable.resume_run("stopped", world=world, workflows=[idle])
     await h.send("hi", topic="never")  # running again: accepted
-    assert len(messages_for(world.log, world.extensions).messages("stopped")) == 1
+    assert len(world.open_messages().messages("stopped")) == 1
     await h.cancel()
 
 
@@ -303,7 +302,7 @@ async def test_a_send_inside_a_run_to_a_finished_run_records_nothing(worlds: Wor
     assert await durable.run_workflow(quick, world=world, run_id="over") == "done"
     assert await durable.run_workflow(polite_sender, "over", world=world, run_id="p") == "refused: completed"
     assert [e.type for e in world.events("p") if e.type == "message.sent"] == []
-    assert messages_for(world.log, world.extensions).messages("over") == []
+    assert world.open_messages().messages("over") == []
 
 
 async def test_a_recorded_send_replays_after_its_target_finished(worlds: Worlds) -> None:

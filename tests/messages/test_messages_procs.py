@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import durable
-from durable.store import messages_for, outbox_for
 from tests.helpers.procs import messages_app as app
 from tests.runtime.test_runtime_procs import ROOT, bodies, env, kill, stop, wait_for
 
@@ -78,7 +77,7 @@ def test_messages_before_and_during_a_run_are_handled_once_in_order_across_a_sig
     assert handled(tmp_path) == want
     assert [e.value for e in world.events("chat") if e.type == "message.received"] == want  # type: ignore[union-attr]
     assert len({b["pid"] for b in bodies(tmp_path)}) == 2  # both workers handled some
-    assert messages_for(world.log, world.extensions).messages("chat", pending=True) == []
+    assert world.open_messages().messages("chat", pending=True) == []
 
 
 def test_a_sender_killed_after_sending_is_resumed_by_a_worker_and_sends_once(tmp_path: Path) -> None:
@@ -100,7 +99,7 @@ def test_a_sender_killed_after_sending_is_resumed_by_a_worker_and_sends_once(tmp
         timeout=60,
     )
     assert p.returncode == -9
-    store = messages_for(world.log, world.extensions)
+    store = world.open_messages()
     assert [m.data for m in store.messages("target")] == ['"hello"']
     assert [e.type for e in world.events("s")] == ["run.started"]
     w = worker(tmp_path)  # recovers the orphaned sender run
@@ -166,7 +165,7 @@ def test_an_outbox_entry_whose_dispatcher_is_sigkilled_mid_call_is_re_driven(tmp
         kill(w1)  # in the middle of the call
     w2 = worker(tmp_path)
     try:
-        store = outbox_for(world.log, world.extensions)
+        store = world.open_outbox()
         wait_for(lambda: (e := store.get(key)) is not None and e.state == "delivered")
     finally:
         assert stop(w2) == 0
@@ -183,7 +182,7 @@ def test_a_poison_outbox_entry_lands_in_the_dead_letter_after_its_retries(tmp_pa
     key = asyncio.run(durable.run_workflow(app.place, "poison", world=world, run_id="bad"))
     w = worker(tmp_path)
     try:
-        store = outbox_for(world.log, world.extensions)
+        store = world.open_outbox()
         wait_for(lambda: (e := store.get(key)) is not None and e.state == "dead")
     finally:
         assert stop(w) == 0

@@ -11,7 +11,6 @@ import durable
 from durable import ConfigurationError, OutboxRef, RetryPolicy
 from durable.cli import main
 from durable.runtime import OutboxDispatcher, dispatch_outbox
-from durable.store import outbox_for
 from tests.conftest import Worlds
 from tests.helpers import pg
 
@@ -54,7 +53,7 @@ async def test_an_outbox_call_returns_its_ref_at_once_and_a_dispatcher_delivers_
         "effect.receipt",
         "run.completed",
     ]
-    store = outbox_for(world.log, world.extensions)
+    store = world.open_outbox()
     assert [(e.key, e.state, e.attempts) for e in store.entries()] == [("o1:tool:email#0", "pending", 0)]
     await dispatch_outbox(world, timeout=30)
     assert SENT == [("o1:tool:email#0", "ada@example.com")]
@@ -72,7 +71,7 @@ async def test_a_replay_returns_the_recorded_ref_and_enqueues_nothing_new(worlds
     first = await durable.run_workflow(order, "b@example.com", world=world, run_id="o2")
     again = await durable.run_workflow(order, "b@example.com", world=worlds.open(), run_id="o2")
     assert first == again
-    assert len(outbox_for(world.log, world.extensions).entries()) == 1
+    assert len(world.open_outbox().entries()) == 1
 
 
 async def test_a_failing_call_is_retried_with_the_same_key(worlds: Worlds) -> None:
@@ -81,7 +80,7 @@ async def test_a_failing_call_is_retried_with_the_same_key(worlds: Worlds) -> No
     FAILS["c@example.com"] = 2
     await durable.run_workflow(order, "c@example.com", world=world, run_id="o3")
     await dispatch_outbox(world, timeout=30)
-    entry = outbox_for(world.log, world.extensions).get("o3:tool:email#0")
+    entry = world.open_outbox().get("o3:tool:email#0")
     assert entry is not None and (entry.state, entry.attempts) == ("delivered", 3)
     assert SENT == [("o3:tool:email#0", "c@example.com")]
 
@@ -92,7 +91,7 @@ async def test_a_poison_entry_lands_in_the_dead_letter_and_retry_re_drives_it(wo
     FAILS["d@example.com"] = 99
     await durable.run_workflow(order, "d@example.com", world=world, run_id="o4")
     await dispatch_outbox(world, timeout=30)
-    store = outbox_for(world.log, world.extensions)
+    store = world.open_outbox()
     dead = store.entries("dead")
     assert [(e.key, e.attempts) for e in dead] == [("o4:tool:email#0", 3)]
     assert dead[0].error is not None and "ConnectionError: smtp down" in dead[0].error
@@ -108,7 +107,7 @@ async def test_an_entry_whose_dispatcher_died_is_re_driven_by_the_next_pass(worl
     """An attempt was counted but its dispatcher is gone (its lock is free): the next pass calls it again."""
     world = worlds.open()
     await durable.run_workflow(order, "e@example.com", world=world, run_id="o5")
-    store = outbox_for(world.log, world.extensions)
+    store = world.open_outbox()
     assert store.start_attempt("o5:tool:email#0", "a-dead-worker", world.clock()) is not None
     async with durable.Worker(world, workflows=[order]):
         for _ in range(10_000):
@@ -145,7 +144,7 @@ async def test_a_fenced_driver_enqueues_nothing(worlds: Worlds) -> None:
 
     with pytest.raises(durable.FencedError):
         await durable.run_workflow(fenced, "g@example.com", world=world, run_id="fenced")
-    assert outbox_for(world.log, world.extensions).entries() == []
+    assert world.open_outbox().entries() == []
 
 
 def test_outbox_needs_an_async_tool_without_reconcile() -> None:
@@ -201,7 +200,7 @@ def test_little_outbox_with_dsn_lists_and_retries_a_postgres_worlds_entries(
             assert main(["outbox", "retry", "o9:tool:email#0", *where]) == 0
             FAILS.clear()
             asyncio.run(dispatch_outbox(world, timeout=30))
-            entry = outbox_for(world.log, world.extensions).get("o9:tool:email#0")
+            entry = world.open_outbox().get("o9:tool:email#0")
             assert entry is not None and entry.state == "delivered"
             assert SENT == [("o9:tool:email#0", "p@example.com")]
     finally:

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 import durable
-from durable.store import outbox_for
 from tests.helpers import pg
 from tests.helpers.procs import messages_app as app
 from tests.messages.test_messages_procs import APP, TARGET, committed, deliveries, handled, status
@@ -109,7 +108,7 @@ def test_an_outbox_entry_whose_dispatcher_is_sigkilled_mid_call_is_re_driven(pla
         kill(w1)  # in the middle of the call
     w2 = place.worker()
     try:
-        store = outbox_for(world.log, world.extensions)
+        store = world.open_outbox()
         wait_for(lambda: (e := store.get(key)) is not None and e.state == "delivered", timeout=TAKEOVER)
     finally:
         assert stop(w2) == 0

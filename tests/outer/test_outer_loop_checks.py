@@ -191,7 +191,7 @@ def test_damaged_manifest_raises_a_clear_error_naming_it(worlds: Worlds, text: s
     store = ManifestStore(world, "ol_test")
     assert (str(store.path) if store.path is not None else "'ol_test'") in str(info.value)
     assert sum(h.runs.values()) == 0
-    assert (store.path.read_text() if store.path else world.extensions["outer_loops"]["ol_test"]) == text
+    assert (store.path.read_text() if store.path else (world.outer_loop_manifests or {})["ol_test"]) == text
 
 
 def test_failed_manifest_write_keeps_the_old_file(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,6 @@ import durable
 from durable import RunNotFoundError
 from durable.runtime import dispatch_outbox
 from durable.runtime._driver import control_of
-from durable.store import messages_for, outbox_for
 from durable.store.artifacts._protocol import sha256_of
 from tests.conftest import Worlds
 
@@ -56,15 +55,15 @@ async def test_gc_removes_every_trace_of_a_collected_run(worlds: Worlds) -> None
     own_sha = sha256_of(OWN + b"g1")
     shared_sha = sha256_of(SHARED)
     assert world.artifacts.get(own_sha) is not None
-    assert messages_for(world.log, world.extensions).messages("g1") != []
-    assert outbox_for(world.log, world.extensions).entries(run_id="g1") != []
+    assert world.open_messages().messages("g1") != []
+    assert world.open_outbox().entries(run_id="g1") != []
 
     assert durable.gc(world=world, older_than=0) == ["g1"]
 
     assert control_of(world).get("g1") is None
     assert world.log.read("g1") == []
-    assert messages_for(world.log, world.extensions).messages("g1") == []
-    assert outbox_for(world.log, world.extensions).entries(run_id="g1") == []
+    assert world.open_messages().messages("g1") == []
+    assert world.open_outbox().entries(run_id="g1") == []
     assert world.artifacts.get(own_sha) is None
     assert world.artifacts.get(shared_sha) == SHARED  # the interrupted run still references it
     with pytest.raises(RunNotFoundError):

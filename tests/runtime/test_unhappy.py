@@ -236,7 +236,7 @@ def test_max_recovery_attempts_must_be_an_int_of_zero_or_more(bad: Any) -> None:
 
 def test_max_recovery_attempts_is_not_part_of_the_manifest() -> None:
     """Changing the bound of a workflow does not make its runs drift."""
-    from durable.engine._manifest import manifest_cache, manifest_hash, run_manifest
+    from durable.engine._manifest import manifest_hash, run_manifest
     from durable.engine._spec import spec_of
 
     async def body() -> int:
@@ -245,8 +245,8 @@ def test_max_recovery_attempts_is_not_part_of_the_manifest() -> None:
     a = spec_of(durable.workflow(name="same")(body))
     b = spec_of(durable.workflow(name="same", max_recovery_attempts=1)(body))
     assert a is not None and b is not None
-    ma = run_manifest(a, {}, manifest_cache(durable.memory_world()), None)
-    mb = run_manifest(b, {}, manifest_cache(durable.memory_world()), None)
+    ma = run_manifest(a, {})
+    mb = run_manifest(b, {})
     assert manifest_hash(ma) == manifest_hash(mb)
 
 

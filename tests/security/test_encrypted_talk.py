@@ -82,7 +82,7 @@ def _talk(data: Path, codec: Any) -> str:
                 await run.send("ZEBRA-MSG-DURING", topic="later")
                 out: str = await run.result(timeout=60)
                 assert await durable.handle("sink1", world=world).result(timeout=60) == "ZEBRA-MSG-FROM-RUN"
-                store = outbox_for(world.log, world.extensions)
+                store = world.open_outbox()
                 for _ in range(6000):  # the worker's dispatcher delivers the entry
                     (entry,) = store.entries(run_id="t1")
                     if entry.state == "delivered":
@@ -91,7 +91,7 @@ def _talk(data: Path, codec: Any) -> str:
                 assert entry.state == "delivered" and "ZEBRA-OUTBOX-RESULT" in (entry.result or "")
                 assert "ZEBRA-OUTBOX-ARG" in entry.input
                 assert DELIVERED == ["ZEBRA-TALK-INPUT ZEBRA-OUTBOX-ARG"]
-                texts = [m.data for m in messages_for(world.log, world.extensions).messages("t1")]
+                texts = [m.data for m in world.open_messages().messages("t1")]
                 assert "ZEBRA-MSG-BEFORE" in texts[0] and "ZEBRA-MSG-DURING" in texts[1]
             return out
 
@@ -156,7 +156,7 @@ def test_a_message_ciphertext_moved_to_another_message_is_refused(tmp_path: Path
     db.commit()
     db.close()
     with durable.local_world(tmp_path, codec=EncryptionCodec(KEY)) as world:
-        store = messages_for(world.log, world.extensions)
+        store = world.open_messages()
         assert len(store.messages("t1")) == 2  # the original still decrypts
         with pytest.raises(CodecError, match="sink1"):
             store.messages("sink1")
@@ -170,7 +170,7 @@ def test_an_outbox_ciphertext_moved_to_another_field_or_entry_is_refused(tmp_pat
     db.commit()
     db.close()
     with durable.local_world(tmp_path, codec=EncryptionCodec(KEY)) as world:
-        store = outbox_for(world.log, world.extensions)
+        store = world.open_outbox()
         with pytest.raises(CodecError, match="result of outbox entry"):
             store.get(key)
 
@@ -189,9 +189,9 @@ def test_a_memory_world_s_messages_and_outbox_are_encrypted() -> None:
     assert asyncio.run(main()).endswith("ZEBRA-TALK-RESULT")
     inner = world.log.inner  # type: ignore[attr-defined]
     assert all(type(d) is bytes and b"ZEBRA" not in d for _, _, d in inner.read("m1"))
-    plain_store = messages_for(inner, {})
+    plain_store = messages_for(inner)
     assert all(m.data.startswith("enc1:") and "ZEBRA" not in m.data for m in plain_store.messages("m1"))
-    (entry,) = outbox_for(inner, {}).entries(run_id="m1")
+    (entry,) = outbox_for(inner).entries(run_id="m1")
     assert entry.input.startswith("enc1:") and "ZEBRA" not in entry.input
 
 
@@ -205,13 +205,13 @@ def test_rekey_rewrites_messages_and_outbox_entries(tmp_path: Path) -> None:
     assert done["messages"] == 4  # three messages and one outbox entry
     assert _leaks(tmp_path) == []
     with durable.local_world(tmp_path, codec=other) as world:  # the old key is not needed any more
-        texts = [m.data for m in messages_for(world.log, world.extensions).messages("t1")]
-        (entry,) = outbox_for(world.log, world.extensions).entries(run_id="t1")
+        texts = [m.data for m in world.open_messages().messages("t1")]
+        (entry,) = world.open_outbox().entries(run_id="t1")
     assert "ZEBRA-MSG-BEFORE" in texts[0] and "ZEBRA-OUTBOX-RESULT" in (entry.result or "")
     rekey(tmp_path, None, other)
     with durable.local_world(tmp_path) as world:
-        texts = [m.data for m in messages_for(world.log, world.extensions).messages("t1")]
-        (entry,) = outbox_for(world.log, world.extensions).entries(run_id="t1")
+        texts = [m.data for m in world.open_messages().messages("t1")]
+        (entry,) = world.open_outbox().entries(run_id="t1")
     assert texts[1] == '"ZEBRA-MSG-DURING"' and "ZEBRA-OUTBOX-ARG" in entry.input
 
 
@@ -228,12 +228,12 @@ class _MetaOnly:
 def test_an_encrypted_log_over_a_backend_without_an_outbox_keeps_none() -> None:
     """The wrapper offers the stores of its inner log only: a worker does not dispatch what is not there."""
     log = EncryptedLog(_MetaOnly(), EncryptionCodec(KEY))  # type: ignore[arg-type]
-    assert not keeps_outbox(log, {})
-    assert keeps_outbox(EncryptedLog(MemoryLog(), EncryptionCodec(KEY)), {})
+    assert not keeps_outbox(log)
+    assert keeps_outbox(EncryptedLog(MemoryLog(), EncryptionCodec(KEY)))
     with pytest.raises(durable.ConfigurationError, match="keeps no messages"):
-        messages_for(log, {})
+        messages_for(log)
     with pytest.raises(durable.ConfigurationError, match="has no outbox"):
-        outbox_for(log, {})
+        outbox_for(log)
 
 
 def test_little_outbox_reads_an_encrypted_world_with_its_key(
@@ -254,5 +254,5 @@ def test_little_outbox_reads_an_encrypted_world_with_its_key(
     assert main(["outbox", "retry", key, "--data-dir", str(tmp_path)]) == 0
     assert "pending" in capsys.readouterr().out
     with durable.local_world(tmp_path, codec=EncryptionCodec(KEY)) as world:
-        entry = outbox_for(world.log, world.extensions).get(key)
+        entry = world.open_outbox().get(key)
     assert entry is not None and entry.state == "pending" and "ZEBRA-OUTBOX-ARG" in entry.input

@@ -51,6 +51,36 @@ def module_name(root: Path, path: Path) -> str:
     return ".".join(parts)
 
 
+def private_names_of(package: Path) -> dict[str, set[str]]:
+    """Every module of the package and the ``door:name`` pairs of underscore names it imports from a door."""
+    root = package.parent
+    found: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(root, path)
+        here = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base_parts = here[: len(here) - node.level + 1] if node.level else []
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+                for alias in node.names:
+                    name, where = alias.name, root.joinpath(*base.split("."), alias.name)
+                    is_module = where.is_dir() or where.with_suffix(".py").exists()
+                    if name.startswith("_") and not name.startswith("__") and not is_module:
+                        found.setdefault(module, set()).add(f"{base}:{name}")
+    return found
+
+
+def private_name_violations(names: dict[str, set[str]]) -> list[str]:
+    """Each underscore name a part imports through another part's door, said in one line."""
+    out = []
+    for module, pairs in sorted(names.items()):
+        for pair in sorted(pairs):
+            door, name = pair.split(":")
+            if part_of(door) != part_of(module) and module not in FACADES:
+                out.append(f"{module} imports {name} from {door}: a private name; give it a public name")
+    return out
+
+
 def imports_of(package: Path) -> dict[str, set[str]]:
     """Every module of the package and the package modules it imports (nested imports included)."""
     root = package.parent
@@ -115,9 +145,85 @@ def violations(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or around a ring (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in graph:
+                continue
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = [stack.pop()]
+            while group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
 def test_the_package_keeps_its_layers():
     """No part imports a higher layer or another part's private module."""
     assert violations(imports_of(PACKAGE)) == []
+
+
+def test_no_part_imports_a_private_name_through_a_door():
+    """A door passes public names only: an outer part never imports ``_name`` from another part."""
+    assert private_name_violations(private_names_of(PACKAGE)) == []
+
+
+def test_a_private_name_through_a_door_is_refused():
+    """The runtime importing ``_drift_keys`` from the engine's door breaks the rule of doors."""
+    found = private_name_violations({"durable.runtime._start": {"durable.engine:_drift_keys"}})
+    assert found == [
+        "durable.runtime._start imports _drift_keys from durable.engine: a private name; "
+        "give it a public name"
+    ]
+
+
+def test_a_private_name_within_a_part_is_allowed():
+    """A module may import a private name of its own part (the store's log helpers inside the store)."""
+    assert (
+        private_name_violations({"durable.store.outbox._sqlite": {"durable.store.log._protocol:_stale"}})
+        == []
+    )
+
+
+def test_a_private_name_planted_in_a_copy_of_the_package_is_found(tmp_path: Path):
+    """The inspector's model importing ``_planted`` from the runtime's door fails on a copy of the tree."""
+    copy = tmp_path / "durable"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    model = copy / "ui" / "_model.py"
+    model.write_text(model.read_text() + "\nfrom ..runtime import _planted  # planted\n")
+    found = private_name_violations(private_names_of(copy))
+    assert found == [
+        "durable.ui._model imports _planted from durable.runtime: a private name; give it a public name"
+    ]
+
+
+def test_the_package_has_no_import_circles():
+    """No two modules import each other, not even inside a function or for type checking only."""
+    assert circles(imports_of(PACKAGE)) == []
+
+
+def test_an_import_circle_is_found():
+    """Two modules that import each other around a third are reported as one group."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
 
 
 def test_every_folder_of_the_package_is_a_layer():

@@ -16,12 +16,11 @@ from hypothesis import strategies as st
 
 import durable
 from durable.engine._capabilities import reachable
+from durable.engine._drift import diff, resume_changes
 from durable.engine._manifest import (
     definition_hash,
     describe,
-    diff,
     manifest_hash,
-    resume_changes,
     run_manifest,
     signature_text,
 )

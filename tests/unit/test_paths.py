@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from durable.engine._drift import _visit_bases
 from durable.engine._keys import effect_key, parent_of, step_name, step_path, step_path_format
-from durable.engine._manifest import _visit_bases
 
 name = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_-0123456789", min_size=1, max_size=8)
 key_chars = st.characters(exclude_characters="[]", exclude_categories=["Cs"])

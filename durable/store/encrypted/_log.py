@@ -248,13 +248,13 @@ class EncryptedLog:
         """The inner log's message store, with every message value encrypted under the codec."""
         from ..messages._beside_log import messages_for
 
-        return EncryptedMessages(messages_for(self.inner, {}), self)
+        return EncryptedMessages(messages_for(self.inner), self)
 
     def outbox_store(self) -> OutboxStore:
         """The inner log's outbox, with every entry's arguments, result and error encrypted."""
         from ..messages._beside_log import outbox_for
 
-        return EncryptedOutbox(outbox_for(self.inner, {}), self)
+        return EncryptedOutbox(outbox_for(self.inner), self)
 
     # -- passed through ---------------------------------------------------------------
 

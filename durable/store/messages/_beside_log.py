@@ -9,7 +9,6 @@ Postgres log and the encrypted log do).
 from __future__ import annotations
 
 import weakref
-from typing import Any
 
 from ...errors import ConfigurationError
 from ..log._memory import MemoryLog
@@ -23,8 +22,8 @@ from ._sqlite import SqliteMessages
 _MEMORY_MESSAGES: weakref.WeakKeyDictionary[MemoryLog, MemoryMessages] = weakref.WeakKeyDictionary()
 
 
-def messages_for(log: EventLog, extensions: dict[str, Any]) -> MessageStore:
-    """The message store that lives beside ``log``, opened on first use and kept in ``extensions``.
+def messages_for(log: EventLog) -> MessageStore:
+    """The message store that lives beside ``log`` (a world keeps the one it opened: ``open_messages``).
 
     A ``SqliteLog`` gets ``SqliteMessages`` (a table of its own file), a
     ``MemoryLog`` gets ``MemoryMessages``; another backend provides its own
@@ -33,15 +32,14 @@ def messages_for(log: EventLog, extensions: dict[str, Any]) -> MessageStore:
     Raises:
         ConfigurationError: The log has no message store.
     """
-    store: MessageStore | None = extensions.get("messages")
-    if store is not None:
-        return store
+    store: MessageStore
     if isinstance(log, SqliteLog):
         store = SqliteMessages(log)
     elif isinstance(log, MemoryLog):
-        store = _MEMORY_MESSAGES.get(log)  # one store per log: every world around the log shares it
-        if store is None:
-            store = _MEMORY_MESSAGES[log] = MemoryMessages(log)
+        shared = _MEMORY_MESSAGES.get(log)  # one store per log: every world around the log shares it
+        if shared is None:
+            shared = _MEMORY_MESSAGES[log] = MemoryMessages(log)
+        store = shared
     else:
         factory = getattr(log, "message_store", None)
         if factory is None:
@@ -51,27 +49,22 @@ def messages_for(log: EventLog, extensions: dict[str, Any]) -> MessageStore:
                 "local_world() or memory_world()."
             )
         store = factory()
-    extensions["messages"] = store
     return store
 
 
 _MEMORY_OUTBOX: weakref.WeakKeyDictionary[MemoryLog, MemoryOutbox] = weakref.WeakKeyDictionary()
 
 
-def keeps_outbox(log: EventLog, extensions: dict[str, Any]) -> bool:
+def keeps_outbox(log: EventLog) -> bool:
     """Whether ``outbox_for`` finds an outbox for this log (without opening it)."""
     inner = getattr(log, "inner", None)
     if inner is not None and hasattr(log, "seal_append"):  # an encrypted log: its inner log's outbox
-        return "outbox" in extensions or keeps_outbox(inner, {})
-    return (
-        "outbox" in extensions
-        or isinstance(log, SqliteLog | MemoryLog)
-        or getattr(log, "outbox_store", None) is not None
-    )
+        return keeps_outbox(inner)
+    return isinstance(log, SqliteLog | MemoryLog) or getattr(log, "outbox_store", None) is not None
 
 
-def outbox_for(log: EventLog, extensions: dict[str, Any]) -> OutboxStore:
-    """The outbox that lives beside ``log``, opened on first use and kept in ``extensions``.
+def outbox_for(log: EventLog) -> OutboxStore:
+    """The outbox that lives beside ``log`` (a world keeps the one it opened: ``open_outbox``).
 
     A ``SqliteLog`` gets ``SqliteOutbox`` (a table of its own file), a
     ``MemoryLog`` gets ``MemoryOutbox``; another backend provides its own
@@ -80,15 +73,14 @@ def outbox_for(log: EventLog, extensions: dict[str, Any]) -> OutboxStore:
     Raises:
         ConfigurationError: The log has no outbox.
     """
-    store: OutboxStore | None = extensions.get("outbox")
-    if store is not None:
-        return store
+    store: OutboxStore
     if isinstance(log, SqliteLog):
         store = SqliteOutbox(log)
     elif isinstance(log, MemoryLog):
-        store = _MEMORY_OUTBOX.get(log)
-        if store is None:
-            store = _MEMORY_OUTBOX[log] = MemoryOutbox(log)
+        kept = _MEMORY_OUTBOX.get(log)
+        if kept is None:
+            kept = _MEMORY_OUTBOX[log] = MemoryOutbox(log)
+        store = kept
     else:
         factory = getattr(log, "outbox_store", None)
         if factory is None:
@@ -97,5 +89,4 @@ def outbox_for(log: EventLog, extensions: dict[str, Any]) -> OutboxStore:
                 "needs a log that provides outbox_store(). Use local_world() or memory_world()."
             )
         store = factory()
-    extensions["outbox"] = store
     return store

@@ -1,0 +1,97 @@
+"""What a drive is given: the workflow's spec, its input checked against it, and the runtime's options."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import ConfigurationError, RunFailedError
+from ._context import Guard
+from ._spec import Spec, spec_of
+from ._values import to_json, value_hash
+
+
+@dataclass(frozen=True)
+class DriveOptions:
+    """What a runtime (or a parent run) adds to a drive; ``run_workflow`` passes none.
+
+    Attributes:
+        guard: Cancellation, deadlines and stops of the run (a child run's is its parent's child).
+        deadline: Seconds the run may take, recorded as an absolute time when it starts.
+        lock_held: The caller took the run's lock itself (a worker's driver does).
+        resume_cancelled: Continue a run that was cancelled (``resume_run``).
+        traceparent: The trace of the code that started the run, which a new run's span continues.
+    """
+
+    guard: Guard | None = None
+    deadline: float | None = None
+    lock_held: bool = False
+    resume_cancelled: bool = False
+    traceparent: str | None = None
+
+
+PLAIN = DriveOptions()
+"""The options of a drive nobody adds anything to."""
+
+
+def new_run_id() -> str:
+    """A fresh, unique run id."""
+    return f"run_{uuid.uuid4().hex}"
+
+
+def workflow_spec(wf: Any) -> Spec:
+    """The spec of a function decorated with ``@workflow``.
+
+    Raises:
+        ConfigurationError: ``wf`` is not a workflow.
+    """
+    spec = spec_of(wf)
+    if spec is None or spec.kind != "workflow":
+        raise ConfigurationError(f"run_workflow needs a function decorated with @workflow, not {wf!r}.")
+    return spec
+
+
+def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
+    """The input rebuilt as the workflow's annotated type, its JSON and its hash."""
+    params = spec.params()
+    if not params:
+        if value is not None:
+            raise RunFailedError(
+                f"workflow {spec.name!r} takes no input, but run {run_id!r} was given {value!r}.",
+                cause_code="runtime_config_error",
+                reason="invalid_input",
+                run_id=run_id,
+            )
+        return None, None, value_hash(None)
+    name, ad = params[0]
+    try:
+        value = ad.validate_python(value, by_alias=True, by_name=True)  # recorded inputs hold names
+    except ValidationError as exc:
+        raise RunFailedError(
+            f"the input of workflow {spec.name!r} (parameter {name!r}) is not valid for run "
+            f"{run_id!r}; nothing was recorded:\n{exc}",
+            cause_code="runtime_config_error",
+            reason="invalid_input",
+            run_id=run_id,
+        ) from exc
+    data = to_json(ad, value, what="the input", run_id=run_id, path="")
+    return value, data, value_hash(data)
+
+
+def accepted_drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:
+    """The drift keys of ``accept_drift=``, checked.
+
+    Raises:
+        ConfigurationError: ``accept_drift`` is a string or holds something else than strings.
+    """
+    keys = [] if isinstance(accept_drift, str) else list(accept_drift)
+    if isinstance(accept_drift, str) or not all(isinstance(k, str) for k in keys):
+        raise ConfigurationError(
+            f"accept_drift= takes a list of drift keys as a CapabilityDriftError prints them "
+            f'(e.g. ["tools.pay.options.idempotent"]), not {accept_drift!r}.'
+        )
+    return frozenset(keys)

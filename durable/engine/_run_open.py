@@ -1,0 +1,165 @@
+"""How a drive opens a run: its ``run.started`` recorded, or a resume checked against its log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import RunCancelledError, RunFailedError, RunInterrupted
+from ..events import (
+    DRIFT_ACCEPTED,
+    INTERRUPT_RESUMED,
+    LOG_FORMAT_VERSION,
+    RUN_CANCELLED,
+    RUN_COMPLETED,
+    RUN_FAILED,
+    RUN_INTERRUPTED,
+    RUN_RESUMED,
+    RUN_RETRIED,
+    RUN_STARTED,
+)
+from . import _event_writer as ev
+from ._artifacts import check_artifacts
+from ._compatible import step_additions
+from ._context import RunContext
+from ._drift import drift_error, run_drift
+from ._failures import recorded_run_failure
+from ._manifest import manifest_hash, output_schema_hash, run_manifest
+from ._session_manifest import recorded_model_drift
+from ._spec import Spec
+from ._tracing import traceparent
+from ._values import ANY, matches, to_json
+from ._world import WorldCore
+
+UNSET: Any = object()
+"""No answer given (``resume=``), or a resume that did not find the run finished."""
+
+
+def memory_manifest(world: WorldCore) -> dict[str, Any] | None:
+    """The world's memory store as the manifest records it (``None`` when it was not opened).
+
+    Read through ``world.memory_store`` so that the runner does not import the store,
+    whose effects are decorated functions that reach back to the runner.
+    """
+    store = world.memory_store
+    return None if store is None else store.manifest()
+
+
+def start_run(
+    run: RunContext,
+    spec: Spec,
+    data: Any,
+    input_hash: str,
+    parent: tuple[str, str] | None,
+    deadline_at: float | None,
+) -> None:
+    """Record the run's ``run.started`` (its input, manifest and format) and create it in the log."""
+    manifest = run_manifest(spec, run.models, memory_manifest(run.world))
+    started = ev.run_started(
+        spec.name,
+        data,
+        input_hash,
+        manifest,
+        manifest_hash(manifest),
+        run.models,
+        output_schema_hash(spec),
+        LOG_FORMAT_VERSION,
+        parent=parent,
+        deadline_at=deadline_at,
+        traceparent=None if run.tracer is None else traceparent(),
+    )
+    run.emit(RUN_STARTED, started)
+    run.flush(created=(spec.name, parent[0] if parent else None))
+    run.recorded.note(RUN_STARTED, started)
+
+
+def check_resume(
+    run: RunContext,
+    spec: Spec,
+    data: Any,
+    input_hash: str,
+    *,
+    resume: Any,
+    retry_failed: bool,
+    resume_cancelled: bool,
+) -> Any:
+    """Check a resume against the run's log; the recorded output when the run completed, else ``UNSET``.
+
+    Records what the resume changes: accepted drift, an answer to an interrupt,
+    the continuation of a cancelled run, a retry of what failed for good.
+    """
+    rec = run.recorded
+    started = rec.started or {}
+    rid = run.run_id
+    if started.get("workflow") != spec.name:
+        raise RunFailedError(
+            f"run {rid!r} belongs to workflow {started.get('workflow')!r}, not {spec.name!r}; "
+            "resume it with its own workflow, or start a new run id.",
+            cause_code="runtime_config_error",
+            reason="run_workflow_mismatch",
+            run_id=rid,
+        )
+    if not matches(started.get("input_hash", ""), data, input_hash):
+        raise RunFailedError(
+            f"run {rid!r} was started with another input (hash {started.get('input_hash')}, now "
+            f"{input_hash}); a resume must pass the same input. Use a new run id for new input.",
+            cause_code="runtime_config_error",
+            reason="run_input_mismatch",
+            run_id=rid,
+        )
+    # A session's model reports drift under its own key (orchestratorModelSlotId).
+    model_drift = recorded_model_drift(rid, rec.sessions, run.models)
+    if model_drift is not None and not run.accepts(model_drift.changes):
+        raise model_drift  # accepted, it is recorded when its session opens again
+    current = run_manifest(spec, run.models, memory_manifest(run.world))  # once, for all three uses
+    changes = run_drift(started, spec, run.models, rec, current=current)
+    # Steps that only gained parameters with defaults: recorded calls match without them.
+    run.added_params = step_additions(started.get("manifest") or {}, current)
+    if changes:
+        if not run.accepts(changes):
+            raise drift_error(rid, changes)
+        accepted = [{"key": c.key, "old": c.old, "new": c.new} for c in changes]
+        run.record(
+            DRIFT_ACCEPTED,
+            ev.drift_accepted(
+                accepted, current, manifest_hash(current), output_schema_hash=output_schema_hash(spec)
+            ),
+        )
+        run.flush()
+    check_artifacts(run.world, rec, rid)
+    terminal = rec.terminal
+    if terminal is not None:
+        kind, data = terminal
+        if kind == RUN_COMPLETED:
+            return spec.rebuild(data["output"])
+        if kind == RUN_FAILED:
+            if not retry_failed:
+                raise recorded_run_failure(data, rid)
+        elif kind == RUN_INTERRUPTED:
+            if resume is UNSET:
+                raise RunInterrupted(
+                    f"run {rid!r} is waiting at {data['path']!r} for an answer; call run_workflow "
+                    "again with resume=<answer>.",
+                    run_id=rid,
+                    value=data.get("value"),
+                    path=data["path"],
+                )
+            answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
+            run.record(INTERRUPT_RESUMED, ev.interrupt_resumed(data["path"], answer))
+            run.flush(status="running")
+        elif kind == RUN_CANCELLED:
+            reason = data.get("reason", "requested")
+            if not resume_cancelled:
+                raise RunCancelledError(
+                    f"run {rid!r} was cancelled ({reason}); continue it with "
+                    f"durable.resume_run({rid!r}, world=...) or `little resume {rid}`.",
+                    run_id=rid,
+                    reason=reason,
+                )
+            run.record(RUN_RESUMED, ev.run_resumed(reason))
+            run.flush(status="running")
+    if retry_failed:
+        failed = list(rec.steps_failed) + [k for k, r in rec.receipts.items() if r["outcome"] == "error"]
+        if failed or (terminal is not None and terminal[0] == RUN_FAILED):
+            run.record(RUN_RETRIED, ev.run_retried(failed))
+            run.flush(status="running")
+    return UNSET
