@@ -25,9 +25,10 @@ a scope: the sequence that does (``_claim``) turns the answer into events.
 from __future__ import annotations
 
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NondeterminismError, UnknownCommitError
+from ._keys import Call as Call  # the identity every decision compares
 from ._values import matches
 
 if TYPE_CHECKING:
@@ -61,15 +62,6 @@ EXECUTE, REPLAY, FAIL, REDRIVE, RECONCILE, RERUN = (
     Action.RECONCILE,
     Action.RERUN,
 )
-
-
-class Call(NamedTuple):
-    """A durable call as the log identifies it: ``(kind, name, input_hash, key)``."""
-
-    kind: str
-    name: str
-    input_hash: str
-    key: str
 
 
 def mismatch(run_id: str, where: str, recorded: Call, attempted: Call) -> NondeterminismError:

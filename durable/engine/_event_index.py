@@ -10,7 +10,7 @@ its rows up to the checkpoint again. ``Recorded._index`` is the only caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import LogFormatError
 from ..events import (
@@ -53,12 +53,50 @@ from ..events import (
 from ._log_rows import WholeLogNeeded, until
 from ._snapshots import decode_state
 
-if TYPE_CHECKING:
-    from ._recorded import Recorded
-
 Json = dict[str, Any]
 Rows = Iterable[tuple[int, str, str]]
-OnEvent = Callable[["Recorded", Json, Rows, str], None]
+
+
+class Recorded(Protocol):
+    """What the table writes to: a run's index (``durable.engine._recorded.Recorded``).
+
+    Declared here, as the table needs it, so that the index imports the
+    table and not the other way round.
+    """
+
+    started: Json | None
+    steps_started: dict[str, Json]
+    steps_completed: dict[str, Json]
+    steps_failed: dict[str, Json]
+    attempts: dict[str, int]
+    answers: dict[str, Json]
+    sessions: dict[str, Json]
+    retries: dict[str, list[Json]]
+    terminal: tuple[str, Json] | None
+    state_version: int
+    cycle_completed: Json | None
+    talk: dict[str, Json]
+    drift_keys: list[str]
+    budget: Json | None
+
+    @classmethod
+    def from_rows(cls, rows: Rows, run_id: str = "") -> Any: ...
+
+    @classmethod
+    def from_state(cls, state: Json, run_id: str = "") -> Any: ...
+
+    def _become(self, other: Any) -> None: ...
+
+    def accept(self, d: Json) -> None: ...
+
+    def add_cursor(self, d: Json) -> None: ...
+
+    def resolve(self, d: Json) -> None: ...
+
+    def clear_failures(self, key: str, *, keep_own_retries: bool = False) -> None: ...
+
+
+OnEvent = Callable[[Recorded, Json, Rows, str], None]
 
 
 def _step_completed(rec: Recorded, d: Json, rows: Rows, run_id: str) -> None:

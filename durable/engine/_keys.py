@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 EFFECT_KINDS = ("tool", "model", "workflow")
 """The kinds of effect, each the first part of its key segment."""
@@ -212,3 +213,12 @@ def ordinal(key: str) -> int:
 def effect_of_idempotency_key(run_id: str, idempotency: str) -> str:
     """The effect key inside ``run_id`` that an idempotency key names."""
     return idempotency.removeprefix(f"{run_id}:")
+
+
+class Call(NamedTuple):
+    """A durable call as the log identifies it: ``(kind, name, input_hash, key)``."""
+
+    kind: str
+    name: str
+    input_hash: str
+    key: str

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import LogCorruptedError, LogFormatError
-from ._decide import Call
 from ._event_index import ON
-from ._keys import parent_of, session_position, step_name
+from ._keys import Call, parent_of, session_position, step_name
 from ._log_rows import check_fields, chunks, damaged
 from ._snapshots import STATE_FORMAT
 from ._values import sha256_tag
