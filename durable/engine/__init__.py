@@ -64,6 +64,8 @@ from ._outbox_call import OUTBOX_TOOLS as OUTBOX_TOOLS
 from ._recorded import Recorded as Recorded
 from ._retry_policy import RetryPolicy as RetryPolicy
 from ._retry_policy import decide as decide
+from ._run_end import final_failure as final_failure
+from ._run_end import record_run_failed as record_run_failed
 from ._runner import _drift_keys as _drift_keys
 from ._runner import _input_params as _input_params
 from ._runner import drive as drive

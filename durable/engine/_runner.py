@@ -50,7 +50,7 @@ from ._manifest import (
     run_manifest,
 )
 from ._metrics import count_run
-from ._run_end import close_failed, compensate_before_end, fails_for_good
+from ._run_end import close_failed, compensate_before_end, final_failure
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec, spec_of
 from ._sync_bodies import call_sync_body
@@ -494,7 +494,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        done = await compensate_before_end(run, exc) if fails_for_good(exc) else []
+        done = await compensate_before_end(run, exc) if final_failure(exc) else []
         if close_failed(run, exc, done):
             count_run("failed", spec.name)
         raise

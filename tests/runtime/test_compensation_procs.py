@@ -1,4 +1,4 @@
-"""A worker SIGKILLed inside a compensation: another worker finishes the undoing (SQLite, Postgres)."""
+"""Workers SIGKILLed while a failed run is undone: another worker finishes it once (SQLite, Postgres)."""
 
 from __future__ import annotations
 
@@ -43,3 +43,25 @@ def test_a_kill_inside_a_compensation_resumes_the_undoing_on_another_worker(proc
     assert len(procs.bodies(tool="book_room")) == 1
     assert len(procs.bodies(tool="pay_room")) == 1
     assert len(procs.bodies(wf="saga")) == 2
+
+
+def test_a_kill_between_a_runtime_recorded_failure_and_its_end_compensates_exactly_once(procs: Procs) -> None:
+    """Killed after the undos of a MaxVisitsExceededError and before run.failed: the next worker ends it."""
+    w = procs.worker(DURABLE_TEST_HOLD_END="1")
+    h = durable.start_workflow(procs.app.visits_saga, "r8", world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: (procs.tmp / "holding-end").exists(), 30, "the worker to reach the run's end")
+    assert [b["result"] for b in procs.bodies(tool="unlend")] == ["car-r8"]
+    assert [b["result"] for b in procs.bodies(tool="unpay")] == ["paid-r8"]
+    assert procs.status(h.run_id).status == "running"  # no end recorded
+    procs.kill(w)
+    procs.worker()
+    st = procs.ends(h.run_id, 30)
+    assert st.status == "failed"
+    assert st.error is not None and st.error["error_type"].endswith("MaxVisitsExceededError")
+    assert st.compensated == ["compensate:tool:lend_car#1", "compensate:tool:pay_room#0"]
+    procs.settle()
+    assert len(procs.bodies(wf="visits_saga")) == 2  # the killed drive, and the one that ended it
+    assert len(procs.bodies(tool="unlend")) == 1
+    assert len(procs.bodies(tool="unpay")) == 1
+    assert len(procs.bodies(tool="pay_room")) == 1
+    assert len(procs.bodies(tool="lend_car")) == 1
