@@ -156,9 +156,12 @@ def usage_of(result: Any) -> Json | None:
     attribute) holding ``input_tokens``/``output_tokens`` (Anthropic,
     pydantic-ai), ``prompt_tokens``/``completion_tokens`` (OpenAI) or
     ``request_tokens``/``response_tokens``; its ``model`` or ``model_name``
-    names the model for ``Budget.prices``. ``None``: the result reports none.
+    names the model for ``Budget.prices``. A list is the chunks of a stream
+    (``stream_usage``). ``None``: the result reports none.
     """
-    if result is None or isinstance(result, str | bytes | int | float | list):
+    if isinstance(result, list):
+        return stream_usage(result)
+    if result is None or isinstance(result, str | bytes | int | float):
         return None
     usage = result.get("usage") if isinstance(result, Mapping) else getattr(result, "usage", None)
     if usage is None or isinstance(usage, str | bytes | int | float | list):
@@ -170,6 +173,62 @@ def usage_of(result: Any) -> Json | None:
             out["model"] = model
             break
     return out
+
+
+_WRAPPERS = ("message", "response")
+"""Where a stream event holds a whole message with its usage (Anthropic's ``message_start``,
+OpenAI's ``response.completed``, a pydantic-ai stream's last chunk)."""
+
+
+def chunk_usage(chunk: Any) -> Json | None:
+    """The usage one chunk of a streamed model call reports, or ``None`` (most chunks report none).
+
+    A chunk reports usage as a result does (``usage_of``: OpenAI's last chat
+    chunk with ``stream_options={"include_usage": True}``, Anthropic's
+    ``message_delta``), or inside its ``message`` or ``response``.
+    """
+    if not isinstance(chunk, Mapping):
+        return (
+            None if isinstance(chunk, str | bytes | int | float | list) or chunk is None else usage_of(chunk)
+        )
+    usage = usage_of(chunk)
+    if usage is None:
+        for name in _WRAPPERS:
+            inner = chunk.get(name)
+            if isinstance(inner, Mapping):
+                usage = usage_of(inner)
+                if usage is not None:
+                    break
+    return usage
+
+
+def merged_usage(seen: Json | None, usage: Json) -> Json:
+    """Two usages of one stream as one: the larger count of each kind (streams report running totals).
+
+    Anthropic's ``message_start`` reports the input tokens and its
+    ``message_delta`` the output tokens so far; OpenAI reports both once, in
+    the last chunk: the larger of each is the stream's usage either way.
+    """
+    if seen is None:
+        return usage
+    out = {
+        "input_tokens": max(seen["input_tokens"], usage["input_tokens"]),
+        "output_tokens": max(seen["output_tokens"], usage["output_tokens"]),
+    }
+    model = seen.get("model") or usage.get("model")
+    if model is not None:
+        out["model"] = model
+    return out
+
+
+def stream_usage(chunks: list[Any]) -> Json | None:
+    """The usage the chunks of a stream report together (``merged_usage``), or ``None``."""
+    seen: Json | None = None
+    for chunk in chunks:
+        usage = chunk_usage(chunk)
+        if usage is not None:
+            seen = merged_usage(seen, usage)
+    return seen
 
 
 def receipt_usage(receipt: Json, budget: Budget | None) -> Usage:
