@@ -24,6 +24,7 @@ from ._budget import recorded_budget as recorded_budget
 from ._budget import run_usage as run_usage
 from ._capabilities import reachable as reachable
 from ._compatible import step_additions as step_additions
+from ._compensation import COMPENSATE as COMPENSATE
 from ._context import CURRENT as CURRENT
 from ._context import EFFECT_KEY as EFFECT_KEY
 from ._context import RunContext as RunContext
