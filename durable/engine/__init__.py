@@ -26,6 +26,7 @@ from ._budget import runs_usage as runs_usage
 from ._capabilities import reachable as reachable
 from ._compatible import step_additions as step_additions
 from ._compensation import COMPENSATE as COMPENSATE
+from ._compensation import undo_pending as undo_pending
 from ._context import CURRENT as CURRENT
 from ._context import EFFECT_KEY as EFFECT_KEY
 from ._context import RunContext as RunContext

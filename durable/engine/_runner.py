@@ -435,7 +435,7 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
             if not retry_failed:
                 raise recorded_run_failure(data, rid)
         elif kind == RUN_INTERRUPTED:
-            if resume is _UNSET:
+            if resume is _UNSET and getattr(how.guard, "reason", None) is None:  # a cancel replays to undo
                 raise RunInterrupted(
                     f"run {rid!r} is waiting at {data['path']!r} for an answer; call run_workflow "
                     "again with resume=<answer>.",
@@ -443,9 +443,10 @@ def _check_resume(run: RunContext, spec: Spec, data: Any, input_hash: str, how: 
                     value=data.get("value"),
                     path=data["path"],
                 )
-            answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
-            run.record(INTERRUPT_RESUMED, ev.interrupt_resumed(data["path"], answer))
-            run.flush(status="running")
+            if resume is not _UNSET:
+                answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
+                run.record(INTERRUPT_RESUMED, ev.interrupt_resumed(data["path"], answer))
+                run.flush(status="running")
         elif kind == RUN_CANCELLED:
             reason = data.get("reason", "requested")
             if not how.resume_cancelled:

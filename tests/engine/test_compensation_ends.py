@@ -179,3 +179,58 @@ def test_a_body_that_fails_for_good_while_its_undo_is_cut_resumes_the_undo(world
     assert st.compensated == UNDONE
     assert LOG.count("release o1 rs-o1") == 1
     assert LOG.count("refund o1 ch-o1") == 2  # cut mid-call and idempotent: re-driven with its key
+
+
+@durable.workflow
+async def asks_after_booking(order: str) -> str:
+    await charge(order)
+    await reserve(order)
+    answer = durable.interrupt({"confirm": order})
+    return f"{order}: {answer}"
+
+
+async def _interrupted(world: durable.World, run_id: str) -> durable.RunHandle:
+    h = await durable.start_workflow(asks_after_booking, "o4", world=world, run_id=run_id)
+    with pytest.raises(durable.RunInterrupted):  # once its drive has ended: nobody drives it
+        await h.result(timeout=30)
+    return h
+
+
+def test_cancelling_a_run_that_waits_for_an_answer_undoes_its_confirmed_calls(world: durable.World) -> None:
+    """Nobody drives a waiting run: the cancel replays it to its interrupt, undoes both calls, ends it."""
+
+    async def go() -> durable.RunStatus:
+        h = await _interrupted(world, "w")
+        await h.cancel()
+        with pytest.raises(durable.RunCancelledError):
+            await h.result(timeout=30)
+        return await h.status_detail()
+
+    st = asyncio.run(go())
+    assert st.status == "cancelled"
+    assert st.compensated == UNDONE
+    assert LOG == ["charge o4", "reserve o4", "release o4 rs-o4", "refund o4 ch-o4"]
+    assert [e.type for e in world.events("w")][-1] == "run.cancelled"
+
+
+def test_a_cancel_from_a_process_without_the_code_waits_for_one_that_has_it(worlds: Worlds) -> None:
+    """Without the workflow nothing can be undone: the run keeps waiting; a process with the code ends it."""
+    asyncio.run(_interrupted(worlds.open(), "w"))
+    stranger = worlds.open()  # another process: it never started or served the workflow
+    assert durable.runtime.cancel_run(stranger, "w") == "interrupted"
+    assert not [e for e in stranger.events("w") if e.type == "run.cancelled"]
+    assert LOG == ["charge o4", "reserve o4"]
+
+    async def knowing() -> durable.RunStatus:
+        world = worlds.open()
+        assert await durable.recover_runs(world, workflows=[asks_after_booking]) == []  # it knows the code
+        h = durable.handle("w", world=world)
+        await h.cancel()
+        with pytest.raises(durable.RunCancelledError):
+            await h.result(timeout=30)
+        return await h.status_detail()
+
+    st = asyncio.run(knowing())
+    assert st.status == "cancelled"
+    assert st.compensated == UNDONE
+    assert LOG.count("refund o4 ch-o4") == 1
