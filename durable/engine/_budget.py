@@ -160,10 +160,8 @@ def usage_of(result: Any) -> Json | None:
     names the model for ``Budget.prices``. A list is the chunks of a stream
     (``stream_usage``). ``None``: the result reports none.
     """
-    if isinstance(result, list):
-        return stream_usage(result)
-    if result is None or isinstance(result, str | bytes | int | float):
-        return None
+    if result is None or isinstance(result, str | bytes | int | float | list):
+        return stream_usage(result) if isinstance(result, list) else None
     usage = result.get("usage") if isinstance(result, Mapping) else getattr(result, "usage", None)
     if usage is None or isinstance(usage, str | bytes | int | float | list):
         return None
