@@ -25,7 +25,6 @@ from ._budget import run_usage as run_usage
 from ._budget import runs_usage as runs_usage
 from ._capabilities import reachable as reachable
 from ._compatible import step_additions as step_additions
-from ._compensation import COMPENSATE as COMPENSATE
 from ._compensation import undo_pending as undo_pending
 from ._context import CURRENT as CURRENT
 from ._context import EFFECT_KEY as EFFECT_KEY
@@ -37,6 +36,7 @@ from ._failures import error_data as error_data
 from ._failures import error_type as error_type
 from ._failures import rebuild_error as rebuild_error
 from ._failures import rebuild_from as rebuild_from
+from ._keys import COMPENSATE as COMPENSATE
 from ._keys import EFFECT_KINDS as EFFECT_KINDS
 from ._keys import VISIT_MARK as VISIT_MARK
 from ._keys import parent_of as parent_of

@@ -25,16 +25,13 @@ from ..events import EFFECT_INTENT, EFFECT_RECEIPT
 from . import _event_writer as ev
 from ._context import EFFECT_KEY
 from ._failures import error_data, recordable
-from ._keys import idempotency_key
+from ._keys import COMPENSATE, idempotency_key
 from ._spec import Spec, spec_of
 from ._values import stored_bytes, to_json
 
 if TYPE_CHECKING:
     from ._context import RunContext
     from ._recorded import Recorded
-
-COMPENSATE = "compensate:"
-"""The prefix of a compensation's effect key: ``compensate:<original key>``."""
 
 
 class Compensation(NamedTuple):

@@ -52,7 +52,7 @@ from ..events import (
     VALUE_RECORDED,
 )
 from ._decide import Call
-from ._keys import parent_of, session_position, step_name
+from ._keys import COMPENSATE, parent_of, session_position, step_name
 from ._log_rows import WholeLogNeeded, check_fields, chunks, damaged, until
 from ._snapshots import STATE_FORMAT, decode_state
 from ._values import sha256_tag
@@ -482,7 +482,10 @@ class Recorded:
                     "step", step_name(path), d["input_hash"], path
                 )
             for key, d in self.intents.items():
-                index[(parent_of(key), d.get("pos", 0))] = Call(d["kind"], d["name"], d["input_hash"], key)
+                if not key.startswith(COMPENSATE):  # an undo takes no position in the body's calls
+                    index[(parent_of(key), d.get("pos", 0))] = Call(
+                        d["kind"], d["name"], d["input_hash"], key
+                    )
             for key, d in self.values.items():
                 index[(parent_of(key), d.get("pos", 0))] = Call(d["kind"], d["kind"], "", key)
             for path, d in self.sessions.items():

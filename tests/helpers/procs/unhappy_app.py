@@ -239,6 +239,15 @@ async def visits_saga(room: str) -> str:
     return str(await same(2))
 
 
+@durable.workflow
+async def waiting_saga(room: str) -> str:
+    """Two confirmed calls, then a wait for an answer: a cancellation must undo both."""
+    note(wf="waiting_saga")
+    await pay_room(room)
+    await book_room(room)
+    return str(durable.interrupt({"confirm": room}))
+
+
 def hold_before_end(world: durable.World) -> None:
     """Hang the worker (until it is killed) when it is about to append a ``run.failed``."""
     append = world.log.append
@@ -265,6 +274,7 @@ WORKFLOWS = [
     digest,
     saga,
     visits_saga,
+    waiting_saga,
     max_visits,
     serialization,
     configuration,
