@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..engine import Recorded, WorldCore, budget_text, recorded_budget, recover_log, run_usage, without_visit
+from ..engine import Budget, Recorded, Usage, WorldCore, budget_text, runs_usage, without_visit
 from ..errors import RunNotFoundError
 from ..events import RUN_FAILED, Event, parse_event
 from ..ops import import_workflow, parse_models, report_text, verify_run
@@ -85,10 +85,8 @@ def _runs_human(rows: list[dict[str, Any]]) -> str:
     return text if note is None else f"{text}\n{note}"
 
 
-def usage_columns(world: WorldCore, run_id: str) -> dict[str, Any]:
+def usage_columns(used: Usage, budget: Budget | None) -> dict[str, Any]:
     """A run's usage and budget as ``little runs --usage`` shows them."""
-    used = run_usage(world, run_id)
-    budget = recorded_budget(recover_log(world.log, run_id))
     return {
         "model_calls": used.calls,
         "tokens": used.input_tokens + used.output_tokens,
@@ -118,7 +116,8 @@ def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
         raise CliError("--limit must be at least 1 and --offset at least 0")
     rows, left_out = list_runs(world, status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
     if a.usage:
-        rows = [r | usage_columns(world, r["run_id"]) if r.get("status") != "enqueued" else r for r in rows]
+        spent = runs_usage(world, [r["run_id"] for r in rows if r.get("status") != "enqueued"])
+        rows = [r | usage_columns(*spent[r["run_id"]]) if r["run_id"] in spent else r for r in rows]
     if not left_out:
         return rows
     note = _left_out_note(left_out, len(rows), a.offset, a.limit)

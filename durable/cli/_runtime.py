@@ -118,11 +118,34 @@ def _worker(world: WorldCore, a: argparse.Namespace) -> Any:
     return None
 
 
-@command("cancel", "cancel a run: it stops at its next durable call (an enqueued run at once)", run_id_arg)
+def _cancel_args(p: argparse.ArgumentParser) -> None:
+    run_id_arg(p)
+    p.add_argument(
+        "--workflow",
+        metavar="MODULE:FUNCTION",
+        help="the run's workflow: a run nobody drives that has confirmed calls to undo (compensate=) "
+        "is driven here to its cancellation, its compensations run",
+    )
+
+
+@command("cancel", "cancel a run: it stops at its next durable call (an enqueued run at once)", _cancel_args)
 def _cancel(world: WorldCore, a: argparse.Namespace) -> Any:
-    status = cancel_run(world, a.run_id)
-    detail = run_status(world, a.run_id)
-    return {"run_id": a.run_id, "status": status, "reason": detail.reason}
+    async def go() -> dict[str, Any]:
+        status = cancel_run(world, a.run_id, workflows=workflow_of(a))
+        task = default_driver(world).tasks.get(a.run_id)
+        if task is not None:
+            await asyncio.wait([task])  # its compensations, driven here in the foreground
+            status = run_status(world, a.run_id).status
+        detail = run_status(world, a.run_id)
+        out: dict[str, Any] = {"run_id": a.run_id, "status": status, "reason": detail.reason}
+        if status in ("interrupted", "blocked") and task is None:
+            out["note"] = (
+                "nothing drives it and it has confirmed calls to undo (compensate=): cancel it "
+                "with --workflow MODULE:FUNCTION so that its compensations run here"
+            )
+        return out
+
+    return asyncio.run(go())
 
 
 def workflow_of(a: argparse.Namespace) -> list[Any]:

@@ -22,8 +22,10 @@ from ._budget import budget_text as budget_text
 from ._budget import checked_budget as checked_budget
 from ._budget import recorded_budget as recorded_budget
 from ._budget import run_usage as run_usage
+from ._budget import runs_usage as runs_usage
 from ._capabilities import reachable as reachable
 from ._compatible import step_additions as step_additions
+from ._compensation import undo_pending as undo_pending
 from ._context import CURRENT as CURRENT
 from ._context import EFFECT_KEY as EFFECT_KEY
 from ._context import RunContext as RunContext
@@ -38,6 +40,7 @@ from ._failures import error_data as error_data
 from ._failures import error_type as error_type
 from ._failures import rebuild_error as rebuild_error
 from ._failures import rebuild_from as rebuild_from
+from ._keys import COMPENSATE as COMPENSATE
 from ._keys import EFFECT_KINDS as EFFECT_KINDS
 from ._keys import VISIT_MARK as VISIT_MARK
 from ._keys import parent_of as parent_of
@@ -61,6 +64,8 @@ from ._outbox_call import OUTBOX_TOOLS as OUTBOX_TOOLS
 from ._recorded import Recorded as Recorded
 from ._retry_policy import RetryPolicy as RetryPolicy
 from ._retry_policy import decide as decide
+from ._run_end import final_failure as final_failure
+from ._run_end import record_run_failed as record_run_failed
 from ._run_input import DriveOptions as DriveOptions
 from ._run_input import accepted_drift_keys as accepted_drift_keys
 from ._run_input import new_run_id as new_run_id

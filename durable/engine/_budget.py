@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BudgetExhaustedError, ConfigurationError
+from ..events import BUDGET_SET, EFFECT_INTENT, EFFECT_RECEIPT, RUN_RESTORED, SNAPSHOT
 
 if TYPE_CHECKING:
     from ._recorded import Recorded
@@ -156,10 +157,11 @@ def usage_of(result: Any) -> Json | None:
     attribute) holding ``input_tokens``/``output_tokens`` (Anthropic,
     pydantic-ai), ``prompt_tokens``/``completion_tokens`` (OpenAI) or
     ``request_tokens``/``response_tokens``; its ``model`` or ``model_name``
-    names the model for ``Budget.prices``. ``None``: the result reports none.
+    names the model for ``Budget.prices``. A list is the chunks of a stream
+    (``stream_usage``). ``None``: the result reports none.
     """
     if result is None or isinstance(result, str | bytes | int | float | list):
-        return None
+        return stream_usage(result) if isinstance(result, list) else None
     usage = result.get("usage") if isinstance(result, Mapping) else getattr(result, "usage", None)
     if usage is None or isinstance(usage, str | bytes | int | float | list):
         return None
@@ -170,6 +172,62 @@ def usage_of(result: Any) -> Json | None:
             out["model"] = model
             break
     return out
+
+
+_WRAPPERS = ("message", "response")
+"""Where a stream event holds a whole message with its usage (Anthropic's ``message_start``,
+OpenAI's ``response.completed``, a pydantic-ai stream's last chunk)."""
+
+
+def chunk_usage(chunk: Any) -> Json | None:
+    """The usage one chunk of a streamed model call reports, or ``None`` (most chunks report none).
+
+    A chunk reports usage as a result does (``usage_of``: OpenAI's last chat
+    chunk with ``stream_options={"include_usage": True}``, Anthropic's
+    ``message_delta``), or inside its ``message`` or ``response``.
+    """
+    if not isinstance(chunk, Mapping):
+        return (
+            None if isinstance(chunk, str | bytes | int | float | list) or chunk is None else usage_of(chunk)
+        )
+    usage = usage_of(chunk)
+    if usage is None:
+        for name in _WRAPPERS:
+            inner = chunk.get(name)
+            if isinstance(inner, Mapping):
+                usage = usage_of(inner)
+                if usage is not None:
+                    break
+    return usage
+
+
+def merged_usage(seen: Json | None, usage: Json) -> Json:
+    """Two usages of one stream as one: the larger count of each kind (streams report running totals).
+
+    Anthropic's ``message_start`` reports the input tokens and its
+    ``message_delta`` the output tokens so far; OpenAI reports both once, in
+    the last chunk: the larger of each is the stream's usage either way.
+    """
+    if seen is None:
+        return usage
+    out = {
+        "input_tokens": max(seen["input_tokens"], usage["input_tokens"]),
+        "output_tokens": max(seen["output_tokens"], usage["output_tokens"]),
+    }
+    model = seen.get("model") or usage.get("model")
+    if model is not None:
+        out["model"] = model
+    return out
+
+
+def stream_usage(chunks: list[Any]) -> Json | None:
+    """The usage the chunks of a stream report together (``merged_usage``), or ``None``."""
+    seen: Json | None = None
+    for chunk in chunks:
+        usage = chunk_usage(chunk)
+        if usage is not None:
+            seen = merged_usage(seen, usage)
+    return seen
 
 
 def receipt_usage(receipt: Json, budget: Budget | None) -> Usage:
@@ -197,14 +255,33 @@ def recorded_budget(rec: Recorded) -> Budget | None:
 
 def child_run_ids(world: WorldCore, run_id: str, rec: Recorded) -> list[str]:
     """The runs started by ``run_id``: child workflows of its bodies and of its tool bodies."""
-    found = {i["child_run_id"] for i in rec.intents.values() if i.get("child_run_id")}
-    prefix = f"{run_id}:"
-    if any(i.get("kind") == "tool" for i in rec.intents.values()):
-        # A workflow started in a tool body takes an id under the tool's key (``_keys.tool_child_run_id``).
-        found.update(
-            r.run_id for r in world.log.runs() if r.parent_run_id == run_id and r.run_id.startswith(prefix)
-        )
-    return sorted(found)
+    return children_of(world, {run_id: rec})[run_id]
+
+
+def children_of(world: WorldCore, recs: Mapping[str, Recorded]) -> dict[str, list[str]]:
+    """The runs each of ``recs`` started: those its intents name, and those started in its tool bodies.
+
+    A workflow started in a tool body takes an id under the tool's key
+    (``_keys.tool_child_run_id``) and is found by its parent, through the
+    log's index on it (``child_runs``) where the log has one.
+    """
+    found = {
+        r: {i["child_run_id"] for i in rec.intents.values() if i.get("child_run_id")}
+        for r, rec in recs.items()
+    }
+    with_tools = [r for r, rec in recs.items() if any(i.get("kind") == "tool" for i in rec.intents.values())]
+    if with_tools:
+        index = getattr(world.log, "child_runs", None)
+        if index is not None:
+            started: dict[str, list[str]] = index(with_tools)
+        else:  # a log of another program: its run list, read once
+            wanted, started = set(with_tools), {}
+            for info in world.log.runs():
+                if info.parent_run_id in wanted:
+                    started.setdefault(info.parent_run_id, []).append(info.run_id)
+        for parent in with_tools:
+            found[parent].update(c for c in started.get(parent, ()) if c.startswith(f"{parent}:"))
+    return {r: sorted(c) for r, c in found.items()}
 
 
 def tree_usage(world: WorldCore, run_id: str, rec: Recorded, budget: Budget | None) -> Usage:
@@ -215,6 +292,54 @@ def tree_usage(world: WorldCore, run_id: str, rec: Recorded, budget: Budget | No
     for child in child_run_ids(world, run_id, rec):
         total = total.plus(tree_usage(world, child, recover_log(world.log, child), budget))
     return total
+
+
+USAGE_TYPES = (SNAPSHOT, RUN_RESTORED, EFFECT_INTENT, EFFECT_RECEIPT, BUDGET_SET)
+"""The events a run's usage and budget are read from (a compacted run's snapshot holds them too)."""
+
+
+def _usage_records(world: WorldCore, run_ids: list[str]) -> dict[str, Recorded]:
+    """The index of each run built from its usage events only, in one read of the log where it can."""
+    from ._loader import recover_log  # recovery reads the log through the runner's modules
+    from ._recorded import Recorded
+
+    many = getattr(world.log, "rows_of_types", None)
+    if many is None:
+        return {r: recover_log(world.log, r) for r in run_ids}
+    found: dict[str, list[tuple[int, str, str]]] = many(run_ids, USAGE_TYPES)
+    return {r: Recorded.from_rows(found.get(r, []), r) for r in run_ids}
+
+
+def runs_usage(world: WorldCore, run_ids: list[str]) -> dict[str, tuple[Usage, Budget | None]]:
+    """What each run and the runs it started spent, and its budget: one read per level of the trees.
+
+    The usage ``run_usage`` gives for each run, for a list of runs at once
+    (``little runs --usage``): the logs are read for their usage events only,
+    all the listed runs in one query, then their children in another, and so
+    on down; each run is read once however many listed trees hold it.
+    """
+    recs: dict[str, Recorded] = {}
+    kids: dict[str, list[str]] = {}
+    todo = list(dict.fromkeys(run_ids))
+    while todo:
+        level = _usage_records(world, todo)
+        recs.update(level)
+        kids.update(children_of(world, level))
+        todo = list(dict.fromkeys(c for r in level for c in kids[r] if c not in recs))
+
+    def tree(run_id: str, budget: Budget | None, seen: set[str]) -> Usage:
+        total = recorded_usage(recs[run_id], budget)
+        for child in kids.get(run_id, ()):
+            if child not in seen:
+                seen.add(child)
+                total = total.plus(tree(child, budget, seen))
+        return total
+
+    out: dict[str, tuple[Usage, Budget | None]] = {}
+    for r in run_ids:
+        budget = recorded_budget(recs[r])
+        out[r] = (tree(r, budget, {r}), budget)
+    return out
 
 
 class Account:

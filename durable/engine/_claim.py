@@ -56,6 +56,28 @@ def _concurrent(scope: Scope, what: str) -> NondeterminismError:
     )
 
 
+def _confirmed(run: RunContext, scope: Scope) -> bool:
+    """Whether the log holds this call's outcome: it replays before a cancellation is seen.
+
+    A run cancelled while it is recovered replays every confirmed call first,
+    so the compensations of all of them are known when the cancellation ends it.
+    """
+    if not run.replaying:
+        return False
+    rec = run.recorded
+    call = rec.position(scope.path, scope.n)
+    if call is None:
+        return False
+    key = call.key
+    if key in rec.intents:
+        return key in rec.receipts
+    if key in rec.steps_started:
+        return key in rec.steps_completed or key in rec.steps_failed
+    if key in rec.interrupts:  # one that waits on its answer: the cancellation ends the run there
+        return key in rec.answers
+    return True  # a sleep still due asks the guard while it waits
+
+
 class Claim:
     """One durable call's hold on its scope: its ordinal, and what the log says about it.
 
@@ -68,7 +90,7 @@ class Claim:
 
     def __init__(self, scope: Scope, what: str):
         run = scope.run
-        if run.guard is not None:  # a runtime watches the run: cancelled, past its deadline?
+        if run.guard is not None and not _confirmed(run, scope):  # cancelled, past its deadline?
             run.guard.check(run)
         if scope.busy is not None:
             raise _concurrent(scope, what)

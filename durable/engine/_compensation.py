@@ -27,15 +27,13 @@ from ._attempts import Attempts
 from ._call_inputs import recorded_input
 from ._context import EFFECT_KEY, Compensation
 from ._failures import error_data, recordable
-from ._keys import idempotency_key
+from ._keys import COMPENSATE, idempotency_key
 from ._spec import NEVER_HAPPENED, Spec, spec_of
 from ._values import stored_bytes, to_json
 
 if TYPE_CHECKING:
     from ._context import RunContext
-
-COMPENSATE = "compensate:"
-"""The prefix of a compensation's effect key: ``compensate:<original key>``."""
+    from ._recorded import Recorded
 
 
 def remember(
@@ -50,6 +48,24 @@ def remember(
 def compensated_keys(receipts: dict[str, Any]) -> list[str]:
     """The compensations a run's receipts confirm, as ``compensate:<key>``."""
     return [k for k, r in receipts.items() if k.startswith(COMPENSATE) and r.get("outcome") == "ok"]
+
+
+def undo_pending(rec: Recorded) -> list[str]:
+    """The confirmed calls of ``compensate=`` tools whose compensation is not confirmed, by key.
+
+    Read from the log alone (the run's manifest names each tool's
+    ``compensate=``): what a cancellation must undo before the run can end.
+    """
+    tools = ((rec.started or {}).get("manifest") or {}).get("tools") or {}
+    undoable = {name for name, d in tools.items() if (d.get("options") or {}).get("compensate")}
+    return [
+        key
+        for key, r in rec.receipts.items()
+        if r.get("outcome") == "ok"
+        and not key.startswith(COMPENSATE)
+        and (rec.intents.get(key) or {}).get("name") in undoable
+        and (rec.receipts.get(COMPENSATE + key) or {}).get("outcome") != "ok"
+    ]
 
 
 async def compensate(run: RunContext) -> list[str]:

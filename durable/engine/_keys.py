@@ -151,6 +151,10 @@ def tool_child_run_id(tool_idempotency_key: str, workflow: str, input_hash: str)
 # -- parsing ------------------------------------------------------------------
 
 
+COMPENSATE = "compensate:"
+"""The prefix of a compensation's effect key: ``compensate:<original key>``."""
+
+
 def parent_of(path: str) -> str:
     """The scope path that contains ``path`` (brackets of branch keys respected).
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import LogCorruptedError, LogFormatError
 from ._event_index import ON
-from ._keys import Call, parent_of, session_position, step_name
+from ._keys import COMPENSATE, Call, parent_of, session_position, step_name
 from ._log_rows import check_fields, chunks, damaged
 from ._snapshots import STATE_FORMAT
 from ._values import sha256_tag
@@ -347,7 +347,10 @@ class Recorded:
                     "step", step_name(path), d["input_hash"], path
                 )
             for key, d in self.intents.items():
-                index[(parent_of(key), d.get("pos", 0))] = Call(d["kind"], d["name"], d["input_hash"], key)
+                if not key.startswith(COMPENSATE):  # an undo takes no position in the body's calls
+                    index[(parent_of(key), d.get("pos", 0))] = Call(
+                        d["kind"], d["name"], d["input_hash"], key
+                    )
             for key, d in self.values.items():
                 index[(parent_of(key), d.get("pos", 0))] = Call(d["kind"], d["kind"], "", key)
             for path, d in self.sessions.items():

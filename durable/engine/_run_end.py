@@ -1,7 +1,14 @@
-"""How a failed run ends: its compensations first, then ``run.failed`` for the code's own failures.
+"""How a failed run ends: its compensations first, then ``run.failed``.
 
-The runner calls these when a workflow body raises; what a drive that ends
-without a recorded outcome means is the runtime's business (``runtime._outcome``).
+A failure is *final* (``final_failure``) unless it waits for a person's
+decision (an unknown commit, nondeterminism, a spent budget, a compensation
+that failed) or only cut the drive (a store that cannot be written, a newer
+driver, a stop). The runner runs the compensations of the confirmed calls
+before it lets a final failure out of the drive, whoever records the end:
+the runner itself for the code's own failures (``fails_for_good``), the
+runtime for the others (``MaxVisitsExceededError``, ``SerializationError``,
+``ConfigurationError``...). Both record it with ``record_run_failed``, which
+names the compensations the log confirms.
 """
 
 from __future__ import annotations
@@ -9,17 +16,56 @@ from __future__ import annotations
 import contextlib
 
 from .._logging import ERROR, INFO, note
-from ..errors import SerializationError
+from ..errors import (
+    BudgetExhaustedError,
+    CompensationFailedError,
+    FencedError,
+    LogUnavailableError,
+    NondeterminismError,
+    SerializationError,
+    UnknownCommitError,
+)
 from ..events import RUN_FAILED
 from . import _event_writer as ev
-from ._compensation import compensate
+from ._compensation import compensate, compensated_keys
 from ._context import RunContext
 from ._failures import error_data, recordable
 
+AWAITS_DECISION = (UnknownCommitError, NondeterminismError, BudgetExhaustedError, CompensationFailedError)
+"""The failures that leave a run ``blocked`` until a person decides (never final)."""
+
 
 def fails_for_good(exc: BaseException) -> bool:
-    """Whether ``exc`` ends the run as ``failed`` (the code's own failure, recorded)."""
+    """Whether the runner records ``exc`` as the run's ``run.failed`` (the code's own failure)."""
     return recordable(exc) and not isinstance(exc, SerializationError)
+
+
+def final_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` ends the run ``failed`` under a runtime (its compensations run first).
+
+    Not final: a failure that waits for a person (``AWAITS_DECISION``), and
+    one that only cut the drive (the log unavailable, a newer driver, a stop
+    or a process exit, which are not ``Exception``).
+    """
+    if not isinstance(exc, Exception):
+        return False
+    return not isinstance(exc, (*AWAITS_DECISION, LogUnavailableError, FencedError))
+
+
+def record_run_failed(run: RunContext, exc: BaseException, compensated: list[str] | None = None) -> None:
+    """Append ``run.failed`` for ``exc`` with the compensations that ran, and flush it.
+
+    ``compensated``: those this drive confirmed; ``None``: those the run's log confirms
+    (an end recorded after the drive that ran them).
+    """
+    data = error_data(exc)
+    drift = getattr(exc, "changes", None)
+    if drift is not None:  # a CapabilityDriftError: rebuilt from its message, the keys kept apart
+        data["error_args"] = None
+        data["drift_keys"] = [c.key for c in drift]
+    done = compensated_keys(run.recorded.receipts) if compensated is None else compensated
+    run.emit(RUN_FAILED, ev.run_failed(data, getattr(exc, "path", None), done))
+    run.flush(status="failed")
 
 
 async def compensate_before_end(run: RunContext, exc: BaseException) -> list[str]:
@@ -46,8 +92,7 @@ def close_failed(run: RunContext, exc: BaseException, compensated: list[str]) ->
     with contextlib.suppress(BaseException):
         if fails_for_good(exc):
             path = getattr(exc, "path", None)
-            run.emit(RUN_FAILED, ev.run_failed(error_data(exc), path, compensated))
-            run.flush(status="failed")
+            record_run_failed(run, exc, compensated)
             failed = True
             note(
                 ERROR,

@@ -81,6 +81,7 @@ def check_resume(
     resume: Any,
     retry_failed: bool,
     resume_cancelled: bool,
+    cancelling: bool = False,
 ) -> Any:
     """Check a resume against the run's log; the recorded output when the run completed, else ``UNSET``.
 
@@ -135,7 +136,7 @@ def check_resume(
             if not retry_failed:
                 raise recorded_run_failure(data, rid)
         elif kind == RUN_INTERRUPTED:
-            if resume is UNSET:
+            if resume is UNSET and not cancelling:  # a cancel replays past the wait to undo
                 raise RunInterrupted(
                     f"run {rid!r} is waiting at {data['path']!r} for an answer; call run_workflow "
                     "again with resume=<answer>.",
@@ -143,9 +144,10 @@ def check_resume(
                     value=data.get("value"),
                     path=data["path"],
                 )
-            answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
-            run.record(INTERRUPT_RESUMED, ev.interrupt_resumed(data["path"], answer))
-            run.flush(status="running")
+            if resume is not UNSET:
+                answer = to_json(ANY, resume, what="the resume answer", run_id=rid, path=data["path"])
+                run.record(INTERRUPT_RESUMED, ev.interrupt_resumed(data["path"], answer))
+                run.flush(status="running")
         elif kind == RUN_CANCELLED:
             reason = data.get("reason", "requested")
             if not resume_cancelled:

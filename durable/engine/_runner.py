@@ -17,7 +17,7 @@ from ._budget import Account, Budget, account_of, checked_budget
 from ._context import CURRENT, NOTHING, RunContext, Scope, check_awaited
 from ._loader import recover_log, unsafe_unconfirmed
 from ._metrics import count_run, meters
-from ._run_end import close_failed, compensate_before_end, fails_for_good
+from ._run_end import close_failed, compensate_before_end, final_failure
 from ._run_input import PLAIN, DriveOptions, accepted_drift_keys, new_run_id, validate_input, workflow_spec
 from ._run_open import UNSET, check_resume, start_run
 from ._spec import Spec
@@ -232,6 +232,7 @@ async def _drive_run(
             resume=how.resume,
             retry_failed=how.retry_failed,
             resume_cancelled=how.options.resume_cancelled,
+            cancelling=getattr(how.options.guard, "reason", None) is not None,
         )
         if finished is not UNSET:
             return finished
@@ -284,7 +285,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        done = await compensate_before_end(run, exc) if fails_for_good(exc) else []
+        done = await compensate_before_end(run, exc) if final_failure(exc) else []
         if close_failed(run, exc, done):
             count_run("failed", spec.name)
         raise

@@ -10,6 +10,10 @@ cursor starts again at chunk 0, so replay never mixes two attempts.
 
 With ``@model_call(stream_to=name)`` each chunk is also written to the run's
 stream ``name`` (a ``stream.write`` keyed ``<call key>~<i>``) as it arrives.
+
+The usage the chunks report (``_budget.chunk_usage``: a chunk with a
+``usage``, or a ``message`` or ``response`` holding one) goes in the receipt,
+and the call counts against the run's budget as an unstreamed one does.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 from ..errors import LogCorruptedError
 from ..events import EFFECT_RECEIPT, STREAM_CURSOR, STREAM_WRITE
 from . import _event_writer as ev
+from ._budget import chunk_usage, merged_usage
 from ._claim import REPLAYED, Claim
 from ._context import CURRENT, EFFECT_KEY, RunContext
 from ._decide import EXECUTE
@@ -49,6 +54,7 @@ async def stream_effect(
         batch: list[Any] = []
         mirror = spec.stream_to
         finished = False
+        usage: dict[str, Any] | None = None
 
         def cursor(terminal: bool) -> None:
             nonlocal batch
@@ -71,6 +77,9 @@ async def stream_effect(
                         EFFECT_KEY.reset(token)
                     data = to_json(spec.out, chunk, what="a stream chunk", run_id=run.run_id, path=key)
                     batch.append(data)
+                    reported = chunk_usage(data)
+                    if reported is not None:
+                        usage = merged_usage(usage, reported)
                     if mirror is not None:
                         mirror_chunk(run, mirror, key, count, data)
                     count += 1
@@ -100,7 +109,12 @@ async def stream_effect(
                 traced.end()
             if finished:
                 cursor(True)
-                run.emit(EFFECT_RECEIPT, ev.receipt_ok(key, {"chunks": count}))
+                receipt = ev.receipt_ok(key, {"chunks": count})
+                if usage is not None:
+                    receipt["usage"] = usage
+                if run.account is not None:
+                    run.account.add(receipt)
+                run.emit(EFFECT_RECEIPT, receipt)
                 run.flush_soon()
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
 from .._clock import due_at, monotonic, poll_wait, wall
-from ..engine import Spec, Usage, WorldCore, rebuild_from, recover_log, run_usage
+from ..engine import Spec, Usage, WorldCore, rebuild_from, recover_log, run_usage, undo_pending
 from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
 from ..events import RUN_COMPLETED, RUN_INTERRUPTED
 from ..ops import record_cancelled
@@ -261,18 +262,28 @@ class RunHandle:
         return f"<RunHandle {self.run_id!r}>"
 
 
-def cancel_run(world: WorldCore, run_id: str, reason: str = "requested") -> str:
+def cancel_run(
+    world: WorldCore, run_id: str, reason: str = "requested", *, workflows: Iterable[Any] = ()
+) -> str:
     """Record a cancellation outside the run's log; return the run's status afterwards.
 
     An enqueued run becomes ``cancelled`` at once and never starts. A running
     run stops at its next durable call or wait (at once when this process
     drives it, within a second from another process); so do its child runs.
     A run that nobody drives (it waits at an interrupt, or its driver died)
-    is closed as ``cancelled`` by this call. A finished run is left as it is.
+    is closed as ``cancelled`` by this call, unless it has confirmed calls to
+    undo (``compensate=``): then this process drives it to its cancellation
+    in the background when it knows the workflow (it started or serves it, or
+    ``workflows`` names it), and otherwise leaves it as it is. A finished run
+    is left as it is.
 
     Raises:
         RunNotFoundError: The world has no such run.
     """
+    if workflows:
+        from ._start import workflow_map  # the starts import the handles
+
+        runtime_of(world).known.update(workflow_map(workflows))
     st = run_status(world, run_id)
     if st.status in ("completed", "failed", "cancelled"):
         return st.status
@@ -291,15 +302,47 @@ def cancel_run(world: WorldCore, run_id: str, reason: str = "requested") -> str:
 
 
 def _close_undriven(world: WorldCore, run_id: str, reason: str) -> None:
-    """Cancel a run that no live process drives (it waits at an interrupt, or its driver died)."""
+    """Cancel a run that no live process drives (it waits at an interrupt, or its driver died).
+
+    A run with confirmed calls to undo (``compensate=``) is not closed here:
+    its compensations need its code. This process drives it to its
+    cancellation when it knows the workflow; otherwise the run is left as
+    it is, for a process that knows it to cancel (a run whose driver died
+    keeps the request, and the worker that recovers it undoes and ends it).
+    """
     lock = world.locks.try_acquire(f"run:{run_id}")
     if lock is None:
         return  # a live driver: it sees the request at its next durable call
+    handed = False
     try:
+        if undo_pending(recover_log(world.log, run_id)):
+            handed = _drive_to_cancel(world, run_id, reason, lock)
+            return
         if record_cancelled(world, run_id, reason):
             control_of(world).finish(run_id, "cancelled")
     finally:
-        world.locks.release(lock)
+        if not handed:
+            world.locks.release(lock)
+
+
+def _drive_to_cancel(world: WorldCore, run_id: str, reason: str, lock: object) -> bool:
+    """Drive the run here, cancelled from its start, when this process can; whether it took ``lock``.
+
+    The drive replays the confirmed calls, meets the cancellation at the
+    first call the log does not hold (an unanswered interrupt included),
+    runs the compensations and records ``run.cancelled``.
+    """
+    rec = control_of(world).get(run_id)
+    info = world.log.info(run_id)
+    spec = runtime_of(world).known.get(info.workflow) if info is not None else None
+    if rec is None or spec is None:
+        return False
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no event loop here to drive it in
+        return False
+    default_driver(world).spawn(spec, dataclasses.replace(rec, cancel_reason=reason), lock)
+    return True
 
 
 def handle(run_id: str, *, world: WorldCore) -> RunHandle:

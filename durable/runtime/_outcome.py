@@ -15,19 +15,23 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ..engine import RunContext, WorldCore, error_data, error_type, rebuild_error, recover_log
-from ..engine import payloads as ev
+from ..engine import (
+    RunContext,
+    WorldCore,
+    error_type,
+    final_failure,
+    rebuild_error,
+    record_run_failed,
+    recover_log,
+)
 from ..errors import (
     BudgetExhaustedError,
-    CapabilityDriftError,
     CompensationFailedError,
-    FencedError,
-    LogUnavailableError,
     NondeterminismError,
     RunBlockedError,
     UnknownCommitError,
 )
-from ..events import RUN_FAILED, RUN_STARTED
+from ..events import RUN_STARTED
 
 UNKNOWN_COMMIT = "unknown_commit"
 NONDETERMINISM = "nondeterminism"
@@ -55,13 +59,17 @@ def classify(exc: BaseException) -> tuple[str, str | None]:
         return BLOCKED, BUDGET
     if isinstance(exc, CompensationFailedError):
         return BLOCKED, COMPENSATION_FAILED
-    if isinstance(exc, LogUnavailableError | FencedError) or not isinstance(exc, Exception):
-        return CUT, None
-    return FAILED, None
+    return (FAILED, None) if final_failure(exc) else (CUT, None)
 
 
 def record_failed(world: WorldCore, run_id: str, exc: BaseException) -> bool:
     """Append ``run.failed`` for ``exc`` to a run without an outcome; the caller holds its lock.
+
+    The drive that raised ``exc`` ran the compensations of the run's confirmed
+    calls before it let the failure out (``engine.final_failure``); the end
+    names those the log confirms. A process killed in between leaves a run
+    without an end: it is recovered, replays to the same failure, finds the
+    compensations confirmed, and comes back here.
 
     Returns whether it wrote (``False``: the run has an outcome already, or never started).
     """
@@ -69,14 +77,7 @@ def record_failed(world: WorldCore, run_id: str, exc: BaseException) -> bool:
     rec = recover_log(world.log, run_id)
     if rec.started is None or rec.terminal is not None:
         return False
-    run = RunContext(world, run_id, token, rec, {})
-    data = error_data(exc)
-    if isinstance(exc, CapabilityDriftError):
-        data["error_args"] = None  # rebuilt from its message: the changes are in the message
-        data["drift_keys"] = [c.key for c in exc.changes]
-    path = getattr(exc, "path", None)
-    run.emit(RUN_FAILED, ev.run_failed(data, path))
-    run.flush(status="failed")
+    record_run_failed(RunContext(world, run_id, token, rec, {}), exc)  # the drive ran the compensations
     return True
 
 

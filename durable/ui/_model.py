@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..engine import WorldCore, budget_text, recorded_budget, run_usage
+from ..engine import COMPENSATE, WorldCore, budget_text, recorded_budget, run_usage
 from ..errors import DurableError, RunNotFoundError
 from ..events import (
     DRIFT_ACCEPTED,
@@ -189,6 +189,40 @@ def timeline(events: Iterable[dict[str, Any]]) -> tuple[list[Item], int]:
     return order, resumed_at
 
 
+def compensations(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The compensations a run started, in the order they ran, from its events.
+
+    Each: ``key`` (the original call's), ``state`` (``confirmed``, ``failed``,
+    ``retrying`` or ``unconfirmed``: cut mid-call), ``attempts`` (its intents),
+    and ``result`` or ``error`` (its last receipt's).
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        key = ev.get("key") or ""
+        if not key.startswith(COMPENSATE) or ev["type"] not in (EFFECT_INTENT, EFFECT_RECEIPT):
+            continue
+        c = found.setdefault(
+            key,
+            {
+                "key": key[len(COMPENSATE) :],
+                "state": "unconfirmed",
+                "attempts": 0,
+                "result": None,
+                "error": None,
+            },
+        )
+        if ev["type"] == EFFECT_INTENT:
+            c["attempts"] += 1
+            c["state"] = "retrying" if c["error"] is not None else "unconfirmed"
+        elif ev.get("outcome") == "ok":
+            c["state"], c["result"], c["error"] = "confirmed", ev.get("result"), None
+        else:
+            message = (ev.get("error_message") or "").splitlines()
+            c["state"] = "failed"
+            c["error"] = f"{(ev.get('error_type') or '').rsplit('.', 1)[-1]}: {message[0] if message else ''}"
+    return list(found.values())
+
+
 def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
     """Everything the run page shows about one run.
 
@@ -305,6 +339,7 @@ def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
         "usage": usage if spent.calls or budget is not None else None,
         "budget": None if budget is None else {"text": budget_text(budget), "json": budget.to_json()},
         "resolutions": resolutions,
+        "compensations": compensations(events),
         "parent_run_id": info.parent_run_id,
         "created_at": info.created_at,
         "updated_at": info.updated_at,

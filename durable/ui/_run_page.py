@@ -195,6 +195,25 @@ def resolutions_section(d: dict[str, Any]) -> str:
     )
 
 
+def compensations_section(d: dict[str, Any]) -> str:
+    """The compensations the run started: the call each undoes, its state, attempts, result or error."""
+    rows = "".join(
+        f'<tr class="compensation" data-key="{e(c["key"])}"><td><code>{e(c["key"])}</code></td>'
+        f'<td class="state">{badge(c["state"])}</td><td class="attempts">{e(c["attempts"])}</td>'
+        f'<td class="outcome">{e(c["error"] if c["error"] is not None else json.dumps(c["result"]))}</td></tr>'
+        for c in d.get("compensations") or ()
+    )
+    if not rows:
+        return ""
+    return (
+        '<section id="compensations"><h2>Compensations</h2>'
+        "<p>The undo of each confirmed call, newest call first, each a durable call keyed "
+        "<code>compensate:&lt;key&gt;</code>.</p>"
+        "<table><tr><th>undoes</th><th>state</th><th>attempts</th><th>result or error</th></tr>"
+        f"{rows}</table></section>"
+    )
+
+
 def waiting_section(d: dict[str, Any]) -> str:
     """The interrupts the run waits at, each with a form to answer it."""
     if not d["waiting"]:
@@ -315,6 +334,7 @@ SECTIONS: list[Section] = [
     blocked_section,
     actions_section,
     resolutions_section,
+    compensations_section,
     waiting_section,
     messages_section,
     unconfirmed_section,

@@ -1,15 +1,18 @@
-"""A worker SIGKILLed inside a compensation: another worker finishes the undoing (SQLite, Postgres)."""
+"""Workers SIGKILLed while a failed run is undone: another worker finishes it once (SQLite, Postgres)."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import durable
-from tests.runtime.unhappy import Procs, wait_for
+from tests.runtime.unhappy import ROOT, Procs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -43,3 +46,69 @@ def test_a_kill_inside_a_compensation_resumes_the_undoing_on_another_worker(proc
     assert len(procs.bodies(tool="book_room")) == 1
     assert len(procs.bodies(tool="pay_room")) == 1
     assert len(procs.bodies(wf="saga")) == 2
+
+
+def test_a_kill_between_a_runtime_recorded_failure_and_its_end_compensates_exactly_once(procs: Procs) -> None:
+    """Killed after the undos of a MaxVisitsExceededError and before run.failed: the next worker ends it."""
+    w = procs.worker(DURABLE_TEST_HOLD_END="1")
+    h = durable.start_workflow(procs.app.visits_saga, "r8", world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: (procs.tmp / "holding-end").exists(), 30, "the worker to reach the run's end")
+    assert [b["result"] for b in procs.bodies(tool="unlend")] == ["car-r8"]
+    assert [b["result"] for b in procs.bodies(tool="unpay")] == ["paid-r8"]
+    assert procs.status(h.run_id).status == "running"  # no end recorded
+    procs.kill(w)
+    procs.worker()
+    st = procs.ends(h.run_id, 30)
+    assert st.status == "failed"
+    assert st.error is not None and st.error["error_type"].endswith("MaxVisitsExceededError")
+    assert st.compensated == ["compensate:tool:lend_car#1", "compensate:tool:pay_room#0"]
+    procs.settle()
+    assert len(procs.bodies(wf="visits_saga")) == 2  # the killed drive, and the one that ended it
+    assert len(procs.bodies(tool="unlend")) == 1
+    assert len(procs.bodies(tool="unpay")) == 1
+    assert len(procs.bodies(tool="pay_room")) == 1
+    assert len(procs.bodies(tool="lend_car")) == 1
+
+
+def test_a_little_cancel_killed_inside_a_compensation_is_finished_by_the_next_one(procs: Procs) -> None:
+    """`little cancel --workflow` of a waiting saga, SIGKILLed inside unbook: run again, it finishes once."""
+    procs.worker()
+    h = durable.start_workflow(procs.app.waiting_saga, "r9", world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.status(h.run_id).status == "interrupted", 30, "the run to wait for its answer")
+    target = "tests.helpers.procs.unhappy_app:waiting_saga"
+    command = [sys.executable, "-m", "durable.cli", "cancel", h.run_id, "--workflow", target, "--json"]
+    cancel = subprocess.Popen(
+        [*command, *procs.cli_args()], cwd=ROOT, env=procs.env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: procs.bodies(tool="unbook"), 30, "the compensation to start")
+        cancel.kill()
+        cancel.wait()
+    finally:
+        assert cancel.stdout is not None
+        cancel.stdout.close()
+    assert procs.status(h.run_id).status == "interrupted"  # no end recorded
+    (procs.tmp / "go").touch()
+
+    def cancel_again() -> str:
+        done = subprocess.run(
+            [*command, *procs.cli_args()],
+            cwd=ROOT,
+            env=procs.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return str(json.loads(done.stdout)["status"])
+
+    # On Postgres the killed canceller's lease on the run lasts until it runs out; until then the run
+    # is left to its driver, which is gone: the cancel is asked again until the lease has passed.
+    wait_for(lambda: cancel_again() == "cancelled", 60, "the run to be cancelled")
+    st = procs.status(h.run_id)
+    assert st.compensated == ["compensate:tool:book_room#1", "compensate:tool:pay_room#0"]
+    unbooks = procs.bodies(tool="unbook")
+    assert len(unbooks) == 2  # cut mid-call, idempotent: re-driven with the same key
+    assert unbooks[0]["key"] == unbooks[1]["key"] == f"{h.run_id}:compensate:tool:book_room#1"
+    assert [b["result"] for b in procs.bodies(tool="unpay")] == ["paid-r9"]
+    assert len(procs.bodies(tool="pay_room")) == 1

@@ -66,3 +66,25 @@ def test_runs_shows_how_many_compensations_a_failed_run_ran(
     assert main(["runs", *d]) == 0
     (line,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("saga")]
     assert "(compensated 2)" in line
+
+
+def test_little_cancel_of_a_waiting_run_with_calls_to_undo_runs_them_given_the_workflow(
+    worlds: Worlds, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --workflow the run keeps waiting and the note says why; with it the undos run and it ends."""
+    from tests.engine import test_compensation_ends as saga
+
+    saga.LOG.clear()
+    d = where(worlds)
+    asyncio.run(saga._interrupted(worlds.open(), "w"))
+    first, _ = little_json(capsys, "cancel", "w", *d)
+    assert isinstance(first, dict)
+    assert first["status"] == "interrupted"
+    assert "--workflow" in first["note"]
+    assert saga.LOG == ["charge o4", "reserve o4"]
+    target = "tests.engine.test_compensation_ends:asks_after_booking"
+    done, _ = little_json(capsys, "cancel", "w", *d, "--workflow", target)
+    assert isinstance(done, dict)
+    assert done["status"] == "cancelled"
+    assert saga.LOG == ["charge o4", "reserve o4", "release o4 rs-o4", "refund o4 ch-o4"]
+    assert durable.runtime.run_status(worlds.open(), "w").compensated == saga.UNDONE

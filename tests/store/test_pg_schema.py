@@ -157,8 +157,9 @@ def test_a_schema_of_an_older_version_is_migrated_forward_keeping_its_rows(
         f'ALTER TABLE "{schema}".events DROP COLUMN written_at',
         f'ALTER TABLE "{schema}".control DROP COLUMN drives, DROP COLUMN driven_at, DROP COLUMN blocked, '
         "DROP COLUMN budget, DROP COLUMN debounce_key, DROP COLUMN start_at, DROP COLUMN debounce_until",
+        f'DROP INDEX "{schema}".runs_by_parent',
         f"DELETE FROM \"{schema}\".migrations WHERE name IN ('0003_talk', '0004_event_times', "
-        "'0005_control_drives', '0006_control_budget_debounce')",
+        "'0005_control_drives', '0006_control_budget_debounce', '0007_runs_by_parent')",
         f'UPDATE "{schema}".durable_meta SET version = 2',
         f"INSERT INTO \"{schema}\".events (run_id, seq, type, data) VALUES ('r', 1, 'run.started', '{{}}')",
     )

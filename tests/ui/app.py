@@ -120,3 +120,38 @@ async def capped(turns: int) -> int:
     for i in range(turns):
         await estimate(i)
     return turns
+
+
+@durable.tool(idempotent=True)
+async def refund_bill(order: str, result: str) -> str:
+    """Undoes a charge."""
+    return f"refunded {result}"
+
+
+@durable.tool(compensate=refund_bill)
+async def bill_card(order: str) -> str:
+    return f"ch-{order}"
+
+
+@durable.tool(retry=durable.RetryPolicy(max_attempts=2, backoff=0))
+async def free_seat(order: str, result: str) -> None:
+    """Undoes a reservation; the venue's system refuses every time."""
+    raise RuntimeError(f"venue offline for {result} <b>now</b>")
+
+
+@durable.tool(compensate=free_seat)
+async def reserve_seat(order: str) -> str:
+    return f"seat-{order}"
+
+
+@durable.tool
+async def send_tickets(order: str) -> str:
+    raise durable.NonRetryableError("no courier")
+
+
+@durable.workflow
+async def ticket_saga(order: str) -> str:
+    """Reserve, charge, then a failure: the refund is confirmed, the seat's undo fails, the run is blocked."""
+    await reserve_seat(order)
+    await bill_card(order)
+    return await send_tickets(order)

@@ -81,6 +81,22 @@ class MemoryLog:
         """The run's summary, or ``None`` when no append started the run."""
         return self._info.get(run_id)
 
+    def rows_of_types(self, run_ids: Sequence[str], types: Sequence[str]) -> dict[str, list[Row]]:
+        """The rows of these types of several runs (see ``SqliteLog.rows_of_types``)."""
+        wanted = set(types)
+        with self._lock:
+            return {r: [row for row in self._rows.get(r, ()) if row[1] in wanted] for r in run_ids}
+
+    def child_runs(self, parent_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The runs started by each of these runs (see ``SqliteLog.child_runs``)."""
+        parents = set(parent_ids)
+        out: dict[str, list[str]] = {}
+        with self._lock:
+            for info in self._info.values():
+                if info.parent_run_id in parents and info.workflow:
+                    out.setdefault(info.parent_run_id, []).append(info.run_id)
+        return {p: sorted(c) for p, c in out.items()}
+
     def runs(
         self,
         *,

@@ -401,6 +401,38 @@ class PostgresLog:
                 return
             after_seq = rows[-1][0]
 
+    def rows_of_types(self, run_ids: Sequence[str], types: Sequence[str]) -> dict[str, list[Row]]:
+        """The rows of these types of several runs, by run, in seq order, in one query."""
+        query = self.db.sql(
+            "SELECT run_id, seq, type, data FROM {s}.events WHERE run_id = ANY(%s) AND type = ANY(%s) "
+            "ORDER BY run_id, seq"
+        )
+        ids, kinds = list(dict.fromkeys(run_ids)), list(types)
+
+        def op(conn: Connection[Any], attempt: int) -> dict[str, list[Row]]:
+            out: dict[str, list[Row]] = {r: [] for r in ids}
+            for run_id, seq, type_, data in conn.execute(query, (ids, kinds)):
+                out[run_id].append((int(seq), type_, data))
+            return out
+
+        return self.db.run(op)
+
+    def child_runs(self, parent_ids: Sequence[str]) -> dict[str, list[str]]:
+        """The runs each of these runs started, by parent (through the index on ``parent_run_id``)."""
+        query = self.db.sql(
+            "SELECT parent_run_id, run_id FROM {s}.runs WHERE parent_run_id = ANY(%s) AND workflow != '' "
+            "ORDER BY run_id"
+        )
+        ids = list(dict.fromkeys(parent_ids))
+
+        def op(conn: Connection[Any], attempt: int) -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for parent, run_id in conn.execute(query, (ids,)):
+                out.setdefault(parent, []).append(run_id)
+            return out
+
+        return self.db.run(op)
+
     def info(self, run_id: str) -> RunInfo | None:
         """The run's summary, or ``None`` when no append started it."""
 

@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS runs (
     token INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_at DESC);
+CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_run_id);
 """
 
 

@@ -183,6 +183,12 @@ ALTER TABLE {s}.control ADD COLUMN debounce_until DOUBLE PRECISION;
 CREATE INDEX control_debounce ON {s}.control (queue, debounce_key) WHERE state = 'enqueued';
 """,
     ),
+    (
+        "0007_runs_by_parent",
+        """
+CREATE INDEX runs_by_parent ON {s}.runs (parent_run_id);
+""",
+    ),
 ]
 """Named migrations in order; migration ``n`` brings the schema to version ``n``."""
 

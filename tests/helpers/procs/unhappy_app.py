@@ -218,6 +218,50 @@ async def saga(room: str) -> str:
     raise durable.NonRetryableError("no taxi to the hotel")
 
 
+@durable.tool
+async def unlend(room: str, result: str) -> None:
+    note(tool="unlend", result=result)
+
+
+@durable.tool(compensate=unlend)
+async def lend_car(room: str) -> str:
+    note(tool="lend_car")
+    return f"car-{room}"
+
+
+@durable.workflow
+async def visits_saga(room: str) -> str:
+    """Two confirmed calls, then a failure the runtime records (a second visit of ``same``)."""
+    note(wf="visits_saga")
+    await pay_room(room)
+    await lend_car(room)
+    await same(1)
+    return str(await same(2))
+
+
+@durable.workflow
+async def waiting_saga(room: str) -> str:
+    """Two confirmed calls, then a wait for an answer: a cancellation must undo both."""
+    note(wf="waiting_saga")
+    await pay_room(room)
+    await book_room(room)
+    return str(durable.interrupt({"confirm": room}))
+
+
+def hold_before_end(world: durable.World) -> None:
+    """Hang the worker (until it is killed) when it is about to append a ``run.failed``."""
+    append = world.log.append
+
+    def held(batch: Any, *, sync: bool = True) -> None:
+        if any(t == "run.failed" for a in batch for _, t, _ in a.rows):
+            (here() / "holding-end").touch()
+            while True:
+                time.sleep(1)
+        append(batch, sync=sync)
+
+    world.log.append = held  # type: ignore[method-assign]
+
+
 @durable.workflow
 async def digest(batch: str) -> str:
     """A run that a burst of debounced starts makes once, with the last input."""
@@ -229,6 +273,8 @@ WORKFLOWS = [
     budgeted,
     digest,
     saga,
+    visits_saga,
+    waiting_saga,
     max_visits,
     serialization,
     configuration,
@@ -248,6 +294,8 @@ async def serve() -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("durable").setLevel(level)
     world = open_world()
+    if os.environ.get("DURABLE_TEST_HOLD_END"):
+        hold_before_end(world)
     worker = durable.Worker(world, workflows=WORKFLOWS, queues=[unhappy], name=f"unhappy-{os.getpid()}")
     await worker.start()
     print("serving", flush=True)
