@@ -20,13 +20,13 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._clock import poll_wait
 from .._logging import INFO, note
-from ..engine import DriveOptions, Spec, WorldCore, budget_of, count_run, drive, first_started
-from ..errors import FencedError, RunCancelled, RunCancelledError, RunInterrupted
+from ..engine import DriveOptions, Spec, WorldCore, budget_of, count_run, drive, first_started, workflow_spec
+from ..errors import ConfigurationError, FencedError, RunCancelled, RunCancelledError, RunInterrupted
 from ..security import open_control_input, seal_control_input
 from ..store import ControlRecord, MemoryControl, RunControl, SqliteControl
 from ._guard import RunGuard, WorkerStopping
@@ -381,3 +381,18 @@ def describe(rec: ControlRecord) -> dict[str, Any]:
         "host": rec.host,
         "cancel_reason": rec.cancel_reason,
     }
+
+
+def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:
+    """Recorded name to spec; two workflows with one name are refused."""
+    out: dict[str, Spec] = {}
+    for wf in workflows:
+        spec = workflow_spec(wf)
+        other = out.get(spec.name)
+        if other is not None and other.fn is not spec.fn:
+            raise ConfigurationError(
+                f"two workflows are named {spec.name!r} ({other.qualname} and {spec.qualname}); "
+                "a worker knows runs by their recorded name. Give one of them @workflow(name=...)."
+            )
+        out[spec.name] = spec
+    return out

@@ -13,7 +13,7 @@ from ..engine import Spec, Usage, WorldCore, rebuild_from, recover_log, run_usag
 from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
 from ..events import RUN_COMPLETED, RUN_INTERRUPTED
 from ..ops import record_cancelled
-from ._driver import HOST, control_of, default_driver, live_guard, runtime_of, waker
+from ._driver import HOST, control_of, default_driver, live_guard, runtime_of, waker, workflow_map
 from ._outcome import blocked_data, blocked_error
 from ._status import RunStatus, run_status
 
@@ -281,8 +281,6 @@ def cancel_run(
         RunNotFoundError: The world has no such run.
     """
     if workflows:
-        from ._start import workflow_map  # the starts import the handles
-
         runtime_of(world).known.update(workflow_map(workflows))
     st = run_status(world, run_id)
     if st.status in ("completed", "failed", "cancelled"):

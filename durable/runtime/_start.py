@@ -27,7 +27,16 @@ from ..engine import (
 from ..errors import ConfigurationError
 from ..store import ControlRecord
 from ._debounce import debounce_window
-from ._driver import HOST, Driver, control_of, default_driver, runtime_of, say_blocked, seal_input
+from ._driver import (
+    HOST,
+    Driver,
+    control_of,
+    default_driver,
+    runtime_of,
+    say_blocked,
+    seal_input,
+    workflow_map,
+)
 from ._handle import RunHandle
 from ._outcome import RECOVERY_EXHAUSTED, blocked_text
 from ._queue import queue_name
@@ -290,21 +299,6 @@ def _drive_if_undriven(world: WorldCore, run_id: str, workflows: Iterable[Any]) 
         run_id, name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
     )
     driver.spawn(spec, got, lock)
-
-
-def workflow_map(workflows: Iterable[Any]) -> dict[str, Spec]:
-    """Recorded name to spec; two workflows with one name are refused."""
-    out: dict[str, Spec] = {}
-    for wf in workflows:
-        spec = workflow_spec(wf)
-        other = out.get(spec.name)
-        if other is not None and other.fn is not spec.fn:
-            raise ConfigurationError(
-                f"two workflows are named {spec.name!r} ({other.qualname} and {spec.qualname}); "
-                "a worker knows runs by their recorded name. Give one of them @workflow(name=...)."
-            )
-        out[spec.name] = spec
-    return out
 
 
 CLAIM_GRACE = 1.0

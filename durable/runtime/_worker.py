@@ -17,12 +17,12 @@ from .._logging import INFO, note
 from ..engine import WorldCore, check_recovery_attempts, first_started, record_queue_wait
 from ..errors import ConfigurationError
 from ..store import RunControl
-from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker
+from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker, workflow_map
 from ._outbox import OutboxDispatcher
 from ._queue import Queue
 from ._schedules import Schedule, Schedules, next_tick, schedule_pass
 from ._serving import CodeMatch, leave_waiting
-from ._start import recovery_pass, workflow_map
+from ._start import recovery_pass
 
 log = logging.getLogger("durable.runtime")
 
