@@ -24,24 +24,12 @@ from typing import Any
 
 import durable
 from benchmarks.pg_server import counters, server_cpu
-from benchmarks.systems.durable_rt import _summary, cpu_seconds
+from benchmarks.systems.durable_rt import QUEUE, WARM, _summary, cpu_seconds, held, one_step
 from benchmarks.systems.durable_sys import RUN_ID, sequential
 from durable.runtime._driver import control_of
 
-QUEUE = durable.Queue("bench")
 ROOT = Path(__file__).resolve().parents[2]
-WARM = 5
 IO_WAIT = 0.05  # the one call of an I/O-bound run awaits this long
-
-
-@durable.step
-async def trivial(i: int) -> int:
-    return i
-
-
-@durable.workflow
-async def one_step(i: int) -> int:
-    return await trivial(i)
 
 
 @durable.step
@@ -53,21 +41,6 @@ async def io_call(i: int) -> int:
 @durable.workflow
 async def io_run(i: int) -> int:
     return await io_call(i)
-
-
-@durable.step
-async def hold(i: int) -> int:
-    """Blocks in a worker started with ``BENCH_HOLD=<folder>`` (after marking the run there)."""
-    folder = os.environ.get("BENCH_HOLD")
-    if folder:
-        os.close(os.open(os.path.join(folder, str(i)), os.O_CREAT | os.O_WRONLY, 0o644))
-        await asyncio.sleep(3600)
-    return i
-
-
-@durable.workflow
-async def held(i: int) -> int:
-    return await hold(i)
 
 
 WORKFLOWS = [one_step, io_run, held]
