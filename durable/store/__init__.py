@@ -35,8 +35,9 @@ from .artifacts._protocol import ArtifactStore, FileArtifacts, MemoryArtifacts
 from .artifacts._protocol import hex_of as hex_of
 from .artifacts._protocol import safe_location as safe_location
 from .artifacts._protocol import sha256_of as sha256_of
+from .control._memory import MemoryControl
 from .control._postgres import PostgresControl
-from .control._protocol import ControlRecord, MemoryControl, QueueLimits, RunControl
+from .control._protocol import ControlRecord, QueueLimits, RunControl
 from .control._sqlite import SqliteControl
 from .encrypted._log import META_KEY as META_KEY
 from .encrypted._log import PREFIX as PREFIX

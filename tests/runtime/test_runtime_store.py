@@ -12,7 +12,8 @@ import pytest
 import durable
 from durable import Queue, Worker
 from durable.runtime._driver import control_of
-from durable.store.control._protocol import ControlRecord, MemoryControl
+from durable.store.control._memory import MemoryControl
+from durable.store.control._protocol import ControlRecord
 from durable.store.control._sqlite import SCHEMA_VERSION, SqliteControl
 from tests.conftest import Worlds
 from tests.runtime.test_runtime import CALLS, GATE, until, wait_gate

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from durable.store.control._doorbell import Doorbell
-from durable.store.control._protocol import ControlRecord, MemoryControl, RunControl
+from durable.store.control._memory import MemoryControl
+from durable.store.control._protocol import ControlRecord, RunControl
 from durable.store.control._sqlite import SqliteControl
 
 

@@ -15,9 +15,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..._clock import wall
-from ...errors import ConfigurationError, LogCorruptedError, LogUnavailableError
+from ...errors import ConfigurationError
 from ._protocol import Append, Row, RunInfo, _stale, _taken
-from ._sqlite_schema import _BUSY, INSERT_EVENT, open_log
+from ._sqlite_errors import failure
+from ._sqlite_schema import INSERT_EVENT, open_log
 from ._wal_checkpoints import Checkpointer
 
 _INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
@@ -99,35 +100,6 @@ class SqliteLog:
             self._db.close()
             raise
 
-    def _failure(
-        self, exc: Exception, run_id: str | None, rows: Sequence[Row] = ()
-    ) -> LogCorruptedError | LogUnavailableError:
-        """The durable error for a failed statement: the file is damaged, or it cannot be written now."""
-        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-        where = f"run {run_id!r}: " if run_id else ""
-        if rows:
-            where += f"writing events from seq {rows[0][0]}: "
-        if code == sqlite3.SQLITE_FULL:
-            return LogUnavailableError(
-                f"{where}the disk holding {str(self.path)!r} is full ({exc}). Nothing of this "
-                "write was kept and everything committed before it is intact. Free some space, "
-                "then resume the run with the same run_id.",
-                run_id=run_id,
-            )
-        if code in _BUSY or code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM):
-            return LogUnavailableError(
-                f"{where}{str(self.path)!r} cannot be used right now ({exc}). Nothing of this "
-                "write was kept and everything committed before it is intact. Fix the cause "
-                "(another process holding the file, permissions, the disk), then resume.",
-                run_id=run_id,
-            )
-        return LogCorruptedError(
-            f"{where}{str(self.path)!r} is damaged ({exc}). Nothing was written. Run "
-            "`little verify` on the run to see what can still be read, then restore the file "
-            "from a backup or move it aside and start again.",
-            run_id=run_id,
-        )
-
     # -- writing -------------------------------------------------------------
 
     def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
@@ -197,7 +169,7 @@ class SqliteLog:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise self._failure(exc, batch[0].run_id, batch[0].rows) from exc
+                    raise failure(exc, self.path, batch[0].run_id, batch[0].rows) from exc
                 raise
         if self.checkpointer is not None:
             self.checkpointer.appended()
@@ -217,7 +189,7 @@ class SqliteLog:
             except sqlite3.IntegrityError:
                 raise _taken(a.run_id, a.rows[0][0]) from None
             except sqlite3.Error as exc:
-                raise self._failure(exc, a.run_id, a.rows) from exc
+                raise failure(exc, self.path, a.run_id, a.rows) from exc
             if written != n:  # the guard matched nothing: another driver holds the run
                 row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
                 raise _stale(a.run_id, a.token, row[0] if row else 0)
@@ -262,7 +234,7 @@ class SqliteLog:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise self._failure(exc, run_id) from exc
+                    raise failure(exc, self.path, run_id) from exc
                 raise
             return int(token)
 
@@ -304,7 +276,7 @@ class SqliteLog:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise self._failure(exc, run_id) from exc
+                    raise failure(exc, self.path, run_id) from exc
                 raise
 
     def delete_run(self, run_id: str) -> None:
@@ -320,7 +292,7 @@ class SqliteLog:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise self._failure(exc, run_id) from exc
+                    raise failure(exc, self.path, run_id) from exc
                 raise
 
     def get_meta(self, name: str) -> str | None:
@@ -331,7 +303,7 @@ class SqliteLog:
             except sqlite3.OperationalError:  # no meta table: a log without such facts
                 return None
             except (sqlite3.Error, UnicodeDecodeError) as exc:
-                raise self._failure(exc, None) from exc
+                raise failure(exc, self.path, None) from exc
         return None if row is None else str(row[0])
 
     def set_meta(self, name: str, value: str) -> None:
@@ -347,7 +319,7 @@ class SqliteLog:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise self._failure(exc, None) from exc
+                    raise failure(exc, self.path, None) from exc
                 raise
 
     def vacuum(self) -> None:
@@ -369,7 +341,7 @@ class SqliteLog:
                     (run_id, after_seq),
                 ).fetchall()
             except (sqlite3.Error, UnicodeDecodeError) as exc:
-                raise self._failure(exc, run_id) from exc
+                raise failure(exc, self.path, run_id) from exc
 
     def rows_of_types(self, run_ids: Sequence[str], types: Sequence[str]) -> dict[str, list[Row]]:
         """The rows of these types of several runs, by run, in seq order: one query per 400 runs.
@@ -391,7 +363,7 @@ class SqliteLog:
                     for run_id, seq, type_, data in self._db.execute(sql, [*part, *types]):
                         out[run_id].append((seq, type_, data))
             except (sqlite3.Error, UnicodeDecodeError) as exc:
-                raise self._failure(exc, None) from exc
+                raise failure(exc, self.path, None) from exc
         return out
 
     def child_runs(self, parent_ids: Sequence[str]) -> dict[str, list[str]]:
@@ -409,7 +381,7 @@ class SqliteLog:
                     for parent, run_id in self._db.execute(sql, part):
                         out.setdefault(parent, []).append(run_id)
             except (sqlite3.Error, UnicodeDecodeError) as exc:
-                raise self._failure(exc, None) from exc
+                raise failure(exc, self.path, None) from exc
         return out
 
     def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
@@ -427,7 +399,7 @@ class SqliteLog:
                     ).fetchall()
                 )
             except sqlite3.Error as exc:
-                raise self._failure(exc, run_id) from exc
+                raise failure(exc, self.path, run_id) from exc
 
     def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:
         """The rows of ``read``, fetched ``chunk`` rows per query as they are consumed.
@@ -446,7 +418,7 @@ class SqliteLog:
                         (run_id, after_seq, chunk),
                     ).fetchall()
                 except (sqlite3.Error, UnicodeDecodeError) as exc:
-                    raise self._failure(exc, run_id) from exc
+                    raise failure(exc, self.path, run_id) from exc
             yield from rows
             if len(rows) < chunk:
                 return
@@ -460,7 +432,7 @@ class SqliteLog:
                     f"SELECT {_INFO_COLUMNS} FROM runs WHERE run_id = ? AND workflow != ''", (run_id,)
                 ).fetchone()
             except (sqlite3.Error, UnicodeDecodeError) as exc:
-                raise self._failure(exc, run_id) from exc
+                raise failure(exc, self.path, run_id) from exc
         return RunInfo(*row) if row else None
 
     def runs(
@@ -486,7 +458,7 @@ class SqliteLog:
             try:
                 return [RunInfo(*r) for r in self._db.execute(sql, args)]
             except (sqlite3.Error, UnicodeDecodeError) as exc:
-                raise self._failure(exc, None) from exc
+                raise failure(exc, self.path, None) from exc
 
     def integrity_check(self) -> str:
         """SQLite's own ``PRAGMA integrity_check`` answer (``"ok"`` when sound)."""

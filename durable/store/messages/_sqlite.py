@@ -16,6 +16,7 @@ from typing import Any
 from ..._clock import wall
 from ..log._protocol import Row, _stale, _taken
 from ..log._sqlite import SqliteLog
+from ..log._sqlite_errors import failure
 from ..log._sqlite_schema import INSERT_EVENT
 from ._protocol import Message
 
@@ -56,7 +57,7 @@ class SqliteMessages:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise log._failure(exc, None) from exc
+                    raise failure(exc, log.path, None) from exc
                 raise
 
     def _run(self, sql: str, args: tuple[Any, ...], run_id: str | None) -> list[Any]:
@@ -65,7 +66,7 @@ class SqliteMessages:
             try:
                 return log._db.execute(sql, args).fetchall()
             except sqlite3.Error as exc:
-                raise log._failure(exc, run_id) from exc
+                raise failure(exc, log.path, run_id) from exc
 
     def send(self, run_id: str, topic: str | None, data: str, message_id: str, now: float) -> bool:
         rows = self._run(
@@ -120,7 +121,7 @@ class SqliteMessages:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise log._failure(exc, run_id) from exc
+                    raise failure(exc, log.path, run_id) from exc
                 raise
         if log.checkpointer is not None:
             log.checkpointer.appended()

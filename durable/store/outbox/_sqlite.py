@@ -14,6 +14,7 @@ from typing import Any
 from ..._clock import wall
 from ..log._protocol import Append, _stale, _taken
 from ..log._sqlite import SqliteLog
+from ..log._sqlite_errors import failure
 from ..log._sqlite_schema import INSERT_EVENT
 from ._protocol import OutboxEntry
 
@@ -63,7 +64,7 @@ class SqliteOutbox:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise log._failure(exc, run_id) from exc
+                    raise failure(exc, log.path, run_id) from exc
                 raise
 
     def _rows(self, sql: str, args: tuple[Any, ...]) -> list[OutboxEntry]:
@@ -72,7 +73,7 @@ class SqliteOutbox:
             try:
                 return [OutboxEntry(*r) for r in log._db.execute(sql, args).fetchall()]
             except sqlite3.Error as exc:
-                raise log._failure(exc, None) from exc
+                raise failure(exc, log.path, None) from exc
 
     def enqueue(self, append: Append, entry: OutboxEntry) -> None:
         def body(db: sqlite3.Connection) -> None:
