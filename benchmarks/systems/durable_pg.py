@@ -24,7 +24,7 @@ from typing import Any
 
 import durable
 from benchmarks.pg_server import counters, server_cpu
-from benchmarks.systems.durable_rt import QUEUE, WARM, _summary, cpu_seconds, held, one_step
+from benchmarks.systems.durable_rt import QUEUE, WARM, _summary, cpu_seconds, held, one_step, spawn, stop
 from benchmarks.systems.durable_sys import RUN_ID, sequential
 from durable.runtime._driver import control_of
 
@@ -96,41 +96,8 @@ def serve(
     dsn: str, schema: str, *, concurrency: int = 100, lease: float = 10.0, name: str = "", **env: str
 ) -> subprocess.Popen[str]:
     """A worker process on the schema's queue; returns once it serves."""
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.systems.durable_pg",
-            "serve",
-            dsn,
-            schema,
-            str(concurrency),
-            str(lease),
-            name,
-        ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert p.stdout is not None
-    if "serving" not in p.stdout.readline():
-        p.kill()
-        raise RuntimeError("the durable worker process did not start")
-    return p
-
-
-def stop(p: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
-    if p.poll() is None:
-        p.send_signal(sig)
-    try:
-        p.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    if p.stdout is not None:
-        p.stdout.close()
+    args = [sys.executable, "-m", "benchmarks.systems.durable_pg", "serve", dsn, schema]
+    return spawn([*args, str(concurrency), str(lease), name], "serving", env)
 
 
 async def _one(world: durable.World, wf: Any, i: int) -> float:

@@ -71,6 +71,11 @@ def serve(
             args += ["--name", name]
     else:
         args = [sys.executable, "-m", "benchmarks.systems.durable_rt", dir, durability]
+    return spawn(args, "little worker", env)
+
+
+def spawn(args: list[str], ready: str, env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start a worker process from the repository root; return once its first line says ``ready``."""
     p = subprocess.Popen(
         args,
         cwd=ROOT,
@@ -80,16 +85,21 @@ def serve(
         text=True,
     )
     assert p.stdout is not None
-    if "little worker" not in p.stdout.readline():
+    if ready not in p.stdout.readline():
         p.kill()
-        raise RuntimeError("little worker did not start")
+        raise RuntimeError(f"the worker process did not start: {' '.join(args[:4])}")
     return p
 
 
 def stop(p: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
+    """Signal a worker process, wait for it (killing it after 60 s), and close its pipe."""
     if p.poll() is None:
         p.send_signal(sig)
-    p.wait(timeout=60)
+    try:
+        p.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
     if p.stdout is not None:
         p.stdout.close()
 
