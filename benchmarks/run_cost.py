@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/run_cost.py [RUNS]
+    python benchmarks/run_cost.py [RUNS] [--opcodes]
 
 For each durability (``process``, then ``power``) it enqueues RUNS one-step
 runs on a fresh data directory, then drains them with a ``Worker`` in the
@@ -10,7 +10,9 @@ same process and prints, per run: the process's CPU time
 (``time.process_time``, steadier than wall time on a shared machine), the
 wall time, the commits of both files (``events.db`` and ``runtime.db``, an
 autocommitted write counting as one) and the statements sent to SQLite. The
-enqueueing is not counted. The same workflow serves ``python -m
+enqueueing is not counted. ``--opcodes`` counts instead the Python opcodes
+executed per run (worker and waiting client; ``sys.settrace``), an exact
+figure where the CPU time carries the machine's noise. The same workflow serves ``python -m
 benchmarks.runtime``, whose throughput scenario runs the worker in a process
 of its own.
 """
@@ -28,7 +30,9 @@ from typing import Any
 import durable
 from benchmarks.systems.durable_rt import QUEUE, WORKFLOWS, one_step
 
-RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 500
+_ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+RUNS = int(_ARGS[0]) if _ARGS else 500
+OPCODES = "--opcodes" in sys.argv
 _WRITES = ("INSERT", "UPDATE", "DELETE")
 
 
@@ -67,6 +71,18 @@ class Statements:
         self.commits = 0
 
 
+def _opcode_counter(counted: list[int]) -> Any:
+    """A ``sys.settrace`` function counting every opcode executed (the worker's and the client's)."""
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            counted[0] += 1
+        return tracer
+
+    return tracer
+
+
 def measure(durability: str, stmts: Statements) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp, durable.local_world(tmp, durability=durability) as world:  # type: ignore[arg-type]
         handles = [durable.start_workflow(one_step, i, world=world, queue=QUEUE) for i in range(RUNS)]
@@ -77,10 +93,17 @@ def measure(durability: str, stmts: Statements) -> dict[str, float]:
                     assert await h.result(timeout=600) == i
 
         stmts.reset()
+        counted = [0]
+        if OPCODES:
+            sys.settrace(_opcode_counter(counted))
         c0, t0 = time.process_time(), time.perf_counter()
-        asyncio.run(drain())
+        try:
+            asyncio.run(drain())
+        finally:
+            sys.settrace(None)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     return {
+        "opcodes": counted[0] / RUNS,
         "cpu_us": cpu / RUNS * 1e6,
         "wall_us": wall / RUNS * 1e6,
         "commits": stmts.commits / RUNS,
@@ -91,6 +114,10 @@ def measure(durability: str, stmts: Statements) -> dict[str, float]:
 def main() -> None:
     stmts = Statements()
     stmts.install()
+    if OPCODES:  # tracing slows everything down: only the counts mean something
+        m = measure("process", stmts)
+        print(f"queued run: {m['opcodes']:.0f} opcodes, {m['statements']:.1f} statements per run")
+        return
     print(f"{RUNS} queued one-step runs drained by one in-process worker, per run\n")
     print("| durability | CPU µs | wall µs | commits | statements |\n|---|---:|---:|---:|---:|")
     for durability in ("process", "power"):

@@ -73,6 +73,7 @@ from ._run_input import validate_input as validate_input
 from ._run_input import workflow_spec as workflow_spec
 from ._run_open import memory_manifest as memory_manifest
 from ._runner import drive as drive
+from ._runner import open_run as open_run
 from ._runner import run_workflow as run_workflow
 from ._session_manifest import recorded_model_drift as recorded_model_drift
 from ._snapshots import decode_state as decode_state

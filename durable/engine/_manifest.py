@@ -183,8 +183,16 @@ def _describe(spec: Spec, legacy: str | None) -> dict[str, Any]:
 
 
 def output_schema_hash(spec: Spec) -> str:
-    """The hash of a workflow's output schema."""
-    return sha256_tag(describe(spec)["returns"])
+    """The hash of a workflow's output schema (computed once per spec)."""
+    found = spec.hashes.get(_RETURNS)
+    if found is None:
+        found = spec.hashes[_RETURNS] = sha256_tag(describe(spec)["returns"])
+    return found
+
+
+_RETURNS = "returns"
+_KEPT_HASHES = 64
+"""Manifest hashes kept per workflow (one per model mapping and memory store it ran with)."""
 
 
 def _declared(spec: Spec) -> list[Spec]:
@@ -264,3 +272,22 @@ def _code_manifest(spec: Spec, legacy: str | None) -> dict[str, Any]:
 def manifest_hash(manifest: dict[str, Any]) -> str:
     """``sha256:<hex>`` over the manifest's canonical JSON."""
     return sha256_tag(manifest)
+
+
+def run_manifest_hash(
+    spec: Spec, manifest: dict[str, Any], models: dict[str, str], memory: dict[str, Any] | None
+) -> str:
+    """``manifest_hash`` of ``run_manifest(spec, models, memory)``, which is ``manifest``.
+
+    The hash depends on the code, the models and the memory store alone, so it
+    is computed once per workflow for each mapping of models and memory store
+    it runs with (a run's start would otherwise hash its whole manifest).
+    """
+    key = (tuple(sorted(models.items())), None if memory is None else canonical(memory))
+    hashes = spec.hashes
+    found = hashes.get(key)
+    if found is None:
+        if len(hashes) > _KEPT_HASHES:
+            hashes.clear()
+        found = hashes[key] = manifest_hash(manifest)
+    return found

@@ -73,9 +73,17 @@ def meters() -> Meters | None:
     return found
 
 
-def count_run(what: str, workflow: str) -> None:
-    """Count a run ``started``, ``completed``, ``failed`` or ``blocked``."""
-    m = meters()
+_LOOK: Any = object()
+
+
+def count_run(what: str, workflow: str, m: Meters | None = _LOOK) -> None:
+    """Count a run ``started``, ``completed``, ``failed`` or ``blocked``.
+
+    ``m``: the drive's instruments (``RunContext.meters``) when the caller
+    looked them up already; else they are looked up here.
+    """
+    if m is _LOOK:
+        m = meters()
     if m is not None:
         m.runs[what].add(1, {"durable.workflow": workflow})
 

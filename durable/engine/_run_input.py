@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ..errors import ConfigurationError, RunFailedError
 from ._context import Guard
+from ._recorded import Recorded
 from ._spec import Spec, spec_of
 from ._values import to_json, value_hash
 
@@ -25,6 +26,9 @@ class DriveOptions:
         lock_held: The caller took the run's lock itself (a worker's driver does).
         resume_cancelled: Continue a run that was cancelled (``resume_run``).
         traceparent: The trace of the code that started the run, which a new run's span continues.
+        opened: The run's fencing token and its log read after that fence (``open_run``),
+            when the caller holding the lock read them already (a worker checks its code
+            against the run before it drives it): the drive then neither fences nor reads again.
     """
 
     guard: Guard | None = None
@@ -32,6 +36,7 @@ class DriveOptions:
     lock_held: bool = False
     resume_cancelled: bool = False
     traceparent: str | None = None
+    opened: tuple[int, Recorded] | None = None
 
 
 PLAIN = DriveOptions()

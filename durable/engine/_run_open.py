@@ -23,7 +23,7 @@ from ._compatible import step_additions
 from ._context import RunContext
 from ._drift import drift_error, run_drift
 from ._failures import recorded_run_failure
-from ._manifest import manifest_hash, output_schema_hash, run_manifest
+from ._manifest import manifest_hash, output_schema_hash, run_manifest, run_manifest_hash
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec
 from ._tracing import traceparent
@@ -53,13 +53,14 @@ def start_run(
     deadline_at: float | None,
 ) -> None:
     """Record the run's ``run.started`` (its input, manifest and format) and create it in the log."""
-    manifest = run_manifest(spec, run.models, memory_manifest(run.world))
+    memory = memory_manifest(run.world)
+    manifest = run_manifest(spec, run.models, memory)
     started = ev.run_started(
         spec.name,
         data,
         input_hash,
         manifest,
-        manifest_hash(manifest),
+        run_manifest_hash(spec, manifest, run.models, memory),
         run.models,
         output_schema_hash(spec),
         LOG_FORMAT_VERSION,

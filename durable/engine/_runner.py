@@ -17,6 +17,7 @@ from ._budget import Account, Budget, account_of, checked_budget
 from ._context import CURRENT, NOTHING, RunContext, Scope, check_awaited
 from ._loader import recover_log, unsafe_unconfirmed
 from ._metrics import count_run, meters
+from ._recorded import Recorded
 from ._run_end import close_failed, compensate_before_end, final_failure
 from ._run_input import PLAIN, DriveOptions, accepted_drift_keys, new_run_id, validate_input, workflow_spec
 from ._run_open import UNSET, check_resume, start_run
@@ -109,6 +110,16 @@ async def run_workflow(
         raise RunTimeoutError(_timeout_message(world, rid, timeout), run_id=rid) from None
 
 
+def open_run(world: WorldCore, run_id: str) -> tuple[int, Recorded]:
+    """Take a new fencing token for the run, then read its log: what a drive starts from.
+
+    The fence comes first, so that no driver it made stale can add to the log
+    after this read. The caller holds the run's lock.
+    """
+    token = world.log.fence(run_id)
+    return token, recover_log(world.log, run_id)
+
+
 def _timeout_message(world: WorldCore, run_id: str, timeout: float) -> str:
     """What a timed-out run's log allows: a plain resume, or a check of a tool first."""
     head = f"run {run_id!r} did not finish within {timeout} s"
@@ -176,8 +187,7 @@ async def _drive_held(
     parent: tuple[str, str] | None,
     how: _How,
 ) -> Any:
-    token = world.log.fence(run_id)
-    rec = recover_log(world.log, run_id)
+    token, rec = how.options.opened or open_run(world, run_id)
     run = RunContext(world, run_id, token, rec, models)
     run.accept_drift = how.accept_drift | frozenset(rec.drift_keys)  # and those a resolution accepted
     run.meters = meters()
@@ -221,7 +231,7 @@ async def _drive_run(
         deadline = how.options.deadline
         deadline_at = None if deadline is None else world.clock() + deadline
         start_run(run, spec, data, input_hash, parent, deadline_at)
-        count_run("started", spec.name)
+        count_run("started", spec.name, run.meters)
         note(INFO, run_id, None, "run %s started (workflow %r)", run_id, spec.name, workflow=spec.name)
     else:
         finished = check_resume(
@@ -287,12 +297,12 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     except BaseException as exc:
         done = await compensate_before_end(run, exc) if final_failure(exc) else []
         if close_failed(run, exc, done):
-            count_run("failed", spec.name)
+            count_run("failed", spec.name, run.meters)
         raise
     finally:
         CURRENT.reset(token)
     run.emit(RUN_COMPLETED, ev.run_completed(data, value_hash(data)))
     run.flush(status="completed")
-    count_run("completed", spec.name)
+    count_run("completed", spec.name, run.meters)
     note(INFO, run.run_id, None, "run %s completed", run.run_id)
     return out

@@ -61,6 +61,7 @@ class Spec:
         "compensate",
         "description",
         "fn",
+        "hashes",
         "idempotent",
         "is_async",
         "is_asyncgen",
@@ -122,6 +123,8 @@ class Spec:
         """Its canonical description (``_manifest.describe``), computed on first use."""
         self.code_manifest: dict[str, Any] | None = None
         """A workflow's run manifest without models and memory (``_manifest.run_manifest``), on first use."""
+        self.hashes: dict[Any, str] = {}
+        """A workflow's manifest hashes by models and memory, and its output schema's (``_manifest``)."""
 
         self._params: list[tuple[str, TypeAdapter[Any]]] | None = None
         self._plan: _Plan | None = None

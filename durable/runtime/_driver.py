@@ -25,7 +25,17 @@ from typing import Any
 
 from .._clock import poll_wait
 from .._logging import INFO, note
-from ..engine import DriveOptions, Spec, WorldCore, budget_of, count_run, drive, first_started, workflow_spec
+from ..engine import (
+    DriveOptions,
+    Recorded,
+    Spec,
+    WorldCore,
+    budget_of,
+    count_run,
+    drive,
+    first_started,
+    workflow_spec,
+)
 from ..errors import ConfigurationError, FencedError, RunCancelled, RunCancelledError, RunInterrupted
 from ..security import open_control_input, seal_control_input
 from ..store import ControlRecord, MemoryControl, RunControl, SqliteControl
@@ -163,11 +173,17 @@ class Driver:
         return self.world.locks.try_acquire(f"run:{run_id}")
 
     def spawn(
-        self, spec: Spec, rec: ControlRecord, lock: object, started: Any = UNREAD
+        self,
+        spec: Spec,
+        rec: ControlRecord,
+        lock: object,
+        started: Any = UNREAD,
+        opened: tuple[int, Recorded] | None = None,
     ) -> asyncio.Task[None]:
         """Drive the run in a task of its own; the task releases ``lock`` when it ends.
 
         ``started``: the run's ``run.started`` data when the caller read it (``None``: not started).
+        ``opened``: its fencing token and log when the caller fenced and read it (``open_run``).
         """
         rid = rec.run_id
         guard = RunGuard(rid)
@@ -176,7 +192,7 @@ class Driver:
         self.guards[rid] = guard
         self._state.live[rid] = guard
         task = asyncio.get_running_loop().create_task(
-            self._drive(spec, rec, lock, guard, started), name=f"durable:{rid}"
+            self._drive(spec, rec, lock, guard, started, opened), name=f"durable:{rid}"
         )
         self.tasks[rid] = task
         if self._watch is None or self._watch.done():
@@ -184,7 +200,13 @@ class Driver:
         return task
 
     async def _drive(
-        self, spec: Spec, rec: ControlRecord, lock: object, guard: RunGuard, started: Any
+        self,
+        spec: Spec,
+        rec: ControlRecord,
+        lock: object,
+        guard: RunGuard,
+        started: Any,
+        opened: tuple[int, Recorded] | None,
     ) -> None:
         world, rid = self.world, rec.run_id
         state: str | None = "done"
@@ -213,6 +235,7 @@ class Driver:
                     lock_held=True,
                     resume_cancelled=rec.resume == "cancelled",
                     traceparent=rec.traceparent,
+                    opened=opened,
                 ),
             )
         except (RunCancelled, RunCancelledError):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine import (
+    Recorded,
     Spec,
     WorldCore,
     canonical,
@@ -106,20 +107,28 @@ class CodeMatch:
             self._hashes[key] = tag
         return tag
 
-    def changes(self, spec: Spec, run_id: str, started: dict[str, Any] | None) -> list[DriftChange]:
+    def changes(
+        self,
+        spec: Spec,
+        run_id: str,
+        started: dict[str, Any] | None,
+        recorded: Recorded | None = None,
+    ) -> list[DriftChange]:
         """What keeps this code from replaying the run: its drift not accepted (empty: it can).
 
         Args:
             spec: This code's workflow.
             run_id: The run.
             started: Its ``run.started`` data (``first_started``), ``None`` for a run not started.
+            recorded: Its whole log, when the caller read it already (else it is read here
+                when the manifest differs).
         """
         if started is None or started.get("workflow") != spec.name:
             return []  # a new run is anyone's; another workflow's run fails as it does today
         models = started.get("models") or {}
         if started.get("manifest_hash") == self.current_hash(spec, models):
             return []
-        rec = recover_log(self.world.log, run_id)
+        rec = recorded if recorded is not None else recover_log(self.world.log, run_id)
         if rec.started is None:
             return []
         changes = run_drift(rec.started, spec, models, rec, memory_manifest(self.world))

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from .._clock import VIRTUAL, due_at, poll_wait
 from .._logging import INFO, note
-from ..engine import WorldCore, check_recovery_attempts, first_started, record_queue_wait
+from ..engine import WorldCore, check_recovery_attempts, open_run, record_queue_wait
 from ..errors import ConfigurationError
 from ..store import RunControl
 from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker, workflow_map
@@ -291,8 +291,10 @@ class Worker:
                     continue  # another driver took it over already
                 spec = self.specs[rec.workflow]
                 try:
-                    started = first_started(world, rec.run_id)
-                    changes = self.code.changes(spec, rec.run_id, started)
+                    # Fenced and read once, for the code check and for the drive.
+                    opened = open_run(world, rec.run_id)
+                    started = opened[1].started
+                    changes = self.code.changes(spec, rec.run_id, started, opened[1])
                     if changes:  # a resumed run this code cannot replay: no slot, no drive
                         leave_waiting(self.code, self.name, rec, started, changes, counted=True)
                 except BaseException:
@@ -303,7 +305,7 @@ class Worker:
                     continue
                 self._queue_of[rec.run_id] = q.name
                 record_queue_wait(q.name, world.clock() - rec.created_at)
-                self.driver.spawn(spec, rec, lock, started)
+                self.driver.spawn(spec, rec, lock, started, opened)
                 note(
                     INFO,
                     rec.run_id,

@@ -389,6 +389,30 @@ class EventLogConformance:
 
     # -- storage that outlives the instance -------------------------------------------
 
+    def test_a_new_runs_first_append_is_fenced_by_a_writer_that_came_between(
+        self, log: EventLog, where: Path
+    ) -> None:
+        """A new run fenced, then fenced and started by another instance: the first writer is refused."""
+        if not self.reopens:
+            pytest.skip("this log lives in its object: nothing outlives the instance")
+        first = log.fence("r1")  # the run is new to both instances
+        second = self.open_log(where)
+        try:
+            theirs = second.fence("r1")
+            second.append([Append("r1", rows(1, 1), theirs, created=("wf", None))])
+            with pytest.raises(FencedError):
+                log.append([Append("r1", rows(1, 2), first, created=("wf", "parent"))])
+            with pytest.raises(FencedError):
+                log.append([Append("r1", rows(2, 1), first)])
+            assert log.read("r1") == rows(1, 1)
+            info = log.info("r1")
+            assert info is not None
+            assert (info.workflow, info.parent_run_id) == ("wf", None)
+            second.append([Append("r1", rows(2, 1), theirs)])
+            assert second.read("r1") == rows(1, 2)
+        finally:
+            second.close()
+
     def test_a_fresh_instance_sees_everything(self, log: EventLog, where: Path) -> None:
         """A second instance over the same storage reads rows, summaries and tokens of the first."""
         if not self.reopens:

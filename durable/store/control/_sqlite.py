@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from ...errors import LogCorruptedError, LogFormatError, LogUnavailableError
 from ._doorbell import Doorbell
@@ -27,6 +26,7 @@ from ._protocol import (
     announcing,
     claimed_by,
     debounced,
+    record_of,
     reopened,
 )
 
@@ -78,8 +78,7 @@ CREATE INDEX IF NOT EXISTS control_seq ON control (seq);
 """
 
 
-def _record(row: Sequence[Any]) -> ControlRecord:
-    return ControlRecord(*row)
+_record = record_of
 
 
 class SqliteControl:

@@ -31,6 +31,12 @@ _ONE_STATEMENT_ROWS = 64
 """Appends up to this many rows are one statement; larger ones use a transaction."""
 
 
+_KNOWN = (
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1) OR EXISTS (SELECT 1 FROM events WHERE run_id = ?1)"
+)
+"""Whether the log has a run's row or any of its events (one statement for ``fence``)."""
+
+
 def _guarded_insert(n: int) -> str:
     """One ``INSERT`` of ``n`` rows that writes nothing unless the writer's token is current.
 
@@ -135,8 +141,12 @@ class SqliteLog:
                 firsts = []
                 for a in batch:
                     if self._unfenced.get(a.run_id) == a.token:
-                        self._take_token(a.run_id, a.token)
                         firsts.append(a.run_id)
+                        if a.created is not None:  # the common first append: one statement
+                            self._create(a, now)
+                            self._insert_rows(a, now)
+                            continue
+                        self._take_token(a.run_id, a.token)
                     if a.created is not None:
                         db.execute(
                             "INSERT INTO runs (run_id, workflow, status, parent_run_id, "
@@ -146,17 +156,14 @@ class SqliteLog:
                             "created_at = excluded.created_at, updated_at = excluded.updated_at",
                             (a.run_id, a.created[0], a.created[1], now, now),
                         )
-                    row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
-                    current = row[0] if row else 0
-                    if current != a.token:
-                        raise _stale(a.run_id, a.token, current)
-                    try:
-                        db.executemany(
-                            INSERT_EVENT,
-                            [(a.run_id, s, t, d, now) for s, t, d in a.rows],
-                        )
-                    except sqlite3.IntegrityError:
-                        raise _taken(a.run_id, a.rows[0][0]) from None
+                    if a.created is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS:
+                        self._guarded_rows(a, now)  # the token check and the rows: one statement
+                    else:
+                        row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
+                        current = row[0] if row else 0
+                        if current != a.token:
+                            raise _stale(a.run_id, a.token, current)
+                        self._insert_rows(a, now)
                     if a.status is not None:
                         db.execute(
                             "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
@@ -174,27 +181,68 @@ class SqliteLog:
         if self.checkpointer is not None:
             self.checkpointer.appended()
 
+    def _insert_rows(self, a: Append, now: float) -> None:
+        """In an append's transaction: insert the rows of ``a`` (a taken seq fails as fenced)."""
+        try:
+            self._db.executemany(INSERT_EVENT, [(a.run_id, s, t, d, now) for s, t, d in a.rows])
+        except sqlite3.IntegrityError:
+            raise _taken(a.run_id, a.rows[0][0]) from None
+
+    def _create(self, a: Append, now: float) -> None:
+        """In the first append's transaction: create the run's row with its summary and ``fence``'s token.
+
+        One statement does what ``_take_token``, the summary's upsert and the
+        token check do for other appends: it writes nothing when the run has a
+        row (another writer fenced or created it since) or events.
+
+        Raises:
+            FencedError: Another writer created the run or wrote events since the fence.
+        """
+        assert a.created is not None
+        db = self._db
+        try:
+            made = db.execute(
+                "INSERT INTO runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
+                "SELECT ?1, ?2, ?3, ?4, ?5, ?5, ?6 "
+                "WHERE NOT EXISTS (SELECT 1 FROM events WHERE run_id = ?1)",
+                (a.run_id, a.created[0], a.status or "running", a.created[1], now, a.token),
+            ).rowcount
+        except sqlite3.IntegrityError:
+            made = 0
+        if made != 1:
+            row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
+            raise _stale(a.run_id, a.token, row[0] if row else 0)
+
     def _append_rows(self, a: Append) -> None:
         """The common append (rows only) as one autocommitted, token-guarded statement."""
+        with self._lock:
+            try:
+                self._guarded_rows(a, wall())
+            except sqlite3.Error as exc:
+                raise failure(exc, self.path, a.run_id, a.rows) from exc
+        if self.checkpointer is not None:
+            self.checkpointer.appended()
+
+    def _guarded_rows(self, a: Append, now: float) -> None:
+        """Insert the rows of ``a`` in one statement that writes nothing unless its token is current.
+
+        Raises:
+            FencedError: The token is stale, or a seq is taken.
+        """
         n = len(a.rows)
         sql = self._inserts.get(n)
         if sql is None:
             sql = self._inserts[n] = _guarded_insert(n)
-        params: list[object] = [a.run_id, a.token, wall()]
+        params: list[object] = [a.run_id, a.token, now]
         for row in a.rows:
             params += row
-        with self._lock:
-            try:
-                written = self._db.execute(sql, params).rowcount
-            except sqlite3.IntegrityError:
-                raise _taken(a.run_id, a.rows[0][0]) from None
-            except sqlite3.Error as exc:
-                raise failure(exc, self.path, a.run_id, a.rows) from exc
-            if written != n:  # the guard matched nothing: another driver holds the run
-                row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
-                raise _stale(a.run_id, a.token, row[0] if row else 0)
-        if self.checkpointer is not None:
-            self.checkpointer.appended()
+        try:
+            written = self._db.execute(sql, params).rowcount
+        except sqlite3.IntegrityError:
+            raise _taken(a.run_id, a.rows[0][0]) from None
+        if written != n:  # the guard matched nothing: another driver holds the run
+            row = self._db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
+            raise _stale(a.run_id, a.token, row[0] if row else 0)
 
     def fence(self, run_id: str) -> int:
         """Take a new fencing token for a run; every older token becomes stale.
@@ -211,12 +259,7 @@ class SqliteLog:
             db = self._db
             try:
                 base = self._unfenced.pop(run_id, 0)
-                if (
-                    base == 0
-                    and db.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None
-                    and db.execute("SELECT 1 FROM events WHERE run_id = ? LIMIT 1", (run_id,)).fetchone()
-                    is None
-                ):
+                if base == 0 and not db.execute(_KNOWN, (run_id,)).fetchone()[0]:
                     self._unfenced[run_id] = 1
                     return 1
                 db.execute("BEGIN IMMEDIATE")
