@@ -22,7 +22,16 @@ from ._keys import step_path_format
 from ._module_name import module_name
 from ._retry_policy import RetryPolicy, as_policy
 from ._roundtrip import Output, plain_annotation
-from ._values import ANY, adapter, json_bytes, stored_bytes, to_json, unchanged_types
+from ._values import (
+    ANY,
+    LONG_INT_DIGITS,
+    adapter,
+    json_bytes,
+    readable,
+    stored_bytes,
+    to_json,
+    unchanged_types,
+)
 
 KINDS = ("workflow", "step", "tool", "model")
 _BAD_NAME_CHARS = set(".[]#:/")
@@ -201,8 +210,8 @@ class Spec:
             raw = json_bytes(data)
         except ValueError:
             raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)  # raises, named
-        if len(raw) > 4300:  # an int too long to read back is checked there
-            raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)
+        if len(raw) > LONG_INT_DIGITS:  # long enough to hold an int too long to read back
+            readable(raw, what=self._args_what, run_id=run_id, path=path)
         return data, raw, blake2b(raw, digest_size=16).hexdigest()
 
     def _dump_each(
