@@ -171,6 +171,8 @@ class Recorded:
                 self.state_version = d["state_version"]
             else:
                 on[type_](self, d, rows, run_id)
+                # A snapshot or a restore puts new dicts in place: read them again.
+                completed, started, attempts = self.steps_completed, self.steps_started, self.attempts
 
     def note(self, type_: str, data: Json) -> None:
         """Index one event this driver wrote, for the calls of the same drive that depend on it.

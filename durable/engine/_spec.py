@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
-from hashlib import blake2b
 from itertools import product
 from math import prod
 from typing import Any
@@ -24,6 +23,7 @@ from ._retry_policy import RetryPolicy, as_policy
 from ._roundtrip import Output, plain_annotation
 from ._values import (
     ANY,
+    BLAKE2B_16,
     LONG_INT_DIGITS,
     adapter,
     json_bytes,
@@ -212,7 +212,9 @@ class Spec:
             raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)  # raises, named
         if len(raw) > LONG_INT_DIGITS:  # long enough to hold an int too long to read back
             readable(raw, what=self._args_what, run_id=run_id, path=path)
-        return data, raw, blake2b(raw, digest_size=16).hexdigest()
+        h = BLAKE2B_16.copy()  # bytes_hash(raw), without the call
+        h.update(raw)
+        return data, raw, h.hexdigest()
 
     def _dump_each(
         self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
