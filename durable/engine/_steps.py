@@ -72,22 +72,21 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
         rec = run.recorded
         if run.added_params and name in run.added_params:
             data, ih = _as_recorded(spec, rec.steps_started.get(path), data, ih, run.added_params[name])
-        # decide_step's first case, without the call: the step recorded at its path with
-        # this very input, and completed (the input hash is compared on every replay).
-        started = rec.steps_started.get(path)
-        record = None if started is None or started["input_hash"] != ih else rec.steps_completed.get(path)
-        if record is None:
+        # decide_step's first case, without the call: a completion with its start folded in
+        # (its own start, so its input hash is the recorded one) of this very input.
+        record = rec.steps_completed.get(path)
+        if record is None or record.get("input_hash") != ih:
             action, record = decide_step(rec, run.run_id, name, ih, path, data)
             if action is FAIL:
                 raise rebuild_from(record, run_id=run.run_id, path=path)  # type: ignore[arg-type]
-        else:
-            action = REPLAY
-        if action is REPLAY:
-            out = record["output"]  # type: ignore[index]
+            if action is not REPLAY:  # nothing recorded to return: the step executes
+                call.execute(action, Call("step", name, ih, path))
+                attempt = rec.attempt(path)
+                record = None
+        if record is not None:
+            out = record["output"]
             keep = spec.keep  # Spec.rebuild's first test, without the call
             return REPLAYED, out if keep is not None and type(out) in keep else spec.rebuild(out)
-        call.execute(action, Call("step", name, ih, path))
-        attempt = rec.attempt(path)
     call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
     call.recorded_input = recorded = (
         {"input": data} if len(raw) <= INPUT_INLINE_LIMIT else large_input(run, name, path, data, raw)
