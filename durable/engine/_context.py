@@ -180,19 +180,6 @@ class RunContext:
         self.recorded.note(type_, data)
         return seq
 
-    def unemit(self, data: dict[str, Any]) -> bool:
-        """Take back the last buffered event if its payload is ``data``; say whether it was.
-
-        A step whose ``step.started`` is still the last unwritten event when
-        it completes writes one ``step.completed`` that carries both.
-        """
-        buffer = self.buffer
-        if buffer and buffer[-1][2] is data:
-            buffer.pop()
-            self.seq -= 1
-            return True
-        return False
-
     def flush(
         self, *, status: str | None = None, created: tuple[str, str | None] | None = None, sync: bool = True
     ) -> None:
@@ -207,9 +194,14 @@ class RunContext:
             return
         buffered, self.buffer = self.buffer, []
         try:
-            rows: list[Row] = [
-                (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
-            ]
+            rows: list[Row]
+            if len(buffered) == 1 and type(buffered[0][2]) is str:
+                rows = buffered  # type: ignore[assignment]  # one encoded event (a step's end): its row
+            else:
+                rows = [
+                    (seq, type_, data if isinstance(data, str) else encode(data))
+                    for seq, type_, data in buffered
+                ]
             appends = [Append(self.run_id, rows, self.token, status, created)]
             if sync:
                 self.log.append(appends)

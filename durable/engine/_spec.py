@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable
-from hashlib import blake2b
 from itertools import product
 from math import prod
 from typing import Any
@@ -22,7 +21,17 @@ from ._keys import step_path_format
 from ._module_name import module_name
 from ._retry_policy import RetryPolicy, as_policy
 from ._roundtrip import Output, plain_annotation
-from ._values import ANY, adapter, json_bytes, stored_bytes, to_json, unchanged_types
+from ._values import (
+    ANY,
+    BLAKE2B_16,
+    LONG_INT_DIGITS,
+    adapter,
+    json_bytes,
+    readable,
+    stored_bytes,
+    to_json,
+    unchanged_types,
+)
 
 KINDS = ("workflow", "step", "tool", "model")
 _BAD_NAME_CHARS = set(".[]#:/")
@@ -204,9 +213,11 @@ class Spec:
             raw = json_bytes(data)
         except ValueError:
             raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)  # raises, named
-        if len(raw) > 4300:  # an int too long to read back is checked there
-            raw = stored_bytes(data, what=self._args_what, run_id=run_id, path=path)
-        return data, raw, blake2b(raw, digest_size=16).hexdigest()
+        if len(raw) > LONG_INT_DIGITS:  # long enough to hold an int too long to read back
+            readable(raw, what=self._args_what, run_id=run_id, path=path)
+        h = BLAKE2B_16.copy()  # bytes_hash(raw), without the call
+        h.update(raw)
+        return data, raw, h.hexdigest()
 
     def _dump_each(
         self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from ..errors import MaxVisitsExceededError, StepTimeoutError
@@ -25,9 +26,10 @@ from ._decide import FAIL, REPLAY, Call, decide_step
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
 from ._metrics import record_attempt
+from ._roundtrip import INT_BITS
 from ._spec import Spec
 from ._sync_bodies import call_sync_body
-from ._values import bytes_hash, stored_bytes, to_json
+from ._values import LONG_INT_DIGITS, bytes_hash, json_bytes, readable, stored_bytes, to_json
 
 
 class StepCall(Claim):
@@ -46,7 +48,7 @@ class StepCall(Claim):
 
     def emit_started(self) -> None:
         """Buffer the attempt's ``step.started`` (kept to be folded into its completion)."""
-        self.t0 = time.perf_counter()
+        self.t0 = perf_counter()
         self.started = ev.step_started(
             self.path, self.visit, self.attempt, self.input_hash, self.n, self.recorded_input
         )
@@ -58,32 +60,41 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
     scope = call.scope
     run = call.run
     name = spec.name
-    visit = scope.visits.get(name, 0)
+    visits = scope.visits
+    visit = visits.get(name, 0)
     if visit >= spec.max_visits:
         raise _too_many_visits(spec, scope, visit)
     path = spec.path_of(scope.prefix, visit)
-    scope.visits[name] = visit + 1
+    visits[name] = visit + 1
     data, raw, ih = spec.dump_input(args, kwargs, run.run_id, path)
     attempt = 1
     if run.replaying:
+        rec = run.recorded
         if run.added_params and name in run.added_params:
-            data, ih = _as_recorded(
-                spec, run.recorded.steps_started.get(path), data, ih, run.added_params[name]
-            )
-        action, record = decide_step(run.recorded, run.run_id, name, ih, path, data)
-        if action is REPLAY:
-            out = record["output"]  # type: ignore[index]
+            data, ih = _as_recorded(spec, rec.steps_started.get(path), data, ih, run.added_params[name])
+        # decide_step's first case, without the call: a completion with its start folded in
+        # (its own start, so its input hash is the recorded one) of this very input.
+        record = rec.steps_completed.get(path)
+        if record is None or record.get("input_hash") != ih:
+            action, record = decide_step(rec, run.run_id, name, ih, path, data)
+            if action is FAIL:
+                raise rebuild_from(record, run_id=run.run_id, path=path)  # type: ignore[arg-type]
+            if action is not REPLAY:  # nothing recorded to return: the step executes
+                call.execute(action, Call("step", name, ih, path))
+                attempt = rec.attempt(path)
+                record = None
+        if record is not None:
+            out = record["output"]
             keep = spec.keep  # Spec.rebuild's first test, without the call
             return REPLAYED, out if keep is not None and type(out) in keep else spec.rebuild(out)
-        if action is FAIL:
-            raise rebuild_from(record, run_id=run.run_id, path=path)  # type: ignore[arg-type]
-        call.execute(action, Call("step", name, ih, path))
-        attempt = run.recorded.attempt(path)
     call.spec, call.path, call.visit, call.input_hash, call.attempt = spec, path, visit, ih, attempt
-    call.recorded_input = (
+    call.recorded_input = recorded = (
         {"input": data} if len(raw) <= INPUT_INLINE_LIMIT else large_input(run, name, path, data, raw)
     )
-    call.emit_started()
+    # emit_started, without the call: the attempt's start, buffered to be folded into its end
+    call.t0 = perf_counter()
+    call.started = started = ev.step_started(path, visit, attempt, ih, call.n, recorded)
+    run.emit(STEP_STARTED, started)
     return call, None
 
 
@@ -128,22 +139,35 @@ def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededE
 def step_commit(call: StepCall, out: Any) -> None:
     """Buffer the step's ``step.completed``: its output encoded once, for the hash and the log."""
     run = call.run
-    ms = ev.elapsed_ms(call.t0)
-    data = to_json(call.spec.out, out, what="the output", run_id=run.run_id, path=call.path)
-    raw = stored_bytes(data, what="the output", run_id=run.run_id, path=call.path)
+    ms = round((perf_counter() - call.t0) * 1e6) / 1e3  # ev.elapsed_ms, without the call
+    o = call.spec.out
+    t = type(out)
+    if t in o.same or (t is int and o.ints and out.bit_length() < INT_BITS):
+        data = out  # a value stored as it is: to_json's first test, without the call
+    else:
+        data = to_json(o, out, what="the output", run_id=run.run_id, path=call.path)
+    try:
+        raw = json_bytes(data)
+    except ValueError:
+        raw = stored_bytes(data, what="the output", run_id=run.run_id, path=call.path)  # raises, named
+    if len(raw) > LONG_INT_DIGITS:
+        readable(raw, what="the output", run_id=run.run_id, path=call.path)
     run.state_version += 1
     artifact = None
     if len(raw) > run.world.artifact_threshold:  # large outputs live beside the log
         artifact = store_output(run, call.path, raw.decode())
     started = call.started
-    if started is not None and run.unemit(started):
-        # Nothing was buffered since the start and nothing flushed: one event says both.
+    buffer = run.buffer
+    if started is not None and buffer and buffer[-1][2] is started:
+        # Nothing was buffered since the start and nothing flushed: one event, in the
+        # start's place (and seq), says both.
         event = ev.step_completed_folded(started, raw, bytes_hash(raw), run.state_version, artifact, ms)
+        buffer[-1] = (buffer[-1][0], STEP_COMPLETED, event)
     else:
         event = ev.step_completed(
             call.path, call.visit, raw, bytes_hash(raw), run.state_version, artifact, ms
         )
-    run.emit_encoded(STEP_COMPLETED, event)
+        run.emit_encoded(STEP_COMPLETED, event)
 
 
 def step_fail(call: StepCall, exc: BaseException, *, final: bool = True) -> bool:
@@ -219,13 +243,29 @@ async def step_async(
         call, replayed = step_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
+        run = call.run
         try:
-            out = await step_attempt(call, fn, args, kwargs)
+            if run.tracer is None and run.meters is None and spec.timeout is None:
+                # step_attempt with nothing to trace, meter or bound, without its coroutine
+                scope = Scope(run, call.path)
+                token = CURRENT.set(scope)
+                try:
+                    out = await fn(*args, **kwargs)
+                    if scope.last is not NOTHING:  # the body made durable calls: each must have been awaited
+                        check_awaited(scope, f"step {spec.name!r}")
+                finally:
+                    CURRENT.reset(token)
+                step_commit(call, out)
+            else:
+                out = await step_attempt(call, fn, args, kwargs)
         except BaseException as exc:
             if step_fail(call, exc):
-                await call.run.flush_async()
+                await run.flush_async()
             raise
-        await call.run.flush_async()
+        if run.active <= 1:  # flush_async's own test, without its coroutine
+            run.flush()
+        else:
+            await run.flush_async()
         return out
     finally:
         claimed.scope.busy = None

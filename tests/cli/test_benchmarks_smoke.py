@@ -87,6 +87,18 @@ def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
     assert names == ["floor", "bare step", "durable", "plain await", "bare replay", "durable replay"]
     assert next(r for r in rows if r[0].strip() == "floor")[2].strip() == "1.00×"
     assert next(r for r in rows if r[0].strip() == "plain await")[2].strip() == "0.00"
+    assert next(r for r in rows if r[0].strip() == "floor")[4].strip() == "1.00×"  # the CPU ratio
+
+
+def test_opcodes_by_function_lists_where_a_step_goes_and_the_same_total() -> None:
+    """``opcodes.py write --by-function`` names the step's own functions and sums to the per-step total."""
+    out = _python("benchmarks/opcodes.py", "write", "--by-function")
+    *functions, total = out.strip().splitlines()
+    assert total.startswith("write per_step_opcodes=")
+    assert any("durable/engine/_steps.py" in line and "step_begin" in line for line in functions)
+    listed = sum(float(line.split()[0]) for line in functions)
+    per_step = float(total.split("=")[1])
+    assert per_step > 0 and abs(listed - per_step) <= 0.02 * per_step  # left out: under 0.5 each
 
 
 def test_talk_latency_measures_durable_between_two_processes() -> None:

@@ -384,6 +384,22 @@ def test_an_int_too_long_to_read_back_is_refused(world: durable.World, where: st
         assert run(durable.run_workflow(wf, world=world, run_id="r")) in (2, 5)
 
 
+def test_an_output_holding_an_int_too_long_to_read_back_is_refused(world: durable.World) -> None:
+    """A step output whose dict holds an int of more than 4,300 digits fails before its commit."""
+
+    @durable.step
+    async def s() -> dict[str, int]:
+        return {"n": 10**5000}
+
+    @durable.workflow
+    async def wf() -> dict[str, int]:
+        return await s()
+
+    with pytest.raises(SerializationError, match=r"4,300 digits|could not be read back"):
+        run(durable.run_workflow(wf, world=world, run_id="r"))
+    assert "step.completed" not in types(world, "r")
+
+
 def test_a_workflow_input_too_long_to_read_back_is_refused(world: durable.World) -> None:
     """A huge int given as a workflow's input is a SerializationError before anything is recorded."""
 
