@@ -16,7 +16,7 @@ from durable.store.control._memory import MemoryControl
 from durable.store.control._protocol import ControlRecord
 from durable.store.control._sqlite import SCHEMA_VERSION, SqliteControl
 from tests.conftest import Worlds
-from tests.runtime.test_runtime import CALLS, GATE, until, wait_gate
+from tests.runtime.test_runtime import CALLS, GATE, plus_one, until, wait_gate
 
 
 @pytest.fixture(autouse=True)
@@ -193,3 +193,47 @@ async def test_the_control_store_counts_drives_until_an_outcome_and_keeps_blocke
     ctl.finish("c", "done")
     done = ctl.get("c")
     assert done is not None and (done.state, done.drives) == ("done", 0)
+
+
+class _CallsLog:
+    """A log that notes, per run, which of its methods the runtime calls, and forwards every call."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+        self.calls: list[tuple[str, str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._inner, name)
+        if name not in ("fence", "iter_rows", "read", "append"):
+            return real
+
+        def noted(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else None
+            run_id = first[0].run_id if name == "append" else first
+            self.calls.append((name, str(run_id)))
+            return real(*args, **kwargs)
+
+        return noted
+
+
+async def test_a_worker_fences_and_reads_a_queued_runs_log_once_before_it_drives_it(worlds: Worlds) -> None:
+    """The worker's code check and the drive share one fence and one read of the run's log."""
+    from tests.conftest import SERVICES
+
+    inner = worlds.open()
+    log = _CallsLog(inner.log)
+    world = durable.World(
+        log,  # type: ignore[arg-type]
+        inner.locks,
+        data_dir=inner.data_dir,
+        artifacts=inner.artifacts,
+        codec=inner.codec,
+    )
+    for name in SERVICES:
+        setattr(world, name, getattr(inner, name))
+    worlds.opened.append(world)  # closed with the others
+    h = durable.start_workflow(plus_one, 1, world=world, queue=Queue("q"))
+    async with Worker(world, workflows=[plus_one], queues=[Queue("q")]):
+        assert await h.result(timeout=30) == 2
+    mine = [name for name, rid in log.calls if rid == h.run_id]
+    assert mine[: mine.index("append")] == ["fence", "iter_rows"]
