@@ -198,15 +198,20 @@ class Worker:
         loop = asyncio.get_running_loop()
         wake = self._wake
         assert wake is not None
-        stop_listening = ctl.subscribe(waker(wake))
-        poll = POLL if stop_listening is None else POLL_ANNOUNCED
+        # Only new or freed work on a queue wakes the loop to claim: the ends and
+        # cancellations of runs (two announcements per run) would each cost a claim.
+        stop_listening = ctl.subscribe(waker(wake), ("queue:",))
+        announced = stop_listening is not None
+        poll = POLL_ANNOUNCED if announced else POLL
         try:
-            await self._serve(ctl, loop, poll)
+            await self._serve(ctl, loop, poll, announced)
         finally:
             if stop_listening is not None:
                 stop_listening()
 
-    async def _serve(self, ctl: RunControl, loop: asyncio.AbstractEventLoop, poll: float) -> None:
+    async def _serve(
+        self, ctl: RunControl, loop: asyncio.AbstractEventLoop, poll: float, announced: bool
+    ) -> None:
         next_recovery = 0.0
         next_claim = 0.0
         next_outbox = 0.0
@@ -235,7 +240,7 @@ class Worker:
             if now >= next_outbox and self.outbox.tools() and self.world.keeps_outbox():
                 self._duty("outbox", self.outbox.dispatch_pass)  # at start too: entries whose dispatcher died
                 next_outbox = now + OUTBOX_EVERY
-            seen = self._duty("claims", ctl.version)
+            seen = version if announced else self._duty("claims", ctl.version)  # announced: the wake says
             if self.queues and (seen != version or woken or now >= next_claim):
                 version = -1 if seen is None else seen
                 self._duty("claims", self._claim)

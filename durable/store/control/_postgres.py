@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import uuid
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,50 @@ if TYPE_CHECKING:
 
 _FIELDS = [f.name for f in dataclasses.fields(ControlRecord)]
 _COLUMNS = ", ".join(_FIELDS)
+
+_PICK = (
+    "WITH picked AS (SELECT run_id FROM {s}.control WHERE queue = %(queue)s AND state = 'enqueued' "
+    "{only}AND (start_at IS NULL OR start_at <= %(now)s) ORDER BY priority, seq LIMIT %(n)s "
+    "FOR UPDATE SKIP LOCKED), "
+    "claimed AS (UPDATE {s}.control AS c SET state = 'claimed', owner = %(owner)s, pid = %(pid)s, "
+    "host = %(host)s, claimed_at = %(now)s, drives = c.drives + 1, driven_at = %(now)s "
+    "FROM picked WHERE c.run_id = picked.run_id RETURNING " + ", ".join(f"c.{f}" for f in _FIELDS) + ") "
+)
+"""The waiting runs of a queue without limits, picked and claimed (the statement's first part)."""
+
+_CLAIM = _PICK + "SELECT *, NULL::bigint FROM claimed ORDER BY priority, seq"
+"""A claim of a queue without limits in one autocommitted statement (no advisory lock: nothing to count)."""
+
+_CLAIM_LEASED = (
+    _PICK + ", leased AS (INSERT INTO {s}.leases (name, holder, pid, host, expires_at) "
+    "SELECT 'run:' || run_id, %(holder)s, %(pid)s, %(host)s, "
+    "clock_timestamp() + make_interval(secs => %(lease)s) FROM claimed "
+    "ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, pid = excluded.pid, "
+    "host = excluded.host, expires_at = excluded.expires_at "
+    "WHERE {s}.leases.expires_at < clock_timestamp() RETURNING substr(name, 5) AS run_id), "
+    "fenced AS (INSERT INTO {s}.runs (run_id, token) SELECT run_id, 1 FROM leased "
+    "ON CONFLICT (run_id) DO UPDATE SET token = {s}.runs.token + 1 RETURNING run_id, token) "
+    "SELECT claimed.*, fenced.token FROM claimed LEFT JOIN fenced USING (run_id) "
+    "ORDER BY claimed.priority, claimed.seq"
+)
+"""``_CLAIM`` that also takes each claimed run's lease and a new fencing token for the driver to come.
+
+A run whose lease is live (another holder) is claimed without either, as a
+claim followed by a failed ``try_acquire`` leaves it.
+"""
+
+_FINISH = (
+    "WITH e AS (SELECT * FROM unnest(%(runs)s::text[], %(states)s::text[]) AS e(run_id, state)), "
+    "u AS (UPDATE {s}.control AS c SET state = e.state, cancel_reason = NULL, resume = NULL, drives = 0, "
+    "blocked = NULL FROM e WHERE c.run_id = e.run_id RETURNING c.queue), "
+    "d AS (DELETE FROM {s}.leases AS l USING unnest(%(names)s::text[], %(holders)s::text[]) "
+    "AS h(name, holder) WHERE l.name = h.name AND l.holder = h.holder) "
+    "SELECT pg_notify(%(chan)s, 'run:' || e.run_id) FROM e "
+    "UNION ALL SELECT pg_notify(%(chan)s, 'queue:' || q.queue) FROM (SELECT DISTINCT queue FROM u "
+    "WHERE queue IS NOT NULL) AS q"
+)
+"""Runs' ends in one autocommitted statement: their records, the leases this process holds on them, and
+the announcements (each run's, then each queue's whose slot is free again), delivered at the commit."""
 
 
 def _record(row: Sequence[Any]) -> ControlRecord:
@@ -71,6 +116,8 @@ class PostgresControl:
             f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
         )
         new_marks = ", ".join("nextval('{s}.control_seq')" if f == "seq" else "%s" for f in _FIELDS)
+        self._claim_sql: dict[tuple[bool, bool], str] = {}
+        self._finish_sql = db.sql(_FINISH)
         self._submit_sql = db.sql(
             f"WITH ins AS (INSERT INTO {{s}}.control ({_COLUMNS}) VALUES ({new_marks}) "
             f"ON CONFLICT (run_id) DO NOTHING RETURNING {_COLUMNS}) "
@@ -169,6 +216,8 @@ class PostgresControl:
         workflows: Collection[str] | None = None,
     ) -> list[ControlRecord]:
         sql = self.db.sql
+        if limits.concurrency is None and limits.rate_limit is None and limits.partition_concurrency is None:
+            return self._claim_unlimited(limits.name, owner, pid, host, room, now, workflows)
 
         def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
             with conn.transaction():
@@ -237,6 +286,58 @@ class PostgresControl:
 
         return self.db.run(op)
 
+    def _claim_unlimited(
+        self,
+        queue: str,
+        owner: str,
+        pid: int,
+        host: str,
+        room: int,
+        now: float,
+        workflows: Collection[str] | None,
+    ) -> list[ControlRecord]:
+        """``claim`` of a queue without limits: one statement, with the runs' leases and tokens.
+
+        Nothing is counted, so no advisory lock is needed: ``SKIP LOCKED``
+        keeps two workers off the same run. With the world's locks on this
+        database the statement also takes each run's lease and a new
+        fencing token, handed to this process's next ``try_acquire`` and
+        ``fence`` of the run (``Handover``); the lease is in the table and
+        the token bumped before the claim returns, as if the driver had taken them.
+        """
+        if room <= 0:
+            return []
+        book = self.db.handover
+        lease = book.lease
+        only = "AND workflow = ANY(%(workflows)s) " if workflows is not None else ""
+        query = self._claim_sql.get((lease is not None, workflows is not None))
+        if query is None:
+            text = (_CLAIM if lease is None else _CLAIM_LEASED).replace("{only}", only)
+            query = self._claim_sql[(lease is not None, workflows is not None)] = self.db.sql(text)
+        holder = uuid.uuid4().hex
+        params: dict[str, object] = {
+            "queue": queue,
+            "now": now,
+            "n": room,
+            "owner": owner,
+            "pid": pid,
+            "host": host,
+            "holder": holder,
+            "lease": lease,
+        }
+        if workflows is not None:
+            params["workflows"] = sorted(workflows)
+
+        def op(conn: Connection[Any], attempt: int) -> list[tuple[ControlRecord, int | None]]:
+            return [(_record(r[:-1]), r[-1]) for r in conn.execute(query, params)]
+
+        out = []
+        for rec, token in self.db.run(op):
+            if token is not None:
+                book.give(rec.run_id, holder, int(token))
+            out.append(rec)
+        return out
+
     def adopt(
         self, run_id: str, workflow: str, *, owner: str, pid: int, host: str, now: float
     ) -> ControlRecord:
@@ -253,47 +354,26 @@ class PostgresControl:
         self.finish_many([(run_id, state)])
 
     def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
+        """End the records in one statement (``_FINISH``); the leases this process holds on them go too.
+
+        A lease deleted here is not sent again by the ``release`` that follows.
+        """
         if not ends:
             return
-        if len(ends) == 1:  # the common case: one statement, its own transaction, one round trip
-            run_id, state = ends[0]
-            self.db.run(lambda conn, attempt: self._finish_one(conn, run_id, state), run_id=run_id)
-            return
+        leases = self.db.handover.holders([f"run:{run_id}" for run_id, _ in ends])
+        params = {
+            "runs": [run_id for run_id, _ in ends],
+            "states": [state for _, state in ends],
+            "names": list(leases),
+            "holders": list(leases.values()),
+            "chan": self.db.channel,
+        }
 
         def op(conn: Connection[Any], attempt: int) -> None:
-            with conn.transaction():
-                queues = set()
-                for run_id, state in ends:
-                    row = conn.execute(
-                        self.db.sql(
-                            "UPDATE {s}.control SET state = %s, cancel_reason = NULL, resume = NULL, "
-                            "drives = 0, blocked = NULL WHERE run_id = %s RETURNING queue"
-                        ),
-                        (state, run_id),
-                    ).fetchone()
-                    self._announce(conn, f"run:{run_id}")
-                    if row is not None and row[0] is not None:
-                        queues.add(row[0])
-                for queue in sorted(queues):
-                    self._announce(conn, f"queue:{queue}")  # a slot of the queue is free again
+            conn.execute(self._finish_sql, params)
 
         self.db.run(op, run_id=ends[0][0])
-
-    def _finish_one(self, conn: Connection[Any], run_id: str, state: str) -> None:
-        """``finish_many`` of one run: the update and both announcements in one autocommitted statement.
-
-        The announcements are those of ``finish_many`` (the run's, then its
-        queue's when it has one), delivered when the statement commits.
-        """
-        conn.execute(
-            self.db.sql(
-                "WITH u AS (UPDATE {s}.control SET state = %(state)s, cancel_reason = NULL, resume = NULL, "
-                "drives = 0, blocked = NULL WHERE run_id = %(run)s RETURNING queue) "
-                "SELECT pg_notify(%(chan)s, %(what)s), "
-                "(SELECT pg_notify(%(chan)s, 'queue:' || u.queue) FROM u WHERE u.queue IS NOT NULL)"
-            ),
-            {"state": state, "run": run_id, "chan": self.db.channel, "what": f"run:{run_id}"},
-        )
+        self.db.handover.ended(leases)
 
     def delete(self, run_ids: Sequence[str]) -> None:
         if not run_ids:

@@ -242,7 +242,15 @@ class PostgresLog:
         return True
 
     def fence(self, run_id: str) -> int:
-        """Take a new fencing token for a run; every older token becomes stale."""
+        """Take a new fencing token for a run; every older token becomes stale.
+
+        The token that this process's claim of the run took (``Handover``) is
+        handed over once, without a query: it was taken in the claim's
+        statement, so every older one is stale already.
+        """
+        given = self.db.handover.take_token(run_id)
+        if given is not None:
+            return given
 
         def op(conn: Connection[Any], attempt: int) -> int:
             row = conn.execute(

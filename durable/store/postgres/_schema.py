@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ...errors import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
 from ..log._protocol import Append, Row
+from ._handover import Handover
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -243,6 +244,8 @@ class Database:
         """The ``NOTIFY`` channel of this schema's changes."""
         self.reconnect_timeout = reconnect_timeout
         self.where = where
+        self.handover = Handover()
+        """Leases and tokens a claim took for this process's next drive, and the leases it holds."""
 
     def run(self, op: Callable[[Connection[Any], int], T], *, run_id: str | None = None) -> T:
         """``op(connection, attempt)`` on a pooled connection, retried on a lost connection.
