@@ -27,7 +27,7 @@ _TOKEN_AGE = 60.0
 
 
 class LeaseHolder(Protocol):
-    """What the book needs of the locks: which leases they hold, and to forget the ones a run's end deleted."""
+    """What the book needs of the locks: the leases they hold; to forget those a run's end deleted."""
 
     def holding(self, names: list[str]) -> dict[str, str]:
         """The holder id of each of ``names`` held now."""
