@@ -198,9 +198,10 @@ class Worker:
         loop = asyncio.get_running_loop()
         wake = self._wake
         assert wake is not None
-        # Only new or freed work on a queue wakes the loop to claim: the ends and
-        # cancellations of runs (two announcements per run) would each cost a claim.
-        stop_listening = ctl.subscribe(waker(wake), ("queue:",))
+        # Only new work on a queue (and a freed slot, under a global limit) wakes the loop to
+        # claim: every run's end and cancellation heard would otherwise cost a claim.
+        limited = any(q.concurrency is not None or q.partition_concurrency is not None for q in self.queues)
+        stop_listening = ctl.subscribe(waker(wake), ("queue:", "free:") if limited else ("queue:",))
         announced = stop_listening is not None
         poll = POLL_ANNOUNCED if announced else POLL
         try:
