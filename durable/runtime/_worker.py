@@ -213,6 +213,11 @@ class Worker:
     async def _serve(
         self, ctl: RunControl, loop: asyncio.AbstractEventLoop, poll: float, announced: bool
     ) -> None:
+        # Under leases renewed every `heartbeat` s, a dead driver's runs free up no sooner than a
+        # lease after its last renewal: a pass every half heartbeat keeps takeover within
+        # lease + heartbeat, at a fraction of the statements (each pass reads 4-5 tables).
+        beat = getattr(self.world.locks, "heartbeat", None)
+        recover_every = RECOVER_EVERY if beat is None else max(RECOVER_EVERY, beat / 2)
         next_recovery = 0.0
         next_claim = 0.0
         next_outbox = 0.0
@@ -237,7 +242,7 @@ class Worker:
                     or ()
                 ):
                     self._queue_of[h.run_id] = None
-                next_recovery = now + RECOVER_EVERY
+                next_recovery = now + recover_every
             if now >= next_outbox and self.outbox.tools() and self.world.keeps_outbox():
                 self._duty("outbox", self.outbox.dispatch_pass)  # at start too: entries whose dispatcher died
                 next_outbox = now + OUTBOX_EVERY

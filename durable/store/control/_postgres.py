@@ -96,7 +96,7 @@ class PostgresControl:
         return None if row is None else to_record(row)
 
     def _put(self, conn: Connection[Any], rec: ControlRecord) -> ControlRecord:
-        conn.execute(self._put_sql, dataclasses.astuple(rec))
+        conn.execute(self._put_sql, [getattr(rec, f) for f in FIELDS])  # astuple deep-copies
         return rec
 
     def _next_seq(self, conn: Connection[Any]) -> int:
@@ -158,7 +158,7 @@ class PostgresControl:
         one already (then that one is returned, as ``submit`` does); ``None``
         when the record went away in between (the caller takes the long way).
         """
-        values = [v for f, v in zip(FIELDS, dataclasses.astuple(record), strict=True) if f != "seq"]
+        values = [getattr(record, f) for f in FIELDS if f != "seq"]
         row = conn.execute(
             self._submit_sql, (*values, self.db.channel, f"queue:{record.queue or ''}")
         ).fetchone()

@@ -32,7 +32,7 @@ _INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at
 _ROWS_ONLY = (
     "INSERT INTO {s}.events (run_id, seq, type, data) "
     "SELECT %(run)s, r.seq, r.type, r.data "
-    "FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) AS r(seq, type, data) "
+    "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
     "WHERE COALESCE((SELECT token FROM {s}.runs WHERE run_id = %(run)s FOR SHARE), 0) = %(token)s"
 )
 """One statement: the rows, written only when the writer's token is the run's current one."""
@@ -43,7 +43,7 @@ _ONE = (
     "FOR UPDATE), 0) = %(token)s AS ok), "
     "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) "
     "SELECT %(run)s, r.seq, r.type, r.data "
-    "FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) AS r(seq, type, data) "
+    "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
     "WHERE (SELECT ok FROM tok) RETURNING 1), "
     "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
     "SELECT %(run)s, %(workflow)s, 'running', %(parent)s, %(now)s, %(now)s, 0 "

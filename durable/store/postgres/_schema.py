@@ -192,9 +192,8 @@ CREATE INDEX runs_by_parent ON {s}.runs (parent_run_id);
 """,
     ),
     (
-        "0008_fewer_index_writes",
+        "0008_keyed_dedup_debounce_indexes",
         """
-DROP INDEX {s}.runs_by_status;
 DROP INDEX {s}.control_dedup;
 CREATE INDEX control_dedup ON {s}.control (queue, dedup_id)
     WHERE dedup_id IS NOT NULL AND state IN ('enqueued', 'claimed', 'blocked', 'waiting');
