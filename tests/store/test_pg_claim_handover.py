@@ -9,6 +9,7 @@ import pytest
 
 import durable
 from durable import FencedError
+from durable.events import RUN_STARTED, STEP_COMPLETED
 from durable.store import Append, ControlRecord, QueueLimits
 from tests.helpers import pg
 
@@ -44,12 +45,12 @@ def test_a_claim_fences_out_an_older_writer_and_hands_its_token_over_once(two: t
     old = b.log.fence("r1")
     assert [r.run_id for r in _claim(a, "r1")] == ["r1"]
     with pytest.raises(FencedError):
-        b.log.append([Append("r1", [(1, "step.completed", "{}")], old)])
+        b.log.append([Append("r1", [(1, STEP_COMPLETED, "{}")], old)])
     handle = a.locks.try_acquire("run:r1")
     assert handle is not None
     token = a.log.fence("r1")
     assert token == old + 1
-    a.log.append([Append("r1", [(1, "step.completed", "{}")], token)])
+    a.log.append([Append("r1", [(1, STEP_COMPLETED, "{}")], token)])
     assert a.log.fence("r1") == token + 1  # handed over once: the next fence takes a new one
 
 
@@ -79,5 +80,21 @@ def test_a_claim_over_a_live_lease_takes_neither_lease_nor_token(two: tuple) -> 
     token = b.log.fence("r1")
     assert [r.run_id for r in _claim(a, "r1")] == ["r1"]
     assert a.locks.try_acquire("run:r1") is None
-    b.log.append([Append("r1", [(1, "step.completed", "{}")], token)])  # not fenced out
+    b.log.append([Append("r1", [(1, STEP_COMPLETED, "{}")], token)])  # not fenced out
     assert a.log.fence("r1") == token + 1  # no token was handed over: a real fence
+
+
+def test_a_status_read_returns_what_the_summary_and_the_record_say_in_one_query(two: tuple) -> None:
+    """``read_with_info`` gives what ``log.info`` and ``get`` do, for unknown, enqueued and started runs."""
+    a, _ = two
+    ctl = a.control_store
+    assert ctl is not None
+    assert ctl.read_with_info("nobody") == (None, None)
+    ctl.submit(ControlRecord("r1", "wf", queue="q", created_at=time.time()))
+    assert ctl.read_with_info("r1") == (None, ctl.get("r1"))
+    token = a.log.fence("r1")
+    a.log.append([Append("r1", [(1, RUN_STARTED, "{}")], token, created=("wf", None))])
+    info, rec = ctl.read_with_info("r1")
+    assert info == a.log.info("r1")
+    assert info is not None and info.workflow == "wf"
+    assert rec == ctl.get("r1")
