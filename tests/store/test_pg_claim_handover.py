@@ -98,3 +98,33 @@ def test_a_status_read_returns_what_the_summary_and_the_record_say_in_one_query(
     assert info == a.log.info("r1")
     assert info is not None and info.workflow == "wf"
     assert rec == ctl.get("r1")
+
+
+def _age_grant(world: durable.PostgresWorld, name: str) -> None:
+    """Make the lease a claim handed over look a minute old (past the heartbeat's reach)."""
+    book = world.db.handover
+    with book.mutex:
+        holder, _ = book._leases[name]
+        book._leases[name] = (holder, time.monotonic() - 60.0)
+
+
+def test_an_old_handed_over_lease_is_renewed_when_still_ours_and_refused_when_taken(two: tuple) -> None:
+    """An old grant is renewed by a query while the row names it; a row taken meanwhile is not ours."""
+    a, b = two
+    _claim(a, "r1")
+    _age_grant(a, "run:r1")
+    handle = a.locks.try_acquire("run:r1")
+    assert handle is not None
+    assert _lease_holder(a, "run:r1") == handle[1]  # type: ignore[index]
+    a.locks.release(handle)
+    ctl = a.control_store
+    assert ctl is not None
+    ctl.reopen("r1", None)
+    ctl.claim(QueueLimits("q"), owner="a", pid=1, host="h", room=4, now=time.time())
+    _age_grant(a, "run:r1")
+    with a.db.pool.connection() as conn:  # the claim's lease ran out and another worker took it
+        conn.execute(a.db.sql("DELETE FROM {s}.leases WHERE name = 'run:r1'"))
+    other = b.locks.try_acquire("run:r1")
+    assert other is not None
+    assert a.locks.try_acquire("run:r1") is None
+    assert _lease_holder(a, "run:r1") == other[1]  # type: ignore[index]
