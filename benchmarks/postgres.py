@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime
 import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,9 +278,23 @@ def report(h: PostgresHarness, mode: str, data_dir: str, started: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the Postgres scenarios and print the markdown report."""
+    """Run the Postgres scenarios and print the markdown report.
+
+    ``--sql-trace DIR`` (beside the options of ``python -m benchmarks``) has the
+    workers and the client of ``pi`` count their statements by caller into
+    ``DIR`` (``sql_trace.py``); a traced run's timings are not figures.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--sql-trace" in args:
+        at = args.index("--sql-trace")
+        if at + 1 >= len(args):
+            raise SystemExit("--sql-trace needs a folder: python -m benchmarks.postgres --sql-trace DIR")
+        folder = Path(args.pop(at + 1)).resolve()
+        args.pop(at)
+        folder.mkdir(parents=True, exist_ok=True)
+        os.environ["BENCH_SQL_TRACE"] = str(folder)
     return harness_main(
-        argv,
+        args,
         prog="python -m benchmarks.postgres",
         description=(__doc__ or "").splitlines()[0],
         names=("postgres-full", "postgres-smoke"),

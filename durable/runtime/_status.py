@@ -60,8 +60,9 @@ def run_status(world: WorldCore, run_id: str) -> RunStatus:
     Raises:
         RunNotFoundError: Neither knows the run.
     """
-    info = world.log.info(run_id)
-    rec = control_of(world).get(run_id)
+    ctl = control_of(world)
+    both = getattr(ctl, "read_with_info", None)  # a store that reads both in one query (Postgres)
+    info, rec = both(run_id) if both is not None else (world.log.info(run_id), ctl.get(run_id))
     if info is None and (rec is None or not rec.workflow):
         raise run_not_found(world, run_id)
     return status_of(world, run_id, info, rec)

@@ -198,15 +198,26 @@ class Worker:
         loop = asyncio.get_running_loop()
         wake = self._wake
         assert wake is not None
-        stop_listening = ctl.subscribe(waker(wake))
-        poll = POLL if stop_listening is None else POLL_ANNOUNCED
+        # Only new work on a queue (and a freed slot, under a global limit) wakes the loop to
+        # claim: every run's end and cancellation heard would otherwise cost a claim.
+        limited = any(q.concurrency is not None or q.partition_concurrency is not None for q in self.queues)
+        stop_listening = ctl.subscribe(waker(wake), ("queue:", "free:") if limited else ("queue:",))
+        announced = stop_listening is not None
+        poll = POLL_ANNOUNCED if announced else POLL
         try:
-            await self._serve(ctl, loop, poll)
+            await self._serve(ctl, loop, poll, announced)
         finally:
             if stop_listening is not None:
                 stop_listening()
 
-    async def _serve(self, ctl: RunControl, loop: asyncio.AbstractEventLoop, poll: float) -> None:
+    async def _serve(
+        self, ctl: RunControl, loop: asyncio.AbstractEventLoop, poll: float, announced: bool
+    ) -> None:
+        # Under leases renewed every `heartbeat` s, a dead driver's runs free up no sooner than a
+        # lease after its last renewal: a pass every half heartbeat keeps takeover within
+        # lease + heartbeat, at a fraction of the statements (each pass reads 4-5 tables).
+        beat = getattr(self.world.locks, "heartbeat", None)
+        recover_every = RECOVER_EVERY if beat is None else max(RECOVER_EVERY, beat / 2)
         next_recovery = 0.0
         next_claim = 0.0
         next_outbox = 0.0
@@ -231,11 +242,11 @@ class Worker:
                     or ()
                 ):
                     self._queue_of[h.run_id] = None
-                next_recovery = now + RECOVER_EVERY
+                next_recovery = now + recover_every
             if now >= next_outbox and self.outbox.tools() and self.world.keeps_outbox():
                 self._duty("outbox", self.outbox.dispatch_pass)  # at start too: entries whose dispatcher died
                 next_outbox = now + OUTBOX_EVERY
-            seen = self._duty("claims", ctl.version)
+            seen = version if announced else self._duty("claims", ctl.version)  # announced: the wake says
             if self.queues and (seen != version or woken or now >= next_claim):
                 version = -1 if seen is None else seen
                 self._duty("claims", self._claim)

@@ -172,7 +172,7 @@ def test_a_subscriber_about_one_run_is_woken_by_that_run_only(controls: list[Pos
         stop = listener.subscribe(on_change, ("run:r001",))
         assert stop is not None
         heard.clear()  # the listener's first LISTEN counts as a change
-        writer.finish_many([("r000", "done")])  # "run:r000" and "queue:q": not for this subscriber
+        writer.finish_many([("r000", "done")])  # "run:r000" and "free:q": not for this subscriber
         writer.finish_many([("r001", "done")])  # delivered after them, on the same channel
         await asyncio.wait_for(rung.wait(), 10.0)
         stop()

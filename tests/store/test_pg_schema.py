@@ -194,3 +194,27 @@ def test_a_transaction_left_open_past_the_lease_is_ended_by_the_server(
             assert freed == (True,)  # the server ended the stale transaction
         with contextlib.suppress(psycopg.Error):
             paused.execute("ROLLBACK")
+
+
+def test_a_version_5_schema_with_seven_migrations_gains_the_eighth(pg_server: Server, schema: str) -> None:
+    """A schema the previous release left (version 5, migrations 0001-0007) gets 0008: keyed-only indexes."""
+    from durable.store.postgres._schema import MIGRATIONS, SCHEMA_VERSION
+
+    durable.postgres_world(pg_server.dsn, schema=schema).close()
+    _sql(
+        pg_server.dsn,
+        f'DROP INDEX "{schema}".control_dedup',
+        f'CREATE INDEX control_dedup ON "{schema}".control (queue, dedup_id) '
+        "WHERE state IN ('enqueued', 'claimed', 'blocked')",
+        f"DELETE FROM \"{schema}\".migrations WHERE name = '0008_keyed_dedup_debounce_indexes'",
+        f'UPDATE "{schema}".durable_meta SET version = 5',
+    )
+    with durable.postgres_world(pg_server.dsn, schema=schema) as world:
+        h = world.log
+        assert h.integrity_check() == "ok"
+    assert _sql(pg_server.dsn, f'SELECT version FROM "{schema}".durable_meta') == [(SCHEMA_VERSION,)]
+    assert len(_sql(pg_server.dsn, f'SELECT name FROM "{schema}".migrations')) == len(MIGRATIONS)
+    found = _sql(pg_server.dsn, f"SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = '{schema}'")
+    indexes = {str(name): str(text) for name, text in found}
+    assert "dedup_id IS NOT NULL" in indexes["control_dedup"]
+    assert "debounce_key IS NOT NULL" in indexes["control_debounce"]

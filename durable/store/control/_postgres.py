@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..log._protocol import RunInfo
 from ..postgres._notify import Notifier, notify
 from ..postgres._schema import Database
+from ._postgres_claims import COLUMNS, FIELDS, claim_limited, claim_unlimited, queue_key, to_record
 from ._protocol import (
     ControlRecord,
     QueueLimits,
-    _partition_free,
-    _room,
     adopted,
-    claimed_by,
     debounced,
     reopened,
 )
@@ -35,17 +33,28 @@ from ._protocol import (
 if TYPE_CHECKING:
     from psycopg import Connection
 
-_FIELDS = [f.name for f in dataclasses.fields(ControlRecord)]
-_COLUMNS = ", ".join(_FIELDS)
+_FINISH = (
+    "WITH e AS (SELECT * FROM unnest(%(runs)s::text[], %(states)s::text[]) AS e(run_id, state)), "
+    "u AS (UPDATE {s}.control AS c SET state = e.state, cancel_reason = NULL, resume = NULL, drives = 0, "
+    "blocked = NULL FROM e WHERE c.run_id = e.run_id RETURNING c.queue), "
+    "d AS (DELETE FROM {s}.leases AS l USING unnest(%(names)s::text[], %(holders)s::text[]) "
+    "AS h(name, holder) WHERE l.name = h.name AND l.holder = h.holder) "
+    "SELECT pg_notify(%(chan)s, 'run:' || e.run_id) FROM e WHERE NOT EXISTS (SELECT 1 FROM {s}.runs AS r "
+    "WHERE r.run_id = e.run_id AND r.status IN ('completed', 'failed', 'cancelled')) "
+    "UNION ALL SELECT pg_notify(%(chan)s, 'free:' || q.queue) FROM (SELECT DISTINCT queue FROM u "
+    "WHERE queue IS NOT NULL) AS q"
+)
+"""Runs' ends in one autocommitted statement: their records, the leases this process holds on them, and
+the announcements, delivered at the commit: each run's unless its log's end announced it already (the
+status a waiter reads is the log's then), and ``free:<queue>`` for each queue whose slot is free again."""
 
-
-def _record(row: Sequence[Any]) -> ControlRecord:
-    return ControlRecord(*row)
-
-
-def _queue_key(schema: str, queue: str | None) -> int:
-    digest = hashlib.sha256(f"durable-queue:{schema}:{queue}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") >> 1
+_WITH_INFO = (
+    "SELECT " + ", ".join(f"c.{f}" for f in FIELDS) + ", r.run_id, r.workflow, r.status, r.parent_run_id, "
+    "r.created_at, r.updated_at FROM (SELECT 1) AS one "
+    "LEFT JOIN {s}.control AS c ON c.run_id = %(run)s "
+    "LEFT JOIN {s}.runs AS r ON r.run_id = %(run)s AND r.workflow != ''"
+)
+"""A run's control record and its log's summary in one query (either may be missing)."""
 
 
 class PostgresControl:
@@ -63,17 +72,20 @@ class PostgresControl:
         self.notifier: Notifier | None = None
         self._closed = False
         self._polled = 0
-        self._get_sql = db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE run_id = %s")
-        marks = ", ".join(["%s"] * len(_FIELDS))
-        updates = ", ".join(f"{f} = excluded.{f}" for f in _FIELDS if f != "run_id")
+        self._get_sql = db.sql(f"SELECT {COLUMNS} FROM {{s}}.control WHERE run_id = %s")
+        marks = ", ".join(["%s"] * len(FIELDS))
+        updates = ", ".join(f"{f} = excluded.{f}" for f in FIELDS if f != "run_id")
         self._put_sql = db.sql(
-            f"INSERT INTO {{s}}.control ({_COLUMNS}) VALUES ({marks}) "
+            f"INSERT INTO {{s}}.control ({COLUMNS}) VALUES ({marks}) "
             f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
         )
-        new_marks = ", ".join("nextval('{s}.control_seq')" if f == "seq" else "%s" for f in _FIELDS)
+        new_marks = ", ".join("nextval('{s}.control_seq')" if f == "seq" else "%s" for f in FIELDS)
+        self._claim_sql: dict[tuple[bool, bool], str] = {}
+        self._finish_sql = db.sql(_FINISH)
+        self._with_info_sql = db.sql(_WITH_INFO)
         self._submit_sql = db.sql(
-            f"WITH ins AS (INSERT INTO {{s}}.control ({_COLUMNS}) VALUES ({new_marks}) "
-            f"ON CONFLICT (run_id) DO NOTHING RETURNING {_COLUMNS}) "
+            f"WITH ins AS (INSERT INTO {{s}}.control ({COLUMNS}) VALUES ({new_marks}) "
+            f"ON CONFLICT (run_id) DO NOTHING RETURNING {COLUMNS}) "
             "SELECT ins.*, pg_notify(%s, %s) FROM ins"
         )
 
@@ -81,10 +93,10 @@ class PostgresControl:
 
     def _get(self, conn: Connection[Any], run_id: str, *, lock: bool = False) -> ControlRecord | None:
         row = conn.execute(self._get_sql + (" FOR UPDATE" if lock else ""), (run_id,)).fetchone()
-        return None if row is None else _record(row)
+        return None if row is None else to_record(row)
 
     def _put(self, conn: Connection[Any], rec: ControlRecord) -> ControlRecord:
-        conn.execute(self._put_sql, dataclasses.astuple(rec))
+        conn.execute(self._put_sql, [getattr(rec, f) for f in FIELDS])  # astuple deep-copies
         return rec
 
     def _next_seq(self, conn: Connection[Any]) -> int:
@@ -107,7 +119,7 @@ class PostgresControl:
             with conn.transaction():
                 if record.dedup_id is not None or record.debounce_key is not None:
                     conn.execute(
-                        "SELECT pg_advisory_xact_lock(%s)", (_queue_key(self.db.schema, record.queue),)
+                        "SELECT pg_advisory_xact_lock(%s)", (queue_key(self.db.schema, record.queue),)
                     )
                 old = self._get(conn, record.run_id)
                 if old is not None:
@@ -115,24 +127,24 @@ class PostgresControl:
                 if record.dedup_id is not None:
                     row = conn.execute(
                         self.db.sql(
-                            f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
+                            f"SELECT {COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
                             "AND dedup_id = %s AND state IN ('enqueued', 'claimed', 'blocked', 'waiting') "
                             "LIMIT 1"
                         ),
                         (record.queue, record.dedup_id),
                     ).fetchone()
                     if row is not None:
-                        return _record(row)
+                        return to_record(row)
                 if record.debounce_key is not None:
                     row = conn.execute(
                         self.db.sql(
-                            f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
+                            f"SELECT {COLUMNS} FROM {{s}}.control WHERE queue IS NOT DISTINCT FROM %s "
                             "AND debounce_key = %s AND state = 'enqueued' LIMIT 1"
                         ),
                         (record.queue, record.debounce_key),
                     ).fetchone()
                     if row is not None:
-                        return self._put(conn, debounced(_record(row), record))
+                        return self._put(conn, debounced(to_record(row), record))
                 rec = self._put(conn, dataclasses.replace(record, seq=self._next_seq(conn)))
                 self._announce(conn, f"queue:{record.queue or ''}")
                 return rec
@@ -146,16 +158,32 @@ class PostgresControl:
         one already (then that one is returned, as ``submit`` does); ``None``
         when the record went away in between (the caller takes the long way).
         """
-        values = [v for f, v in zip(_FIELDS, dataclasses.astuple(record), strict=True) if f != "seq"]
+        values = [getattr(record, f) for f in FIELDS if f != "seq"]
         row = conn.execute(
             self._submit_sql, (*values, self.db.channel, f"queue:{record.queue or ''}")
         ).fetchone()
         if row is not None:
-            return _record(row[:-1])  # the last column is pg_notify's (void)
+            return to_record(row[:-1])  # the last column is pg_notify's (void)
         return self._get(conn, record.run_id)
 
     def get(self, run_id: str) -> ControlRecord | None:
         return self.db.run(lambda conn, attempt: self._get(conn, run_id), run_id=run_id)
+
+    def read_with_info(self, run_id: str) -> tuple[RunInfo | None, ControlRecord | None]:
+        """The run's log summary (``PostgresLog.info``) and its control record (``get``) in one query.
+
+        A waiting handle reads both at every look, so one round trip instead of two.
+        """
+        n = len(FIELDS)
+
+        def op(conn: Connection[Any], attempt: int) -> tuple[RunInfo | None, ControlRecord | None]:
+            row = conn.execute(self._with_info_sql, {"run": run_id}).fetchone()
+            assert row is not None  # one row always: both sides are outer joins
+            rec = None if row[0] is None else to_record(row[:n])
+            info = None if row[n] is None else RunInfo(*row[n:])
+            return info, rec
+
+        return self.db.run(op, run_id=run_id)
 
     def claim(
         self,
@@ -168,74 +196,10 @@ class PostgresControl:
         now: float,
         workflows: Collection[str] | None = None,
     ) -> list[ControlRecord]:
-        sql = self.db.sql
-
-        def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_queue_key(self.db.schema, limits.name),))
-                got = conn.execute(
-                    sql("SELECT count(*) FROM {s}.control WHERE queue = %s AND state = 'claimed'"),
-                    (limits.name,),
-                ).fetchone()
-                inflight = int(got[0]) if got else 0
-                claims: list[float | None] = []
-                if limits.rate_limit is not None:
-                    claims = [
-                        r[0]
-                        for r in conn.execute(
-                            sql("SELECT claimed_at FROM {s}.control WHERE queue = %s AND claimed_at > %s"),
-                            (limits.name, now - limits.rate_limit[1]),
-                        )
-                    ]
-                free = _room(limits, room, inflight, claims, now)
-                if free <= 0:
-                    return []
-                parts: dict[str | None, int] = {}
-                if limits.partition_concurrency is not None:
-                    for key, n in conn.execute(
-                        sql(
-                            "SELECT partition_key, count(*) FROM {s}.control WHERE queue = %s "
-                            "AND state = 'claimed' GROUP BY partition_key"
-                        ),
-                        (limits.name,),
-                    ):
-                        parts[key] = int(n)
-                scan = free if limits.partition_concurrency is None else max(free * 8, 64)
-                only = "AND workflow = ANY(%s) " if workflows is not None else ""
-                args: list[object] = [limits.name]
-                if workflows is not None:
-                    args.append(sorted(workflows))
-                args += [now, scan]
-                waiting = [
-                    _record(r)
-                    for r in conn.execute(
-                        sql(
-                            f"SELECT {_COLUMNS} FROM {{s}}.control WHERE queue = %s AND state = 'enqueued' "
-                            f"{only}AND (start_at IS NULL OR start_at <= %s) "
-                            "ORDER BY priority, seq LIMIT %s FOR UPDATE SKIP LOCKED"
-                        ),
-                        args,
-                    )
-                ]
-                out: list[ControlRecord] = []
-                for r in waiting:
-                    if len(out) >= free:
-                        break
-                    if not _partition_free(limits, parts, r.partition_key):
-                        continue
-                    parts[r.partition_key] = parts.get(r.partition_key, 0) + 1
-                    out.append(claimed_by(r, owner, pid, host, now))
-                if out:
-                    conn.execute(
-                        sql(
-                            "UPDATE {s}.control SET state = 'claimed', owner = %s, pid = %s, host = %s, "
-                            "claimed_at = %s, drives = drives + 1, driven_at = %s WHERE run_id = ANY(%s)"
-                        ),
-                        (owner, pid, host, now, now, [r.run_id for r in out]),
-                    )
-                return out
-
-        return self.db.run(op)
+        who = (owner, pid, host)
+        if limits.concurrency is None and limits.rate_limit is None and limits.partition_concurrency is None:
+            return claim_unlimited(self.db, self._claim_sql, limits.name, who, room, now, workflows)
+        return claim_limited(self.db, limits, who, room, now, workflows)
 
     def adopt(
         self, run_id: str, workflow: str, *, owner: str, pid: int, host: str, now: float
@@ -253,47 +217,26 @@ class PostgresControl:
         self.finish_many([(run_id, state)])
 
     def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
+        """End the records in one statement (``_FINISH``); the leases this process holds on them go too.
+
+        A lease deleted here is not sent again by the ``release`` that follows.
+        """
         if not ends:
             return
-        if len(ends) == 1:  # the common case: one statement, its own transaction, one round trip
-            run_id, state = ends[0]
-            self.db.run(lambda conn, attempt: self._finish_one(conn, run_id, state), run_id=run_id)
-            return
+        leases = self.db.handover.holders([f"run:{run_id}" for run_id, _ in ends])
+        params = {
+            "runs": [run_id for run_id, _ in ends],
+            "states": [state for _, state in ends],
+            "names": list(leases),
+            "holders": list(leases.values()),
+            "chan": self.db.channel,
+        }
 
         def op(conn: Connection[Any], attempt: int) -> None:
-            with conn.transaction():
-                queues = set()
-                for run_id, state in ends:
-                    row = conn.execute(
-                        self.db.sql(
-                            "UPDATE {s}.control SET state = %s, cancel_reason = NULL, resume = NULL, "
-                            "drives = 0, blocked = NULL WHERE run_id = %s RETURNING queue"
-                        ),
-                        (state, run_id),
-                    ).fetchone()
-                    self._announce(conn, f"run:{run_id}")
-                    if row is not None and row[0] is not None:
-                        queues.add(row[0])
-                for queue in sorted(queues):
-                    self._announce(conn, f"queue:{queue}")  # a slot of the queue is free again
+            conn.execute(self._finish_sql, params)
 
         self.db.run(op, run_id=ends[0][0])
-
-    def _finish_one(self, conn: Connection[Any], run_id: str, state: str) -> None:
-        """``finish_many`` of one run: the update and both announcements in one autocommitted statement.
-
-        The announcements are those of ``finish_many`` (the run's, then its
-        queue's when it has one), delivered when the statement commits.
-        """
-        conn.execute(
-            self.db.sql(
-                "WITH u AS (UPDATE {s}.control SET state = %(state)s, cancel_reason = NULL, resume = NULL, "
-                "drives = 0, blocked = NULL WHERE run_id = %(run)s RETURNING queue) "
-                "SELECT pg_notify(%(chan)s, %(what)s), "
-                "(SELECT pg_notify(%(chan)s, 'queue:' || u.queue) FROM u WHERE u.queue IS NOT NULL)"
-            ),
-            {"state": state, "run": run_id, "chan": self.db.channel, "what": f"run:{run_id}"},
-        )
+        self.db.handover.ended(leases)
 
     def delete(self, run_ids: Sequence[str]) -> None:
         if not run_ids:
@@ -386,22 +329,22 @@ class PostgresControl:
 
     def claimed(self) -> list[ControlRecord]:
         def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
-            cur = conn.execute(self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE state = 'claimed'"))
-            return [_record(r) for r in cur]
+            cur = conn.execute(self.db.sql(f"SELECT {COLUMNS} FROM {{s}}.control WHERE state = 'claimed'"))
+            return [to_record(r) for r in cur]
 
         return self.db.run(op)
 
     def waiting_records(self) -> list[ControlRecord]:
         def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
-            cur = conn.execute(self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE state = 'waiting'"))
-            return [_record(r) for r in cur]
+            cur = conn.execute(self.db.sql(f"SELECT {COLUMNS} FROM {{s}}.control WHERE state = 'waiting'"))
+            return [to_record(r) for r in cur]
 
         return self.db.run(op)
 
     def blocked_records(self) -> list[ControlRecord]:
         def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
-            cur = conn.execute(self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE state = 'blocked'"))
-            return [_record(r) for r in cur]
+            cur = conn.execute(self.db.sql(f"SELECT {COLUMNS} FROM {{s}}.control WHERE state = 'blocked'"))
+            return [to_record(r) for r in cur]
 
         return self.db.run(op)
 
@@ -412,9 +355,9 @@ class PostgresControl:
 
         def op(conn: Connection[Any], attempt: int) -> dict[str, ControlRecord]:
             cur = conn.execute(
-                self.db.sql(f"SELECT {_COLUMNS} FROM {{s}}.control WHERE run_id = ANY(%s)"), (ids,)
+                self.db.sql(f"SELECT {COLUMNS} FROM {{s}}.control WHERE run_id = ANY(%s)"), (ids,)
             )
-            return {rec.run_id: rec for rec in map(_record, cur)}
+            return {rec.run_id: rec for rec in map(to_record, cur)}
 
         return self.db.run(op)
 
@@ -422,11 +365,11 @@ class PostgresControl:
         def op(conn: Connection[Any], attempt: int) -> list[ControlRecord]:
             cur = conn.execute(
                 self.db.sql(
-                    f"SELECT {_COLUMNS} FROM {{s}}.control WHERE claimed_at IS NULL "
+                    f"SELECT {COLUMNS} FROM {{s}}.control WHERE claimed_at IS NULL "
                     "AND state IN ('enqueued', 'cancelled') ORDER BY seq"
                 )
             )
-            return [_record(r) for r in cur]
+            return [to_record(r) for r in cur]
 
         return self.db.run(op)
 

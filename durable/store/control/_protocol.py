@@ -310,7 +310,8 @@ class RunControl(Protocol):
         its next poll. ``about`` narrows the calls to the announcements the
         caller reads again for: ``"run:<run_id>"`` (the run's outcome or
         state changed), ``"cancel:"`` (any cancellation request), ``"queue:"``
-        (work or a free slot on any queue); an entry ending in ``:`` matches
+        (new work on any queue), ``"free:"`` (a slot of a queue freed by a run's
+        end: what a worker claiming under a global limit waits for); an entry ending in ``:`` matches
         every announcement it starts. A store that cannot tell announcements
         apart calls ``on_change`` for every change. Returns the function that
         stops the calls, or ``None`` when the store cannot announce changes

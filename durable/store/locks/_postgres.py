@@ -52,6 +52,9 @@ class PostgresLocks:
         """Names whose lease this process held and found taken over at a renewal."""
         self._held: dict[str, str] = {}  # name -> holder id
         self._mutex = threading.Lock()
+        self._book = db.handover
+        self._book.lease = lease  # claims on this database take their runs' leases for this process
+        self._book.locks = self
         self._wake = threading.Event()
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -64,7 +67,16 @@ class PostgresLocks:
         )
 
     def try_acquire(self, name: str) -> object | None:
-        """Take the lease now (or take over an expired one), or ``None`` when it is held."""
+        """Take the lease now (or take over an expired one), or ``None`` when it is held.
+
+        A lease that this process's claim took a moment ago (``Handover``) is
+        handed over without a query; an older one is renewed first.
+        """
+        given = self._book.take_lease(name)
+        if given is not None and (
+            given[1] < (self.lease - self.heartbeat) / 2 or self._renew_one(name, given[0])
+        ):
+            return self._hold(name, given[0])
         holder = uuid.uuid4().hex
 
         def op(conn: Connection[Any], attempt: int) -> bool:
@@ -79,6 +91,25 @@ class PostgresLocks:
 
         if not self.db.run(op):
             return None
+        return self._hold(name, holder)
+
+    def _renew_one(self, name: str, holder: str) -> bool:
+        """Renew one lease this process took; ``False`` when it is no longer ours."""
+
+        def op(conn: Connection[Any], attempt: int) -> bool:
+            row = conn.execute(
+                self.db.sql(
+                    "UPDATE {s}.leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+                    "WHERE name = %s AND holder = %s RETURNING 1"
+                ),
+                (self.lease, name, holder),
+            ).fetchone()
+            return row is not None
+
+        return self.db.run(op)
+
+    def _hold(self, name: str, holder: str) -> tuple[str, str]:
+        """Count the lease as held (the heartbeat renews it from now on)."""
         with self._mutex:
             self._held[name] = holder
             self.lost.discard(name)
@@ -89,6 +120,18 @@ class PostgresLocks:
                 self._thread.start()
         return (name, holder)
 
+    def holding(self, names: list[str]) -> dict[str, str]:
+        """The holder id of each of ``names`` this process holds now."""
+        with self._mutex:
+            return {n: self._held[n] for n in names if n in self._held}
+
+    def dropped(self, leases: dict[str, str]) -> None:
+        """Stop renewing ``leases`` (name -> holder): a run's end deleted their rows."""
+        with self._mutex:
+            for name, holder in leases.items():
+                if self._held.get(name) == holder:
+                    del self._held[name]
+
     def release(self, handle: object) -> None:
         """Give the lease back (a lease already taken over by another holder is left alone)."""
         assert isinstance(handle, tuple)
@@ -96,6 +139,8 @@ class PostgresLocks:
         with self._mutex:
             if self._held.get(name) == holder:
                 del self._held[name]
+        if self._book.was_ended(name, holder):
+            return  # its run's end deleted the row already (``PostgresControl.finish_many``)
 
         def op(conn: Connection[Any], attempt: int) -> None:
             conn.execute(

@@ -8,10 +8,8 @@ writer's token with ``FOR SHARE`` (or ``FOR UPDATE``) before it inserts: a
 after it sees the new token, so a driver that lost its run writes nothing
 more. The common append (rows only) is a single guarded ``INSERT``.
 
-A connection lost mid-append is retried on a fresh one (``Database.run``);
-when the earlier attempt may have committed, the retry finds its own rows
-and reports success instead of a conflict, so a commit is never lost nor
-written twice.
+A connection lost mid-append is retried on a fresh one (``Database.run``); when the earlier attempt
+may have committed, the retry finds its own rows and reports success instead of a conflict.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ _INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at
 _ROWS_ONLY = (
     "INSERT INTO {s}.events (run_id, seq, type, data) "
     "SELECT %(run)s, r.seq, r.type, r.data "
-    "FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) AS r(seq, type, data) "
+    "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
     "WHERE COALESCE((SELECT token FROM {s}.runs WHERE run_id = %(run)s FOR SHARE), 0) = %(token)s"
 )
 """One statement: the rows, written only when the writer's token is the run's current one."""
@@ -45,7 +43,7 @@ _ONE = (
     "FOR UPDATE), 0) = %(token)s AS ok), "
     "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) "
     "SELECT %(run)s, r.seq, r.type, r.data "
-    "FROM unnest(%(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) AS r(seq, type, data) "
+    "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
     "WHERE (SELECT ok FROM tok) RETURNING 1), "
     "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
     "SELECT %(run)s, %(workflow)s, 'running', %(parent)s, %(now)s, %(now)s, 0 "
@@ -89,7 +87,6 @@ class PostgresLog:
         self._guarded = sql(_ROWS_ONLY.replace("FOR SHARE", "FOR UPDATE"))
         self._one = sql(_ONE)
         self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
-        self._notify = "SELECT pg_notify(%s, %s)"
 
     # -- writing -------------------------------------------------------------
 
@@ -122,8 +119,9 @@ class PostgresLog:
                 return  # the lost attempt committed these very rows
             raise _taken(a.run_id, a.rows[0][0]) from None
         if written != len(a.rows):  # the guard matched nothing: another driver holds the run
-            row = conn.execute(self.db.sql("SELECT token FROM {s}.runs WHERE run_id = %s"), (a.run_id,))
-            got = row.fetchone()
+            got = conn.execute(
+                self.db.sql("SELECT token FROM {s}.runs WHERE run_id = %s"), (a.run_id,)
+            ).fetchone()
             raise _stale(a.run_id, a.token, int(got[0]) if got else 0)
 
     def _append_one(self, conn: Connection[Any], attempt: int, a: Append) -> None:
@@ -181,7 +179,7 @@ class PostgresLog:
                     )
                     finished.append(a.run_id)
             for run_id in finished:  # delivered at commit, to result() and waiting workers
-                conn.execute(self._notify, (self.db.channel, f"run:{run_id}"))
+                conn.execute("SELECT pg_notify(%s, %s)", (self.db.channel, f"run:{run_id}"))
 
     def write_guarded(self, conn: Connection[Any], a: Append) -> None:
         """Inside the caller's transaction: check ``a.token`` (locking the run's token) and insert ``a.rows``.
@@ -242,7 +240,13 @@ class PostgresLog:
         return True
 
     def fence(self, run_id: str) -> int:
-        """Take a new fencing token for a run; every older token becomes stale."""
+        """Take a new fencing token for a run; every older token becomes stale.
+
+        The token this process's claim of the run took in its statement (``Handover``) is handed over once.
+        """
+        given = self.db.handover.take_token(run_id)
+        if given is not None:
+            return given
 
         def op(conn: Connection[Any], attempt: int) -> int:
             row = conn.execute(

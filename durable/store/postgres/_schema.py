@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ...errors import ConfigurationError, LogCorruptedError, LogFormatError, LogUnavailableError
 from ..log._protocol import Append, Row
+from ._handover import Handover
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -34,7 +35,8 @@ T = TypeVar("T")
 APP = "little-workflow"
 """What ``durable_meta.app`` says in a schema of this library."""
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 8
+"""The number of migrations: a schema that has applied every one of them is at this version."""
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -189,6 +191,17 @@ CREATE INDEX control_debounce ON {s}.control (queue, debounce_key) WHERE state =
 CREATE INDEX runs_by_parent ON {s}.runs (parent_run_id);
 """,
     ),
+    (
+        "0008_keyed_dedup_debounce_indexes",
+        """
+DROP INDEX {s}.control_dedup;
+CREATE INDEX control_dedup ON {s}.control (queue, dedup_id)
+    WHERE dedup_id IS NOT NULL AND state IN ('enqueued', 'claimed', 'blocked', 'waiting');
+DROP INDEX {s}.control_debounce;
+CREATE INDEX control_debounce ON {s}.control (queue, debounce_key)
+    WHERE debounce_key IS NOT NULL AND state = 'enqueued';
+""",
+    ),
 ]
 """Named migrations in order; migration ``n`` brings the schema to version ``n``."""
 
@@ -243,6 +256,8 @@ class Database:
         """The ``NOTIFY`` channel of this schema's changes."""
         self.reconnect_timeout = reconnect_timeout
         self.where = where
+        self.handover = Handover()
+        """Leases and tokens a claim took for this process's next drive, and the leases it holds."""
 
     def run(self, op: Callable[[Connection[Any], int], T], *, run_id: str | None = None) -> T:
         """``op(connection, attempt)`` on a pooled connection, retried on a lost connection.
@@ -314,7 +329,10 @@ def ensure_schema(db: Database) -> None:
                 )
             }
             version = _recognise(conn, db, tables)
-            if version == SCHEMA_VERSION:
+            applied: set[str] = set()
+            if version:
+                applied = {r[0] for r in conn.execute(db.sql("SELECT name FROM {s}.migrations"))}
+            if version == SCHEMA_VERSION and len(applied) == len(MIGRATIONS):
                 return
             conn.execute(db.sql("CREATE SCHEMA IF NOT EXISTS {s}"))
             if version == 0:
@@ -331,8 +349,8 @@ def ensure_schema(db: Database) -> None:
                     )
                 )
                 conn.execute(db.sql("INSERT INTO {s}.durable_meta (app, version) VALUES (%s, 0)"), (APP,))
-            for number, (name, text) in enumerate(MIGRATIONS, start=1):
-                if number <= version:
+            for name, text in MIGRATIONS:
+                if name in applied:  # by name: a schema's version once lagged its migrations
                     continue
                 for stmt in db.sql(text).split(";"):
                     if stmt.strip():
@@ -431,7 +449,7 @@ def connect(
         dsn,
         min_size=min_size,
         max_size=max_size,
-        kwargs={"autocommit": True},
+        kwargs={"autocommit": True, "prepare_threshold": 0},  # every statement planned once per connection
         configure=None if stale_after is None else _end_stale_transactions(stale_after),
         open=False,
         name=f"durable:{schema}",

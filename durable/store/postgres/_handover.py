@@ -1,0 +1,98 @@
+"""``Handover``: what one statement took for the work this process does next, so it costs no round trip.
+
+A worker's claim of a queued run takes, in the claim's own statement, the
+run's lease (a ``leases`` row naming a new holder) and a new fencing token
+(the run's token bumped, as ``fence`` does). The driver that follows asks
+the locks for the lease and the log for a token; both find them here and
+send nothing. The lease is handed over only while it is young enough that
+the heartbeat renews it before it runs out (an older one is renewed by a
+query first); a token is handed over once: every later ``fence`` takes a
+new one. Nothing is weakened: the lease row and the token are in the
+database before the claim returns, exactly as if the driver had taken them.
+
+The book also knows the world's locks (``PostgresLocks``, which hold and
+renew the leases), so that a run's end can delete its lease in the
+statement that ends its control record, and the release that follows sends
+nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+_TOKEN_AGE = 60.0
+"""Seconds after which a token nobody asked for is forgotten (its run was claimed but not driven here)."""
+
+
+class LeaseHolder(Protocol):
+    """What the book needs of the locks: the leases they hold; to forget those a run's end deleted."""
+
+    def holding(self, names: list[str]) -> dict[str, str]:
+        """The holder id of each of ``names`` held now."""
+        ...
+
+    def dropped(self, leases: dict[str, str]) -> None:
+        """Stop renewing ``leases`` (name -> holder): their rows are gone."""
+        ...
+
+
+class Handover:
+    """Leases and fencing tokens taken ahead for this process, and the leases it holds.
+
+    Attributes:
+        locks: The world's locks on this database (set by ``PostgresLocks``), else ``None``.
+        lease: Seconds of the world's leases (set by ``PostgresLocks``); ``None``: claims take no lease.
+    """
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.lease: float | None = None
+        self.locks: LeaseHolder | None = None
+        self._leases: dict[str, tuple[str, float]] = {}  # name -> (holder, monotonic time taken)
+        self._tokens: dict[str, tuple[int, float]] = {}  # run_id -> (token, monotonic time taken)
+        self._ended: set[tuple[str, str]] = set()  # (name, holder) whose row a run's end deleted
+
+    def give(self, run_id: str, holder: str, token: int) -> None:
+        """Keep the lease ``run:<run_id>`` (held by ``holder``) and ``token`` that a claim took."""
+        now = time.monotonic()
+        with self.mutex:
+            self._leases[f"run:{run_id}"] = (holder, now)
+            self._tokens[run_id] = (token, now)
+            if len(self._tokens) > 64:  # drop what no driver asked for (runs claimed, then not driven)
+                for rid, (_, at) in list(self._tokens.items()):
+                    if now - at > _TOKEN_AGE:
+                        del self._tokens[rid]
+                        self._leases.pop(f"run:{rid}", None)
+
+    def take_lease(self, name: str) -> tuple[str, float] | None:
+        """The holder and age (seconds) of the lease a claim took under ``name``, once; else ``None``."""
+        with self.mutex:
+            got = self._leases.pop(name, None)
+        return None if got is None else (got[0], time.monotonic() - got[1])
+
+    def take_token(self, run_id: str) -> int | None:
+        """The fencing token a claim took for ``run_id``, once; else ``None`` (the caller fences)."""
+        with self.mutex:
+            got = self._tokens.pop(run_id, None)
+        return None if got is None else got[0]
+
+    def holders(self, names: list[str]) -> dict[str, str]:
+        """The holder of each of ``names`` that this process holds."""
+        return {} if self.locks is None else self.locks.holding(names)
+
+    def ended(self, leases: dict[str, str]) -> None:
+        """The rows of ``leases`` (name -> holder) were deleted with their runs' ends: stop renewing them."""
+        if self.locks is not None:
+            self.locks.dropped(leases)
+        with self.mutex:
+            self._ended.update(leases.items())
+
+    def was_ended(self, name: str, holder: str) -> bool:
+        """Whether the row of this lease was deleted by its run's end (then forget it)."""
+        with self.mutex:
+            if (name, holder) in self._ended:
+                self._ended.discard((name, holder))
+                return True
+            return False
