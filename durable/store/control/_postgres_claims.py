@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ..postgres._schema import Database
-from ._protocol import ControlRecord, QueueLimits, _partition_free, _room, claimed_by
+from ._protocol import ControlRecord, QueueLimits, _partition_free, _room, claimed_by, record_of
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -57,9 +57,8 @@ claim followed by a failed ``try_acquire`` leaves it.
 """
 
 
-def to_record(row: Sequence[Any]) -> ControlRecord:
-    """A control record from a row of ``COLUMNS``."""
-    return ControlRecord(*row)
+to_record = record_of
+"""A control record from a row of ``COLUMNS``."""
 
 
 def queue_key(schema: str, queue: str | None) -> int:
