@@ -18,8 +18,8 @@ from ..engine import (
     accepted_drift_keys,
     checked_budget,
     count_recovery,
-    first_started,
     new_run_id,
+    open_run,
     traceparent,
     validate_input,
     workflow_spec,
@@ -144,7 +144,7 @@ def start_workflow(
     budget_text = None if budget is None else json.dumps(checked_budget(budget).to_json())
     models_text = json.dumps(dict(models or {}))
     ctl = control_of(world)
-    if world.log.info(rid) is not None:
+    if run_id is not None and world.log.info(rid) is not None:  # a new id names no run yet
         return RunHandle(rid, world, spec)
     driver = default_driver(world)
     rec = ControlRecord(
@@ -383,8 +383,9 @@ def recovery_pass(
                 _exhausted(driver, rid, old.drives)
                 world.locks.release(lock)
                 continue
-            started = first_started(world, rid)
-            changes = code.changes(spec, rid, started)
+            opened = open_run(world, rid)  # fenced and read once, for the code check and the drive
+            started = opened[1].started
+            changes = code.changes(spec, rid, started, opened[1])
             if changes:
                 waiting = old or ctl.adopt(
                     rid, wf_name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
@@ -396,7 +397,7 @@ def recovery_pass(
         except BaseException:
             world.locks.release(lock)
             raise
-        driver.spawn(spec, rec, lock, started)
+        driver.spawn(spec, rec, lock, started, opened)
         count_recovery(wf_name)
         why = (
             "no process drives it"
