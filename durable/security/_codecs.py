@@ -18,7 +18,7 @@ import binascii
 import hashlib
 import hmac
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -170,6 +170,24 @@ class EncryptionCodec:
         except IndexError:
             nonce = _refill()
         return self._header + nonce + self._current.encrypt(nonce, plaintext, associated_data)  # type: ignore[no-any-return]
+
+    def encrypter(self, into: type[bytes] | type[bytearray] = bytes) -> Callable[[bytes, bytes], bytes]:
+        """``encrypt`` as a function that builds its ciphertext as ``into`` (for a store's hot path).
+
+        The same ciphertext as ``encrypt`` (a fresh random nonce each call), put
+        together in one copy and with the key looked up once, not per call.
+        """
+        header, seal, join = self._header, self._current.encrypt, into().join
+
+        def encrypt(plaintext: bytes, associated_data: bytes) -> bytes:
+            try:
+                nonce = _nonces.pop()  # atomic: two threads never get the same nonce
+            except IndexError:
+                nonce = _refill()
+            ct: bytes = seal(nonce, plaintext, associated_data)
+            return join((header, nonce, ct))  # type: ignore[return-value]  # bytes or a bytearray
+
+        return encrypt
 
     def decrypt(self, ciphertext: bytes, associated_data: bytes) -> bytes:
         """Decrypt with the key the ciphertext names."""

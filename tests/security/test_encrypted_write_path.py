@@ -108,3 +108,35 @@ def test_an_encrypted_sqlite_log_stores_blobs_that_read_back_as_bytes(tmp_path: 
     assert again.read("r") == [(2, "run.snapshot", '{"card": "4242", "n": 2}')]
     assert all(type(d) is bytes for _, _, d in again.inner.read("r"))
     again.close()
+
+
+def test_appends_of_several_runs_in_one_batch_each_bind_their_own_run(tmp_path: Path) -> None:
+    """Rows of runs taking turns in one batch decrypt in their own run only."""
+    log = EncryptedLog(SqliteLog(tmp_path / "events.db"), durable.EncryptionCodec(KEY))
+    tokens = {r: log.fence(r) for r in ("a", "bb", "a2")}
+    log.append(
+        [
+            Append(r, [(1, "run.started", f'{{"run": "{r}"}}')], tokens[r], created=("wf", None))
+            for r in ("a", "bb", "a2")
+        ]
+    )
+    log.append([Append("a", [(2, "step.started", '{"n": 2}')], tokens["a"])])
+    log.append([Append("bb", [(2, "step.started", '{"n": 3}')], tokens["bb"])])
+    assert log.read("a") == [(1, "run.started", '{"run": "a"}'), (2, "step.started", '{"n": 2}')]
+    assert log.read("bb") == [(1, "run.started", '{"run": "bb"}'), (2, "step.started", '{"n": 3}')]
+    assert log.read("a2") == [(1, "run.started", '{"run": "a2"}')]
+    moved = log.inner.read("a")[1]
+    with pytest.raises(durable.errors.CodecError, match="does not decrypt in its place"):
+        log.open("bb", moved)
+    log.close()
+
+
+def test_the_codecs_encrypter_gives_what_encrypt_gives_with_a_fresh_nonce_each_call() -> None:
+    """Its ciphertexts decrypt with ``decrypt``, in the form asked for, and never share a nonce."""
+    codec = durable.EncryptionCodec(KEY)
+    encrypt = codec.encrypter(bytearray)
+    sealed = [encrypt(b"card 4242", b"where") for _ in range(600)]  # past one refill of the nonce pool
+    assert all(type(ct) is bytearray for ct in sealed)
+    assert {bytes(ct[:5]) for ct in sealed} == {bytes(codec.encrypt(b"x", b"y")[:5])}
+    assert all(codec.decrypt(bytes(ct), b"where") == b"card 4242" for ct in sealed)
+    assert len({bytes(ct[5:17]) for ct in sealed}) == 600
