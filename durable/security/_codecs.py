@@ -135,6 +135,9 @@ class EncryptionCodec:
 
     def __init__(self, key: bytes, old_keys: Sequence[bytes] = ()):
         aesgcm = _aesgcm()
+        from cryptography.exceptions import InvalidTag  # installed: ``_aesgcm`` imported its package
+
+        self._invalid_tag: type[Exception] = InvalidTag  # what a failed authentication raises
         keys = [key, *old_keys]
         for k in keys:
             if not isinstance(k, bytes) or len(k) != 32:
@@ -202,14 +205,12 @@ class EncryptionCodec:
                 f"hold (it holds {', '.join(self.key_ids)}). Pass that key as the key or in old_keys.",
                 key_id=kid.hex(),
             )
-        from cryptography.exceptions import InvalidTag
-
         try:
             plain: bytes = cipher.decrypt(
                 ciphertext[head : head + _NONCE], ciphertext[head + _NONCE :], associated_data
             )
             return plain
-        except InvalidTag:
+        except self._invalid_tag:
             raise CodecError(
                 f"a payload under key id {kid.hex()} does not authenticate: it was edited, damaged "
                 "or moved from the place it was written for."
