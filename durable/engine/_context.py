@@ -88,6 +88,7 @@ class RunContext:
         "buffer",
         "clock",
         "compensations",
+        "group",
         "guard",
         "log",
         "meters",
@@ -114,6 +115,7 @@ class RunContext:
     ):
         self.world = world
         self.log: EventLog = world.log
+        self.group = world.commits
         self.run_id = run_id
         self.token = token
         self.recorded = recorded
@@ -192,17 +194,8 @@ class RunContext:
             raise self.broken
         if not self.buffer and status is None:
             return
-        buffered, self.buffer = self.buffer, []
         try:
-            rows: list[Row]
-            if len(buffered) == 1 and type(buffered[0][2]) is str:
-                rows = buffered  # type: ignore[assignment]  # one encoded event (a step's end): its row
-            else:
-                rows = [
-                    (seq, type_, data if isinstance(data, str) else encode(data))
-                    for seq, type_, data in buffered
-                ]
-            appends = [Append(self.run_id, rows, self.token, status, created)]
+            appends = [Append(self.run_id, self._take_rows(), self.token, status, created)]
             if sync:
                 self.log.append(appends)
             else:
@@ -213,6 +206,33 @@ class RunContext:
             self.broken = exc
             raise
 
+    async def flush_shared(
+        self, *, status: str | None = None, created: tuple[str, str | None] | None = None
+    ) -> None:
+        """``flush``, in the world's group commit while other runs are driven beside this one."""
+        if not self.group.takes(self):
+            self.flush(status=status, created=created)
+            return
+        if self.broken is not None:
+            raise self.broken
+        if not self.buffer and status is None:
+            return
+        try:
+            append = Append(self.run_id, self._take_rows(), self.token, status, created)
+        except BaseException as exc:
+            self.broken = exc
+            raise
+        await self.group.commit(self, append)
+
+    def _take_rows(self) -> list[Row]:
+        """The buffered events as rows, taken out of the buffer."""
+        buffered, self.buffer = self.buffer, []
+        if len(buffered) == 1 and type(buffered[0][2]) is str:
+            return buffered  # type: ignore[return-value]  # one encoded event (a step's end): its row
+        return [
+            (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
+        ]
+
     def take_append(self) -> Append:
         """The buffered events as one ``Append``, taken out of the buffer.
 
@@ -222,11 +242,7 @@ class RunContext:
         """
         if self.broken is not None:
             raise self.broken
-        buffered, self.buffer = self.buffer, []
-        rows: list[Row] = [
-            (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
-        ]
-        return Append(self.run_id, rows, self.token)
+        return Append(self.run_id, self._take_rows(), self.token)
 
     async def flush_async(self) -> None:
         """Make the buffer durable; grouped with other branches' flushes of this turn."""

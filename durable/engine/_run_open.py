@@ -44,7 +44,7 @@ def memory_manifest(world: WorldCore) -> dict[str, Any] | None:
     return None if store is None else store.manifest()
 
 
-def start_run(
+async def start_run(
     run: RunContext,
     spec: Spec,
     data: Any,
@@ -69,7 +69,7 @@ def start_run(
         traceparent=None if run.tracer is None else traceparent(),
     )
     run.emit(RUN_STARTED, started)
-    run.flush(created=(spec.name, parent[0] if parent else None))
+    await run.flush_shared(created=(spec.name, parent[0] if parent else None))
     run.recorded.note(RUN_STARTED, started)
 
 

@@ -189,27 +189,31 @@ async def _drive_held(
 ) -> Any:
     token, rec = how.options.opened or open_run(world, run_id)
     run = RunContext(world, run_id, token, rec, models)
-    run.accept_drift = how.accept_drift | frozenset(rec.drift_keys)  # and those a resolution accepted
-    run.meters = meters()
-    tracer = run.tracer = tracing()
-    if tracer is None:
-        return await _drive_run(run, spec, value, data, input_hash, parent, how)
-    started = rec.started
-    traced = tracer.start_run(
-        spec.name,
-        run_id,
-        resumed=started is not None,
-        recorded_calls=len(rec.steps_completed) + len(rec.receipts),
-        link_to=None if started is None else started.get("traceparent"),
-        parent=how.options.traceparent if started is None else None,
-    )
+    world.commits.drives += 1  # while others are driven beside it, its commits are grouped
     try:
-        out = await _drive_run(run, spec, value, data, input_hash, parent, how)
-    except BaseException as exc:
-        traced.end(exc)
-        raise
-    traced.end()
-    return out
+        run.accept_drift = how.accept_drift | frozenset(rec.drift_keys)  # and those a resolution accepted
+        run.meters = meters()
+        tracer = run.tracer = tracing()
+        if tracer is None:
+            return await _drive_run(run, spec, value, data, input_hash, parent, how)
+        started = rec.started
+        traced = tracer.start_run(
+            spec.name,
+            run_id,
+            resumed=started is not None,
+            recorded_calls=len(rec.steps_completed) + len(rec.receipts),
+            link_to=None if started is None else started.get("traceparent"),
+            parent=how.options.traceparent if started is None else None,
+        )
+        try:
+            out = await _drive_run(run, spec, value, data, input_hash, parent, how)
+        except BaseException as exc:
+            traced.end(exc)
+            raise
+        traced.end()
+        return out
+    finally:
+        world.commits.drives -= 1
 
 
 async def _drive_run(
@@ -230,7 +234,7 @@ async def _drive_run(
             )
         deadline = how.options.deadline
         deadline_at = None if deadline is None else world.clock() + deadline
-        start_run(run, spec, data, input_hash, parent, deadline_at)
+        await start_run(run, spec, data, input_hash, parent, deadline_at)
         count_run("started", spec.name, run.meters)
         note(INFO, run_id, None, "run %s started (workflow %r)", run_id, spec.name, workflow=spec.name)
     else:
@@ -302,7 +306,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     finally:
         CURRENT.reset(token)
     run.emit(RUN_COMPLETED, ev.run_completed(data, value_hash(data)))
-    run.flush(status="completed")
+    await run.flush_shared(status="completed")
     count_run("completed", spec.name, run.meters)
     note(INFO, run.run_id, None, "run %s completed", run.run_id)
     return out

@@ -262,10 +262,12 @@ async def step_async(
             if step_fail(call, exc):
                 await run.flush_async()
             raise
-        if run.active <= 1:  # flush_async's own test, without its coroutine
-            run.flush()
-        else:
+        if run.active > 1:  # branches of this run: grouped among themselves
             await run.flush_async()
+        elif run.group.drives + run.group.coming > 1:  # other runs beside it: grouped with theirs
+            await run.flush_shared()
+        else:
+            run.flush()
         return out
     finally:
         claimed.scope.busy = None

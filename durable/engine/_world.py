@@ -33,6 +33,7 @@ from ..store import (
     outbox_for,
     row_times,
 )
+from ._group_commit import GroupCommit
 
 Durability = Literal["process", "power"]
 
@@ -92,6 +93,7 @@ class WorldCore:
                 f"artifact_threshold must be an int >= 0 (bytes of JSON), not {artifact_threshold!r}."
             )
         self.log = log
+        self.commits = GroupCommit(log)
         self.locks = locks
         self.data_dir = data_dir
         self.durability = durability

@@ -167,6 +167,7 @@ class Driver:
         self.on_done = on_done
         self._watch: asyncio.Task[None] | None = None
         self._ending: list[tuple[str, str, object, asyncio.Future[None]]] = []
+        self._coming: set[str] = set()  # spawned runs whose task has not started
 
     def lock(self, run_id: str) -> object | None:
         """Take the run's lock now, or ``None`` when another driver holds it."""
@@ -191,9 +192,12 @@ class Driver:
             guard.cancel(rec.cancel_reason)
         self.guards[rid] = guard
         self._state.live[rid] = guard
+        self.world.commits.coming += 1  # the runs claimed together group their commits from their first
         task = asyncio.get_running_loop().create_task(
             self._drive(spec, rec, lock, guard, started, opened), name=f"durable:{rid}"
         )
+        task.add_done_callback(lambda _: self._arrived(rid))
+        self._coming.add(rid)
         self.tasks[rid] = task
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_loop())
@@ -209,6 +213,7 @@ class Driver:
         opened: tuple[int, Recorded] | None,
     ) -> None:
         world, rid = self.world, rec.run_id
+        self._arrived(rid)
         state: str | None = "done"
         note(INFO, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
         try:
@@ -258,6 +263,12 @@ class Driver:
                     await self._end(rid, state, lock)
             finally:
                 self._forget(rid, guard)
+
+    def _arrived(self, rid: str) -> None:
+        """The run's task started (or ended before it could): it is no longer coming."""
+        if rid in self._coming:
+            self._coming.discard(rid)
+            self.world.commits.coming -= 1
 
     def _settle(self, rid: str, exc: Exception) -> str | None:
         """Record the outcome of a drive that raised ``exc``: ``done``, ``blocked``, or ``None`` (cut).

@@ -59,6 +59,7 @@ from .log._memory import MemoryLog
 from .log._postgres import PostgresLog
 from .log._protocol import TERMINAL as TERMINAL
 from .log._protocol import Append, EventLog, Row, RunInfo
+from .log._protocol import append_one_by_one as append_one_by_one
 from .log._protocol import row_times as row_times
 from .log._sqlite import SqliteLog
 from .messages._beside_log import keeps_outbox as keeps_outbox

@@ -209,6 +209,85 @@ class EventLogConformance:
             log.append([Append("r1", [(1, STEP_COMPLETED, "{}"), (2, STEP_COMPLETED, "{}")], token)])
         assert log.read("r1") == rows(1, 3)
 
+    # -- grouped appends (optional: ``append_each``) -------------------------------
+
+    def _each(self, log: EventLog) -> Any:
+        each = getattr(log, "append_each", None)
+        if each is None:
+            pytest.skip("this log has no append_each: the engine commits each run alone")
+        return each
+
+    def test_append_each_commits_the_appends_of_several_runs(self, log: EventLog) -> None:
+        """Starts, steps and ends of several runs in one ``append_each``: all written, each ``None``."""
+        each = self._each(log)
+        tokens = {r: log.fence(r) for r in ("a", "b", "c")}
+        assert each(
+            [Append(r, rows(1, 1, RUN_STARTED), t, created=("wf", None)) for r, t in tokens.items()]
+        ) == [
+            None,
+            None,
+            None,
+        ]
+        assert each([Append(r, rows(2, 2), t) for r, t in tokens.items()]) == [None, None, None]
+        done = [Append(r, rows(4, 1, RUN_COMPLETED), t, status="completed") for r, t in tokens.items()]
+        assert each(done) == [None, None, None]
+        for r in tokens:
+            assert log.read(r) == rows(1, 1, RUN_STARTED) + rows(2, 2) + rows(4, 1, RUN_COMPLETED)
+            info = log.info(r)
+            assert info is not None
+            assert info.status == "completed"
+
+    def test_append_each_leaves_out_a_stale_append_alone(self, log: EventLog) -> None:
+        """A fenced run's append is refused with ``FencedError`` in its place; the others commit."""
+        each = self._each(log)
+        a, b, c = log.fence("a"), log.fence("b"), log.fence("c")
+        log.append(
+            [Append(r, rows(1, 1), t, created=("wf", None)) for r, t in (("a", a), ("b", b), ("c", c))]
+        )
+        newer = log.fence("b")  # another driver took b over
+        got = each(
+            [
+                Append("a", rows(2, 1), a),
+                Append("b", rows(2, 1, RUN_COMPLETED), b, status="completed"),
+                Append("c", rows(2, 1), c),
+            ]
+        )
+        assert got[0] is None
+        assert got[2] is None
+        assert isinstance(got[1], FencedError)
+        assert log.read("a") == rows(1, 2)
+        assert log.read("c") == rows(1, 2)
+        assert log.read("b") == rows(1, 1)
+        info = log.info("b")
+        assert info is not None
+        assert info.status == "running"  # the refused append's status change is not written
+        log.append([Append("b", rows(2, 1), newer)])  # the new driver goes on
+        assert log.read("b") == rows(1, 2)
+
+    def test_append_each_leaves_out_a_taken_seq_and_a_run_started_elsewhere(self, log: EventLog) -> None:
+        """A taken seq and a new run another writer started: both refused, nothing of them written."""
+        each = self._each(log)
+        a, b, c = log.fence("a"), log.fence("b"), log.fence("c")
+        log.append([Append("a", rows(1, 2), a, created=("wf", None))])
+        theirs = log.fence("c")
+        log.append([Append("c", rows(1, 1), theirs, created=("theirs", None))])
+        got = each(
+            [
+                Append("a", rows(2, 1), a),  # seq 2 is taken
+                Append("b", rows(1, 1, RUN_STARTED), b, created=("wf", None)),
+                Append("c", rows(1, 2, RUN_STARTED), c, created=("wf", "p")),  # c was started by another
+            ]
+        )
+        assert isinstance(got[0], FencedError)
+        assert got[1] is None
+        assert isinstance(got[2], FencedError)
+        assert log.read("a") == rows(1, 2)
+        assert log.read("b") == rows(1, 1, RUN_STARTED)
+        assert log.read("c") == rows(1, 1)
+        info = log.info("c")
+        assert info is not None
+        assert (info.workflow, info.parent_run_id) == ("theirs", None)
+
     # -- fencing ------------------------------------------------------------------
 
     def test_fence_hands_out_growing_tokens(self, log: EventLog) -> None:

@@ -237,3 +237,19 @@ async def test_a_worker_fences_and_reads_a_queued_runs_log_once_before_it_drives
         assert await h.result(timeout=30) == 2
     mine = [name for name, rid in log.calls if rid == h.run_id]
     assert mine[: mine.index("append")] == ["fence", "iter_rows"]
+
+
+async def test_a_worker_groups_the_commits_of_the_runs_it_claims_together(worlds: Worlds) -> None:
+    """Twenty queued runs claimed together: their starts, steps and ends share transactions."""
+    world = worlds.open()
+    handles = [durable.start_workflow(plus_one, i, world=world, queue=Queue("q")) for i in range(20)]
+    async with Worker(world, workflows=[plus_one], queues=[Queue("q")]):
+        assert [await h.result(timeout=30) for h in handles] == [i + 1 for i in range(20)]
+    commits = world.commits
+    assert (commits.drives, commits.coming) == (0, 0)
+    if getattr(world.log, "append_each", None) is None:
+        assert commits.transactions == 0
+    else:  # 60 appends (start, step, end of each run) in a handful of transactions
+        assert 0 < commits.transactions < 30
+    for h in handles:
+        assert [e.type for e in world.events(h.run_id)] == ["run.started", "step.completed", "run.completed"]

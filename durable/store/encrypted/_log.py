@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from ...errors import ArtifactIntegrityError, CodecError, ConfigurationError, KeyMismatchError
 from ...security import Codec
 from ..artifacts._protocol import ArtifactStore
-from ..log._protocol import Append, EventLog, Row, RunInfo, row_times
+from ..log._protocol import Append, EventLog, Row, RunInfo, append_one_by_one, row_times
 from ..log._sqlite import SqliteLog
 from ..messages._protocol import MessageStore
 from ..outbox._protocol import OutboxStore
@@ -245,6 +245,12 @@ class EncryptedLog:
             self.inner.append(sealed)
         else:
             self.inner.append(sealed, sync=False)
+
+    def append_each(self, batch: Sequence[Append]) -> list[BaseException | None]:
+        """Seal and write each append of ``batch`` that is not fenced (see ``EventLog``)."""
+        sealed = self.seal_batch(batch)
+        each = getattr(self.inner, "append_each", None)
+        return append_one_by_one(self.inner, sealed) if each is None else list(each(sealed))
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         open_ = self.open

@@ -8,7 +8,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from ..._clock import wall
-from ._protocol import Append, Row, RunInfo, _stale, _taken
+from ._protocol import Append, Row, RunInfo, _stale, _taken, append_one_by_one
 
 
 class MemoryLog:
@@ -62,6 +62,10 @@ class MemoryLog:
                     info = replace(info, status=a.status, updated_at=now)
                 if info is not None:
                     self._info[a.run_id] = info
+
+    def append_each(self, batch: Sequence[Append]) -> list[BaseException | None]:
+        """Write each append of ``batch`` that is not fenced; per append ``None`` or its ``FencedError``."""
+        return append_one_by_one(self, batch)
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """All rows of a run with a seq above ``after_seq``, in seq order."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._clock import wall
 from ..postgres._schema import Database
+from ._postgres_each import append_each, one_params
 from ._protocol import Append, Row, RunInfo, _stale, _taken
 
 if TYPE_CHECKING:
@@ -107,6 +108,10 @@ class PostgresLog:
             return
         self.db.run(lambda conn, attempt: self._append_batch(conn, attempt, batch), run_id=first.run_id)
 
+    def append_each(self, batch: Sequence[Append]) -> list[BaseException | None]:
+        """Write every append of ``batch`` that is not fenced, in one transaction (see ``EventLog``)."""
+        return append_each(self, batch)
+
     def _append_rows(self, conn: Connection[Any], attempt: int, a: Append) -> None:
         import psycopg
 
@@ -130,21 +135,7 @@ class PostgresLog:
 
         if attempt and self._already_written(conn, [a]):
             return  # the lost attempt committed these very rows, and the summary with them
-        seqs, types, datas = _columns(a.rows)
-        now = wall()
-        params = {
-            "run": a.run_id,
-            "token": a.token,
-            "seqs": seqs,
-            "types": types,
-            "datas": datas,
-            "workflow": None if a.created is None else a.created[0],
-            "parent": None if a.created is None else a.created[1],
-            "status": a.status,
-            "now": now,
-            "chan": self.db.channel,
-            "what": f"run:{a.run_id}",
-        }
+        params = one_params(a, wall(), self.db.channel)
         try:
             row = conn.execute(self._one, params).fetchone()
         except psycopg.errors.UniqueViolation:

@@ -77,6 +77,13 @@ class EventLog(Protocol):
     the time of the append's commit) fills the ``at`` of the events that
     ``world.events`` returns. Every built-in log has it; a log without it
     gives events whose ``at`` is ``None`` (see ``row_times``).
+
+    A log may also commit several runs' appends together while leaving out
+    a fenced one: ``append_each(batch) -> list[BaseException | None]``
+    writes, in one transaction, every append of ``batch`` that is not fenced
+    and returns per append ``None`` or its ``FencedError`` (any other
+    failure writes nothing and raises). The engine groups the commits of
+    runs driven at once through it; a log without it commits each run alone.
     """
 
     def append(self, batch: Sequence[Append], *, sync: bool = True) -> None:
@@ -208,6 +215,22 @@ def row_times(log: Any, run_id: str, after_seq: int = 0) -> dict[int, float]:
     """When each row of a run was written, by seq; empty for a log that keeps no times."""
     times = getattr(log, "times", None)
     return {} if times is None else times(run_id, after_seq)
+
+
+def append_one_by_one(log: EventLog, batch: Sequence[Append]) -> list[BaseException | None]:
+    """``append_each`` for a log without it: each append in its own transaction.
+
+    Returns, per append, ``None`` for written or the ``FencedError`` that kept it out.
+    """
+    out: list[BaseException | None] = []
+    for a in batch:
+        try:
+            log.append([a])
+        except FencedError as exc:
+            out.append(exc)
+        else:
+            out.append(None)
+    return out
 
 
 def _stale(run_id: str, token: int, current: int) -> FencedError:

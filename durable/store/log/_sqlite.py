@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..._clock import wall
-from ...errors import ConfigurationError
+from ...errors import ConfigurationError, FencedError
 from ._protocol import Append, Row, _stale, _taken
 from ._sqlite_errors import failure
 from ._sqlite_reads import SqliteReads
@@ -135,37 +135,9 @@ class SqliteLog(SqliteReads):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 now = wall()
-                firsts = []
+                firsts: list[str] = []
                 for a in batch:
-                    if self._unfenced.get(a.run_id) == a.token:
-                        firsts.append(a.run_id)
-                        if a.created is not None:  # the common first append: one statement
-                            self._create(a, now)
-                            self._insert_rows(a, now)
-                            continue
-                        self._take_token(a.run_id, a.token)
-                    if a.created is not None:
-                        db.execute(
-                            "INSERT INTO runs (run_id, workflow, status, parent_run_id, "
-                            "created_at, updated_at, token) VALUES (?, ?, 'running', ?, ?, ?, 0) "
-                            "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
-                            "parent_run_id = excluded.parent_run_id, "
-                            "created_at = excluded.created_at, updated_at = excluded.updated_at",
-                            (a.run_id, a.created[0], a.created[1], now, now),
-                        )
-                    if a.created is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS:
-                        self._guarded_rows(a, now)  # the token check and the rows: one statement
-                    else:
-                        row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
-                        current = row[0] if row else 0
-                        if current != a.token:
-                            raise _stale(a.run_id, a.token, current)
-                        self._insert_rows(a, now)
-                    if a.status is not None:
-                        db.execute(
-                            "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
-                            (a.status, now, a.run_id),
-                        )
+                    self._write(a, now, firsts)
                 db.execute("COMMIT")
                 for run_id in firsts:
                     del self._unfenced[run_id]
@@ -177,6 +149,96 @@ class SqliteLog(SqliteReads):
                 raise
         if self.checkpointer is not None:
             self.checkpointer.appended()
+
+    def append_each(self, batch: Sequence[Append]) -> list[BaseException | None]:
+        """Write the appends of ``batch`` in one transaction, each of them or none of it.
+
+        Unlike ``append``, an append that is fenced (a stale token, a taken
+        seq) is left out alone: the others commit. The list says, per
+        append, ``None`` for written or the ``FencedError`` that kept it out.
+        Any other failure writes nothing and raises.
+        """
+        db = self._db
+        out: list[BaseException | None] = []
+        with self._lock:
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                now = wall()
+                firsts: list[str] = []
+                for a in batch:
+                    first = self._unfenced.get(a.run_id) == a.token
+                    if (first and a.created is not None and len(a.rows) == 1) or (
+                        not first and a.created is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS
+                    ):
+                        # A new run's create with its first row, or rows behind the token's
+                        # guard: the first statement writes nothing when it fails, and
+                        # nothing after it can fail.
+                        mark = len(firsts)
+                        try:
+                            self._write(a, now, firsts)
+                        except FencedError as exc:
+                            del firsts[mark:]
+                            out.append(exc)
+                        else:
+                            out.append(None)
+                        continue
+                    db.execute("SAVEPOINT one")
+                    mark = len(firsts)
+                    try:
+                        self._write(a, now, firsts)
+                    except FencedError as exc:
+                        db.execute("ROLLBACK TO one")
+                        del firsts[mark:]
+                        out.append(exc)
+                    else:
+                        out.append(None)
+                    db.execute("RELEASE one")
+                db.execute("COMMIT")
+                for run_id in firsts:
+                    del self._unfenced[run_id]
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise failure(exc, self.path, batch[0].run_id, batch[0].rows) from exc
+                raise
+        if self.checkpointer is not None:
+            for _ in batch:
+                self.checkpointer.appended()
+        return out
+
+    def _write(self, a: Append, now: float, firsts: list[str]) -> None:
+        """In an append's transaction: write ``a`` (its run's first append takes the fence's token)."""
+        db = self._db
+        if self._unfenced.get(a.run_id) == a.token:
+            firsts.append(a.run_id)
+            if a.created is not None:  # the common first append: one statement
+                self._create(a, now)
+                self._insert_rows(a, now)
+                return
+            self._take_token(a.run_id, a.token)
+        if a.created is not None:
+            db.execute(
+                "INSERT INTO runs (run_id, workflow, status, parent_run_id, "
+                "created_at, updated_at, token) VALUES (?, ?, 'running', ?, ?, ?, 0) "
+                "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
+                "parent_run_id = excluded.parent_run_id, "
+                "created_at = excluded.created_at, updated_at = excluded.updated_at",
+                (a.run_id, a.created[0], a.created[1], now, now),
+            )
+        if a.created is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS:
+            self._guarded_rows(a, now)  # the token check and the rows: one statement
+        else:
+            row = db.execute("SELECT token FROM runs WHERE run_id = ?", (a.run_id,)).fetchone()
+            current = row[0] if row else 0
+            if current != a.token:
+                raise _stale(a.run_id, a.token, current)
+            self._insert_rows(a, now)
+        if a.status is not None:
+            db.execute(
+                "UPDATE runs SET status = ?, updated_at = ? WHERE run_id = ?",
+                (a.status, now, a.run_id),
+            )
 
     def _insert_rows(self, a: Append, now: float) -> None:
         """In an append's transaction: insert the rows of ``a`` (a taken seq fails as fenced)."""
