@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import os
@@ -173,7 +172,7 @@ def start_workflow(
     )
     runtime_of(world).known[spec.name] = spec
     got = ctl.submit(rec)
-    if got.run_id != rid or dataclasses.replace(got, seq=0) != rec:
+    if got.run_id != rid or {**got.__dict__, "seq": rec.seq} != rec.__dict__:  # seq aside, not ours
         return RunHandle(got.run_id, world, spec)  # a dedup hit, or a run that exists
     if qname is None:
         lock = driver.lock(rid)

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ...errors import LogCorruptedError, LogFormatError, LogUnavailableError
 from ._doorbell import Doorbell
@@ -24,6 +25,7 @@ from ._protocol import (
     _room,
     adopted,
     announcing,
+    changed,
     claimed_by,
     debounced,
     record_of,
@@ -41,6 +43,13 @@ _PAUSE_MAX = 0.001
 
 _FIELDS = [f.name for f in dataclasses.fields(ControlRecord)]
 _COLUMNS = ", ".join(_FIELDS)
+_SUBMIT = (
+    f"INSERT INTO control ({_COLUMNS}) SELECT "
+    + ", ".join("(SELECT COALESCE(MAX(seq), 0) + 1 FROM control)" if f == "seq" else "?" for f in _FIELDS)
+    + " WHERE NOT EXISTS (SELECT 1 FROM control WHERE run_id = ?) RETURNING seq"
+)
+"""A new record, unless the run has one: one statement, which also takes the next ``seq``."""
+_SUBMITTED = [f for f in _FIELDS if f != "seq"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS control (
@@ -163,7 +172,11 @@ class SqliteControl:
         return _Tx(self)
 
     def _begin(self) -> None:
-        """``BEGIN IMMEDIATE``, retried after short pauses while another process writes.
+        """``BEGIN IMMEDIATE``, retried after short pauses while another process writes (``_retried``)."""
+        self._retried("BEGIN IMMEDIATE", ())
+
+    def _retried(self, sql: str, params: Sequence[object]) -> list[Any]:
+        """One statement that takes the write lock, retried after short pauses while another process writes.
 
         SQLite's own busy handler sleeps a whole millisecond (then 2, 5, 10...)
         after a first collision, although the other process's transactions
@@ -178,8 +191,7 @@ class SqliteControl:
             pause = _PAUSE_MIN
             while True:
                 try:
-                    db.execute("BEGIN IMMEDIATE")
-                    return
+                    return db.execute(sql, params).fetchall()
                 except sqlite3.OperationalError as exc:
                     if "locked" not in str(exc) or time.monotonic() >= give_up:
                         raise
@@ -205,6 +217,14 @@ class SqliteControl:
 
     @announcing
     def submit(self, record: ControlRecord) -> ControlRecord:
+        if record.dedup_id is None and record.debounce_key is None:
+            with self._lock:  # the common submit: one statement, its own transaction
+                made = self._retried(_SUBMIT, (*(getattr(record, f) for f in _SUBMITTED), record.run_id))
+                if made:
+                    return changed(record, seq=made[0][0])
+                old = self._get(record.run_id)
+            if old is not None:
+                return old
         with self._tx():
             old = self._get(record.run_id)
             if old is not None:
@@ -225,7 +245,7 @@ class SqliteControl:
                 ).fetchone()
                 if row is not None:
                     return self._put(debounced(_record(row), record))
-            return self._put(dataclasses.replace(record, seq=self._next_seq()))
+            return self._put(changed(record, seq=self._next_seq()))
 
     def get(self, run_id: str) -> ControlRecord | None:
         with self._lock:

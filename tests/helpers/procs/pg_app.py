@@ -3,7 +3,8 @@
 Usage:
     python -m tests.helpers.procs.pg_app
         serves the ``pg`` and ``pg-limited`` queues until SIGTERM, with the world from the environment:
-        ``DURABLE_TEST_PG_DSN``, ``DURABLE_TEST_SCHEMA``, ``DURABLE_TEST_LEASE`` (seconds).
+        ``DURABLE_TEST_PG_DSN``, ``DURABLE_TEST_SCHEMA``, ``DURABLE_TEST_LEASE`` (seconds),
+        ``DURABLE_TEST_CONCURRENCY`` (runs driven at once, default 10).
 
 Step bodies append JSON lines (fsynced) to ``$DURABLE_TEST_DIR/bodies.jsonl``;
 ``slow`` sleeps ``DURABLE_TEST_HOLD`` seconds in its body, so a test can kill,
@@ -95,7 +96,8 @@ def open_world() -> durable.World:
 
 async def serve() -> None:
     world = open_world()
-    worker = durable.Worker(world, workflows=WORKFLOWS, queues=[queue, limited], concurrency=10)
+    concurrency = int(os.environ.get("DURABLE_TEST_CONCURRENCY", "10"))
+    worker = durable.Worker(world, workflows=WORKFLOWS, queues=[queue, limited], concurrency=concurrency)
     print(f"serving {worker.name}", flush=True)
     try:
         await worker.run()
