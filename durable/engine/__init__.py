@@ -45,7 +45,9 @@ from ._keys import EFFECT_KINDS as EFFECT_KINDS
 from ._keys import VISIT_MARK as VISIT_MARK
 from ._keys import parent_of as parent_of
 from ._keys import without_visit as without_visit
+from ._loader import completed_output as completed_output
 from ._loader import first_started as first_started
+from ._loader import outcome_of as outcome_of
 from ._loader import recover_log as recover_log
 from ._loader import run_not_found as run_not_found
 from ._log_rows import FIRST_TYPES as FIRST_TYPES

@@ -18,13 +18,19 @@ program's backend) is never grouped.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import FencedError
 
 if TYPE_CHECKING:
     from ..store import Append, EventLog
-    from ._context import RunContext
+
+
+class RunContext(Protocol):
+    """What the group needs of a run's context (``_context.RunContext``): its log and its fault."""
+
+    log: EventLog
+    broken: BaseException | None
 
 
 _Waiting = tuple["RunContext", "Append", "asyncio.Future[None]"]

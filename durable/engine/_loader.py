@@ -7,11 +7,11 @@ import json
 from typing import Any
 
 from ..errors import RunNotFoundError
-from ..events import RUN_STARTED
+from ..events import RUN_CANCELLED, RUN_COMPLETED, RUN_FAILED, RUN_INTERRUPTED, RUN_STARTED
 from ..store import (
     EventLog,
 )
-from ._log_rows import WholeLogNeeded, check_start, from_start
+from ._log_rows import WholeLogNeeded, check_start, from_start, parse_row
 from ._recorded import Recorded
 from ._world import WorldCore
 
@@ -83,6 +83,39 @@ def recover_log(log: EventLog, run_id: str) -> Recorded:
     with contextlib.suppress(WholeLogNeeded):
         return Recorded.from_rows(from_start(log.iter_rows(run_id), run_id), run_id)
     return Recorded.from_rows(log.read(run_id), run_id)  # checked whole above
+
+
+_OUTCOMES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED, RUN_INTERRUPTED})
+
+
+def outcome_of(log: EventLog, run_id: str) -> tuple[str, Any] | None:
+    """The run's last outcome ``(type, data)`` (``Recorded.terminal``); ``None`` when it has none.
+
+    An ended run's outcome is its last row: a log that can give it
+    (``last_row``) is read for that row alone; otherwise, or when the last
+    row is not an outcome, the run is read whole.
+    """
+    last = getattr(log, "last_row", None)
+    if last is not None:
+        row = last(run_id)
+        if row is None:
+            return None
+        if row[1] in _OUTCOMES:
+            return row[1], parse_row(row, run_id)
+    return recover_log(log, run_id).terminal
+
+
+def completed_output(log: EventLog, run_id: str) -> tuple[bool, Any]:
+    """``(True, output)`` when the run's last row is its ``run.completed``, else ``(False, None)``.
+
+    A completed run stays completed, so a waiting handle that finds this
+    needs no status read. A log without ``last_row`` says ``(False, None)``.
+    """
+    last = getattr(log, "last_row", None)
+    row = None if last is None else last(run_id)
+    if row is None or row[1] != RUN_COMPLETED:
+        return False, None
+    return True, parse_row(row, run_id)["output"]
 
 
 def run_not_found(world: WorldCore, run_id: str) -> RunNotFoundError:

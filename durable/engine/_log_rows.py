@@ -133,7 +133,8 @@ def damaged(run_id: str, seq: int | str, type_: str, exc: BaseException) -> LogC
     )
 
 
-def _parse_one(row: tuple[int, str, str], run_id: str) -> Any:
+def parse_row(row: tuple[int, str, str], run_id: str) -> Any:
+    """One row's JSON payload (``LogCorruptedError`` naming the row when it is damaged)."""
     try:
         return json.loads(row[2])
     except (ValueError, TypeError, RecursionError) as exc:
@@ -156,4 +157,4 @@ def _parse_all(rows: list[tuple[int, str, str]], run_id: str = "") -> list[Any]:
             return parsed
     except (ValueError, TypeError, RecursionError):
         pass
-    return [_parse_one(r, run_id) for r in rows]
+    return [parse_row(r, run_id) for r in rows]

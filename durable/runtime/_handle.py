@@ -9,7 +9,17 @@ from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
 
 from .._clock import due_at, monotonic, poll_wait, wall
-from ..engine import Spec, Usage, WorldCore, rebuild_from, recover_log, run_usage, undo_pending
+from ..engine import (
+    Spec,
+    Usage,
+    WorldCore,
+    completed_output,
+    outcome_of,
+    rebuild_from,
+    recover_log,
+    run_usage,
+    undo_pending,
+)
 from ..errors import ConfigurationError, RunCancelledError, RunInterrupted, RunNotFoundError, RunTimeoutError
 from ..events import RUN_COMPLETED, RUN_INTERRUPTED
 from ..ops import record_cancelled
@@ -96,7 +106,12 @@ class RunHandle:
         delay = _POLL_MIN if stop_listening is None else most
         due = None if timeout is None else due_at(wall() + timeout)  # virtual time stops there
         try:
+            woken = False
             while True:
+                if woken:  # most wake-ups are the run's end: a completed run needs no status read
+                    done, output = completed_output(self.world.log, self.run_id)
+                    if done:
+                        return self._spec.rebuild(output) if self._spec is not None else output
                 st = run_status(self.world, self.run_id)
                 if st.status not in ("enqueued", "running"):
                     return self._outcome(st)
@@ -108,6 +123,7 @@ class RunHandle:
                         run_id=self.run_id,
                     )
                 await poll_wait(rung, delay if left is None else min(delay, left))
+                woken = rung.is_set()
                 rung.clear()
                 delay = min(delay * 1.5, most)
         finally:
@@ -133,8 +149,7 @@ class RunHandle:
                 blocked_data(ctl.blocked if ctl is not None else None),
                 ctl.queue if ctl is not None else None,
             )
-        rec = recover_log(self.world.log, rid)
-        terminal = rec.terminal
+        terminal = outcome_of(self.world.log, rid)
         if terminal is None:  # failed before its first event (a control record only)
             raise RunNotFoundError(f"run {rid!r} ended without writing its log.", run_id=rid)
         kind, data = terminal

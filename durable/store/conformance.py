@@ -288,6 +288,20 @@ class EventLogConformance:
         assert info is not None
         assert (info.workflow, info.parent_run_id) == ("theirs", None)
 
+    def test_last_row_is_the_row_with_the_highest_seq(self, log: EventLog) -> None:
+        """``last_row`` (optional): the run's newest row; ``None`` for a run without rows."""
+        last = getattr(log, "last_row", None)
+        if last is None:
+            pytest.skip("this log has no last_row: an ended run's outcome is read from its whole log")
+        assert last("r1") is None
+        token = log.fence("r1")
+        assert last("r1") is None  # fenced only
+        log.append([Append("r1", rows(1, 3), token, created=("wf", None))])
+        log.append([Append("r1", rows(4, 1, RUN_COMPLETED), token, status="completed")])
+        assert last("r1") == rows(4, 1, RUN_COMPLETED)[0]
+        log.compact("r1", (5, "run.snapshot", "{}"), token)
+        assert last("r1") == (5, "run.snapshot", "{}")
+
     # -- fencing ------------------------------------------------------------------
 
     def test_fence_hands_out_growing_tokens(self, log: EventLog) -> None:

@@ -128,3 +128,63 @@ def test_an_old_handed_over_lease_is_renewed_when_still_ours_and_refused_when_ta
     assert other is not None
     assert a.locks.try_acquire("run:r1") is None
     assert _lease_holder(a, "run:r1") == other[1]  # type: ignore[index]
+
+
+def _counting_queries(world: durable.PostgresWorld) -> list[int]:
+    """Count the database round trips ``world`` makes from now on (``Database.run`` calls)."""
+    calls = [0]
+    real = world.db.run
+
+    def counted(op, *, run_id=None):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        return real(op, run_id=run_id)
+
+    world.db.run = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_claimed_new_runs_log_reads_as_empty_without_a_query_once(two: tuple) -> None:
+    """The claim saw no event: the driver's fence and first read send nothing; the next read asks."""
+    a, _ = two
+    _claim(a, "r1")
+    calls = _counting_queries(a)
+    token = a.log.fence("r1")
+    assert a.log.read("r1") == []
+    assert calls[0] == 0
+    assert list(a.log.iter_rows("r1")) == []
+    assert calls[0] == 1  # the mark is used once
+    a.log.append([Append("r1", [(1, RUN_STARTED, "{}")], token, created=("wf", None))])
+    assert a.log.read("r1") == [(1, RUN_STARTED, "{}")]
+
+
+def test_a_claimed_run_with_events_is_read_as_it_is(two: tuple) -> None:
+    """A resumed run (events in its log) is read after the claim's fence, as always."""
+    a, b = two
+    old = b.log.fence("r2")
+    b.log.append([Append("r2", [(1, RUN_STARTED, "{}")], old, created=("wf", None))])
+    _claim(a, "r2")
+    token = a.log.fence("r2")
+    assert token == old + 1
+    assert a.log.read("r2") == [(1, RUN_STARTED, "{}")]
+
+
+def test_a_new_run_whose_log_gained_events_after_the_claim_is_not_started_over(two: tuple) -> None:
+    """Events committed after the claim's look (a writer that came between): the first append is refused."""
+    a, _ = two
+    _claim(a, "r3")
+    token = a.log.fence("r3")
+    with a.db.pool.connection() as conn:  # what an older driver's commit in flight would leave
+        conn.execute(
+            a.db.sql("INSERT INTO {s}.events (run_id, seq, type, data) VALUES (%s, 1, %s, '{}')"),
+            ("r3", STEP_COMPLETED),
+        )
+    assert a.log.read("r3") == []  # what the claim saw
+    with pytest.raises(FencedError, match="another writer started the run"):
+        a.log.append([Append("r3", [(1, RUN_STARTED, '{"x": 1}')], token, created=("wf", None))])
+    (refused,) = a.log.append_each(
+        [Append("r3", [(1, RUN_STARTED, '{"x": 1}')], token, created=("wf", None))]
+    )
+    assert isinstance(refused, FencedError)
+    assert "another writer started the run" in str(refused)
+    assert a.log.read("r3") == [(1, STEP_COMPLETED, "{}")]
+    assert a.log.info("r3") is None  # nothing of the refused creation was written

@@ -35,7 +35,7 @@ _PICK = (
 )
 """The waiting runs of a queue without limits, picked and claimed (the statement's first part)."""
 
-_CLAIM = _PICK + "SELECT *, NULL::bigint FROM claimed ORDER BY priority, seq"
+_CLAIM = _PICK + "SELECT *, NULL::bigint, NULL::boolean FROM claimed ORDER BY priority, seq"
 """A claim of a queue without limits in one autocommitted statement (no advisory lock: nothing to count)."""
 
 _CLAIM_LEASED = (
@@ -47,13 +47,19 @@ _CLAIM_LEASED = (
     "WHERE {s}.leases.expires_at < clock_timestamp() RETURNING substr(name, 5) AS run_id), "
     "fenced AS (INSERT INTO {s}.runs (run_id, token) SELECT run_id, 1 FROM leased "
     "ON CONFLICT (run_id) DO UPDATE SET token = {s}.runs.token + 1 RETURNING run_id, token) "
-    "SELECT claimed.*, fenced.token FROM claimed LEFT JOIN fenced USING (run_id) "
+    "SELECT claimed.*, fenced.token, "
+    "NOT EXISTS (SELECT 1 FROM {s}.events AS e WHERE e.run_id = claimed.run_id) "
+    "FROM claimed LEFT JOIN fenced USING (run_id) "
     "ORDER BY claimed.priority, claimed.seq"
 )
 """``_CLAIM`` that also takes each claimed run's lease and a new fencing token for the driver to come.
 
 A run whose lease is live (another holder) is claimed without either, as a
-claim followed by a failed ``try_acquire`` leaves it.
+claim followed by a failed ``try_acquire`` leaves it. The last column says
+whether the run has no event yet: its driver then starts it without reading
+its log. Should events have been committed in between (this statement's
+snapshot is older than the token it bumped), the run's first append, which
+refuses to create a run that has events, fails the drive as fenced.
 """
 
 
@@ -188,12 +194,12 @@ def claim_unlimited(
     if workflows is not None:
         params["workflows"] = sorted(workflows)
 
-    def op(conn: Connection[Any], attempt: int) -> list[tuple[ControlRecord, int | None]]:
-        return [(to_record(r[:-1]), r[-1]) for r in conn.execute(query, params)]
+    def op(conn: Connection[Any], attempt: int) -> list[tuple[ControlRecord, int | None, bool]]:
+        return [(to_record(r[:-2]), r[-2], bool(r[-1])) for r in conn.execute(query, params)]
 
     out = []
-    for rec, token in db.run(op):
+    for rec, token, empty in db.run(op):
         if token is not None:
-            book.give(rec.run_id, holder, int(token))
+            book.give(rec.run_id, holder, int(token), empty)
         out.append(rec)
     return out

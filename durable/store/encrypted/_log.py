@@ -256,6 +256,15 @@ class EncryptedLog:
         open_ = self.open
         return [open_(run_id, r) for r in self.inner.read(run_id, after_seq)]
 
+    def last_row(self, run_id: str) -> Row | None:
+        """The inner log's last row of the run, opened (``None`` when it has none or no such method)."""
+        last = getattr(self.inner, "last_row", None)
+        if last is None:
+            rows = self.read(run_id)
+            return rows[-1] if rows else None
+        row = last(run_id)
+        return None if row is None else self.open(run_id, row)
+
     def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
         """When each row was written (kept in the clear, as the runs' own times are)."""
         return row_times(self.inner, run_id, after_seq)

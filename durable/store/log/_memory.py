@@ -72,6 +72,12 @@ class MemoryLog:
         with self._lock:
             return [r for r in self._rows.get(run_id, ()) if r[0] > after_seq]
 
+    def last_row(self, run_id: str) -> Row | None:
+        """The run's row with the highest seq, or ``None``."""
+        with self._lock:
+            rows = self._rows.get(run_id)
+            return rows[-1] if rows else None
+
     def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
         """When each row of a run above ``after_seq`` was written (Unix seconds), by seq."""
         with self._lock:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from ..._clock import wall
 from ..postgres._schema import Database
 from ._postgres_each import append_each, one_params
-from ._protocol import Append, Row, RunInfo, _stale, _taken
+from ._postgres_reads import PostgresReads
+from ._protocol import Append, Row, _stale, _taken, refused
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from ..messages._postgres import PostgresMessages
     from ..outbox._postgres import PostgresOutbox
 
-_INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
 
 _ROWS_ONLY = (
     "INSERT INTO {s}.events (run_id, seq, type, data) "
@@ -41,7 +41,8 @@ _ROWS_ONLY = (
 
 _ONE = (
     "WITH tok AS MATERIALIZED (SELECT COALESCE((SELECT token FROM {s}.runs WHERE run_id = %(run)s "
-    "FOR UPDATE), 0) = %(token)s AS ok), "
+    "FOR UPDATE), 0) = %(token)s AND (%(workflow)s::text IS NULL "
+    "OR NOT EXISTS (SELECT 1 FROM {s}.events WHERE run_id = %(run)s)) AS ok), "
     "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) "
     "SELECT %(run)s, r.seq, r.type, r.data "
     "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
@@ -59,6 +60,9 @@ _ONE = (
 )
 """One statement: a run's rows with its creation or its new status, guarded by the writer's token.
 
+An append that creates the run writes nothing either when the run has
+events already (another writer started it since this one read its log).
+
 The token row is locked ``FOR UPDATE`` (as a transaction of several
 statements would lock it) and every part writes only when the token is the
 run's current one; a taken seq fails the whole statement, so nothing of it
@@ -70,7 +74,7 @@ def _columns(rows: Sequence[Row]) -> tuple[list[int], list[str], list[str]]:
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
-class PostgresLog:
+class PostgresLog(PostgresReads):
     """The durable log in a PostgreSQL schema (see ``durable.postgres_world``).
 
     Args:
@@ -88,6 +92,9 @@ class PostgresLog:
         self._guarded = sql(_ROWS_ONLY.replace("FOR SHARE", "FOR UPDATE"))
         self._one = sql(_ONE)
         self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
+        # Runs whose claim, in the statement that took their token, saw no event: the next
+        # read of each returns nothing without a query (then the mark is gone).
+        self._empty: dict[str, int] = {}
 
     # -- writing -------------------------------------------------------------
 
@@ -99,6 +106,9 @@ class PostgresLog:
         """
         if not batch:
             return
+        if self._empty:
+            for a in batch:
+                self._empty.pop(a.run_id, None)
         first = batch[0]
         if len(batch) == 1 and first.created is None and first.status is None and first.rows:
             self.db.run(lambda conn, attempt: self._append_rows(conn, attempt, first), run_id=first.run_id)
@@ -110,6 +120,9 @@ class PostgresLog:
 
     def append_each(self, batch: Sequence[Append]) -> list[BaseException | None]:
         """Write every append of ``batch`` that is not fenced, in one transaction (see ``EventLog``)."""
+        if self._empty:
+            for a in batch:
+                self._empty.pop(a.run_id, None)
         return append_each(self, batch)
 
     def _append_rows(self, conn: Connection[Any], attempt: int, a: Append) -> None:
@@ -142,7 +155,7 @@ class PostgresLog:
             raise _taken(a.run_id, a.rows[0][0]) from None
         if row is None or int(row[0]) != len(a.rows):  # the guard matched nothing: another driver
             got = conn.execute(self._token, (a.run_id,)).fetchone()
-            raise _stale(a.run_id, a.token, int(got[0]) if got else 0)
+            raise refused(a, int(got[0]) if got else 0)
 
     def _append_batch(self, conn: Connection[Any], attempt: int, batch: Sequence[Append]) -> None:
         if attempt and self._already_written(conn, batch):
@@ -235,9 +248,13 @@ class PostgresLog:
 
         The token this process's claim of the run took in its statement (``Handover``) is handed over once.
         """
+        self._empty.pop(run_id, None)
         given = self.db.handover.take_token(run_id)
         if given is not None:
-            return given
+            token, empty = given
+            if empty:  # the claim saw no event: the read that follows costs no query
+                self._empty[run_id] = token
+            return token
 
         def op(conn: Connection[Any], attempt: int) -> int:
             row = conn.execute(
@@ -346,6 +363,8 @@ class PostgresLog:
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """All rows of a run above ``after_seq``, in seq order, in one query."""
+        if self._empty and self._empty.pop(run_id, None) is not None:
+            return []
 
         def op(conn: Connection[Any], attempt: int) -> list[Row]:
             cur = conn.execute(
@@ -358,29 +377,13 @@ class PostgresLog:
 
         return self.db.run(op, run_id=run_id)
 
-    def times(self, run_id: str, after_seq: int = 0) -> dict[int, float]:
-        """When each row of a run above ``after_seq`` was written (the server's clock), by seq.
-
-        Rows written before migration ``0004_event_times`` are left out.
-        """
-
-        def op(conn: Connection[Any], attempt: int) -> dict[int, float]:
-            cur = conn.execute(
-                self.db.sql(
-                    "SELECT seq, written_at FROM {s}.events WHERE run_id = %s AND seq > %s "
-                    "AND written_at IS NOT NULL"
-                ),
-                (run_id, after_seq),
-            )
-            return {int(r[0]): float(r[1]) for r in cur}
-
-        return self.db.run(op, run_id=run_id)
-
     def iter_rows(self, run_id: str, after_seq: int = 0, chunk: int = 4096) -> Iterator[Row]:
         """The rows of ``read``, fetched ``chunk`` rows per query as they are consumed.
 
         No connection is held between chunks, so an abandoned iterator holds nothing.
         """
+        if self._empty and self._empty.pop(run_id, None) is not None:
+            return
         query = self.db.sql(
             "SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
         )
@@ -395,95 +398,6 @@ class PostgresLog:
             if len(rows) < chunk:
                 return
             after_seq = rows[-1][0]
-
-    def rows_of_types(self, run_ids: Sequence[str], types: Sequence[str]) -> dict[str, list[Row]]:
-        """The rows of these types of several runs, by run, in seq order, in one query."""
-        query = self.db.sql(
-            "SELECT run_id, seq, type, data FROM {s}.events WHERE run_id = ANY(%s) AND type = ANY(%s) "
-            "ORDER BY run_id, seq"
-        )
-        ids, kinds = list(dict.fromkeys(run_ids)), list(types)
-
-        def op(conn: Connection[Any], attempt: int) -> dict[str, list[Row]]:
-            out: dict[str, list[Row]] = {r: [] for r in ids}
-            for run_id, seq, type_, data in conn.execute(query, (ids, kinds)):
-                out[run_id].append((int(seq), type_, data))
-            return out
-
-        return self.db.run(op)
-
-    def child_runs(self, parent_ids: Sequence[str]) -> dict[str, list[str]]:
-        """The runs each of these runs started, by parent (through the index on ``parent_run_id``)."""
-        query = self.db.sql(
-            "SELECT parent_run_id, run_id FROM {s}.runs WHERE parent_run_id = ANY(%s) AND workflow != '' "
-            "ORDER BY run_id"
-        )
-        ids = list(dict.fromkeys(parent_ids))
-
-        def op(conn: Connection[Any], attempt: int) -> dict[str, list[str]]:
-            out: dict[str, list[str]] = {}
-            for parent, run_id in conn.execute(query, (ids,)):
-                out.setdefault(parent, []).append(run_id)
-            return out
-
-        return self.db.run(op)
-
-    def info(self, run_id: str) -> RunInfo | None:
-        """The run's summary, or ``None`` when no append started it."""
-
-        def op(conn: Connection[Any], attempt: int) -> RunInfo | None:
-            row = conn.execute(
-                self.db.sql(f"SELECT {_INFO_COLUMNS} FROM {{s}}.runs WHERE run_id = %s AND workflow != ''"),
-                (run_id,),
-            ).fetchone()
-            return RunInfo(*row) if row else None
-
-        return self.db.run(op, run_id=run_id)
-
-    def runs(
-        self,
-        *,
-        status: str | None = None,
-        workflow: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[RunInfo]:
-        """Runs, newest first (ties by run id, descending), optionally filtered."""
-        text = f"SELECT {_INFO_COLUMNS} FROM {{s}}.runs WHERE workflow != ''"
-        args: list[object] = []
-        if status is not None:
-            text += " AND status = %s"
-            args.append(status)
-        if workflow is not None:
-            text += " AND workflow = %s"
-            args.append(workflow)
-        text += " ORDER BY created_at DESC, run_id DESC LIMIT %s OFFSET %s"
-        args += [limit, offset]
-        query = self.db.sql(text)
-
-        def op(conn: Connection[Any], attempt: int) -> list[RunInfo]:
-            return [RunInfo(*r) for r in conn.execute(query, args)]
-
-        return self.db.run(op)
-
-    def integrity_check(self) -> str:
-        """``"ok"`` when the schema is at this SDK's version and every summary's rows are readable."""
-        from ..postgres._schema import SCHEMA_VERSION
-
-        def op(conn: Connection[Any], attempt: int) -> str:
-            row = conn.execute(self.db.sql("SELECT version FROM {s}.durable_meta")).fetchone()
-            if row is None or int(row[0]) != SCHEMA_VERSION:
-                return (
-                    f"schema {self.db.schema!r} has version {row[0] if row else None}, not {SCHEMA_VERSION}"
-                )
-            bad = conn.execute(
-                self.db.sql("SELECT count(*) FROM {s}.events WHERE seq < 1 OR type = ''")
-            ).fetchone()
-            if bad is not None and int(bad[0]):
-                return f"{bad[0]} event rows have no seq or no type"
-            return "ok"
-
-        return self.db.run(op)
 
     def close(self) -> None:
         """Close the pool when this log owns it (otherwise the world closes it)."""

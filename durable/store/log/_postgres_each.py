@@ -14,15 +14,26 @@ transaction, so that only the appends that conflict are refused.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._clock import wall
-from ._protocol import Append, _stale, append_one_by_one
+from ._protocol import Append, Row, append_one_by_one, refused
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
-    from ._postgres import PostgresLog
+    from ..postgres._schema import Database
+
+
+class PostgresLog(Protocol):
+    """What the grouped append needs of ``_postgres.PostgresLog``."""
+
+    db: Database
+    _one: Any
+
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None: ...
+
+    def stored(self, conn: Connection[Any], run_id: str, rows: Sequence[Row]) -> bool: ...
 
 
 class _Conflict(Exception):
@@ -59,7 +70,7 @@ def _grouped(
             else:  # the guard matched nothing (it wrote nothing): another driver holds the run
                 got = conn.execute(log.db.sql("SELECT token FROM {s}.runs WHERE run_id = %s"), (a.run_id,))
                 token = got.fetchone()
-                out.append(_stale(a.run_id, a.token, int(token[0]) if token else 0))
+                out.append(refused(a, int(token[0]) if token else 0))
     except psycopg.errors.UniqueViolation:
         raise _Conflict from None
     return out

@@ -217,7 +217,11 @@ def row_times(log: Any, run_id: str, after_seq: int = 0) -> dict[int, float]:
     return {} if times is None else times(run_id, after_seq)
 
 
-def append_one_by_one(log: EventLog, batch: Sequence[Append]) -> list[BaseException | None]:
+class _Appends(Protocol):
+    def append(self, batch: Sequence[Append], *, sync: bool = True) -> None: ...
+
+
+def append_one_by_one(log: _Appends, batch: Sequence[Append]) -> list[BaseException | None]:
     """``append_each`` for a log without it: each append in its own transaction.
 
     Returns, per append, ``None`` for written or the ``FencedError`` that kept it out.
@@ -238,6 +242,17 @@ def _stale(run_id: str, token: int, current: int) -> FencedError:
         f"run {run_id!r}: this driver's fencing token {token} is stale (current {current}); "
         "another caller took over the run. Stop this driver; the other one continues.",
         run_id=run_id,
+    )
+
+
+def refused(a: Append, current: int) -> FencedError:
+    """Why a guarded append wrote nothing: a stale token, or a new run that another writer started."""
+    if current != a.token or a.created is None:
+        return _stale(a.run_id, a.token, current)
+    return FencedError(
+        f"run {a.run_id!r}: another writer started the run after this driver read its log; "
+        "this driver must stop (a resume reads what really is in the log).",
+        run_id=a.run_id,
     )
 
 

@@ -118,6 +118,17 @@ class SqliteReads:
                 return
             after_seq = rows[-1][0]
 
+    def last_row(self, run_id: str) -> Row | None:
+        """The run's row with the highest seq (its outcome, once it has ended), or ``None``."""
+        with self._lock:
+            try:
+                found = self._db.execute(
+                    "SELECT seq, type, data FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1", (run_id,)
+                ).fetchone()
+            except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise failure(exc, self.path, run_id) from exc
+        return None if found is None else (found[0], found[1], found[2])
+
     def info(self, run_id: str) -> RunInfo | None:
         """The run's summary, or ``None`` when the log has no such run."""
         with self._lock:

@@ -2,12 +2,13 @@
 
 A worker's claim of a queued run takes, in the claim's own statement, the
 run's lease (a ``leases`` row naming a new holder) and a new fencing token
-(the run's token bumped, as ``fence`` does). The driver that follows asks
-the locks for the lease and the log for a token; both find them here and
-send nothing. The lease is handed over only while it is young enough that
-the heartbeat renews it before it runs out (an older one is renewed by a
-query first); a token is handed over once: every later ``fence`` takes a
-new one. Nothing is weakened: the lease row and the token are in the
+(the run's token bumped, as ``fence`` does), and sees whether the run has
+any event yet. The driver that follows asks the locks for the lease and the
+log for a token, then reads the log; all three find what they need here
+and send nothing (a run with no event reads as empty). The lease is handed
+over only while it is young enough that the heartbeat renews it before it
+runs out (an older one is renewed by a query first); a token is handed over
+once: every later ``fence`` takes a new one. Nothing is weakened: the lease row and the token are in the
 database before the claim returns, exactly as if the driver had taken them.
 
 The book also knows the world's locks (``PostgresLocks``, which hold and
@@ -51,17 +52,20 @@ class Handover:
         self.lease: float | None = None
         self.locks: LeaseHolder | None = None
         self._leases: dict[str, tuple[str, float]] = {}  # name -> (holder, monotonic time taken)
-        self._tokens: dict[str, tuple[int, float]] = {}  # run_id -> (token, monotonic time taken)
+        self._tokens: dict[str, tuple[int, float, bool]] = {}  # run_id -> (token, time taken, no events)
         self._ended: set[tuple[str, str]] = set()  # (name, holder) whose row a run's end deleted
 
-    def give(self, run_id: str, holder: str, token: int) -> None:
-        """Keep the lease ``run:<run_id>`` (held by ``holder``) and ``token`` that a claim took."""
+    def give(self, run_id: str, holder: str, token: int, empty: bool = False) -> None:
+        """Keep the lease ``run:<run_id>`` (held by ``holder``) and ``token`` that a claim took.
+
+        ``empty``: the run had no event when the claim's statement bumped its token.
+        """
         now = time.monotonic()
         with self.mutex:
             self._leases[f"run:{run_id}"] = (holder, now)
-            self._tokens[run_id] = (token, now)
+            self._tokens[run_id] = (token, now, empty)
             if len(self._tokens) > 64:  # drop what no driver asked for (runs claimed, then not driven)
-                for rid, (_, at) in list(self._tokens.items()):
+                for rid, (_, at, _) in list(self._tokens.items()):
                     if now - at > _TOKEN_AGE:
                         del self._tokens[rid]
                         self._leases.pop(f"run:{rid}", None)
@@ -72,11 +76,14 @@ class Handover:
             got = self._leases.pop(name, None)
         return None if got is None else (got[0], time.monotonic() - got[1])
 
-    def take_token(self, run_id: str) -> int | None:
-        """The fencing token a claim took for ``run_id``, once; else ``None`` (the caller fences)."""
+    def take_token(self, run_id: str) -> tuple[int, bool] | None:
+        """The fencing token a claim took for ``run_id`` and whether the run had no event, once.
+
+        ``None``: nothing was taken ahead (the caller fences).
+        """
         with self.mutex:
             got = self._tokens.pop(run_id, None)
-        return None if got is None else got[0]
+        return None if got is None else (got[0], got[2])
 
     def holders(self, names: list[str]) -> dict[str, str]:
         """The holder of each of ``names`` that this process holds."""
