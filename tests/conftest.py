@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 pytest.register_assert_rewrite(
-    "durable.store.conformance", "durable.store.conformance_talk"
+    "durable.store.conformance", "durable.store._conformance_optional", "durable.store.conformance_talk"
 )  # readable failures of the public suites
 
 import durable  # noqa: E402  (after the rewrite hook, as pytest asks)

@@ -20,8 +20,8 @@ Example::
         def open_log(self, where: Path) -> EventLog:
             return MyLog(where / "events")
 
-For readable failures, add ``pytest.register_assert_rewrite("durable.store.conformance")``
-to your ``conftest.py``.
+For readable failures, add ``pytest.register_assert_rewrite("durable.store.conformance",
+"durable.store._conformance_optional")`` to your ``conftest.py``.
 """
 
 from __future__ import annotations
