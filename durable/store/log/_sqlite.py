@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from ..._clock import wall
 from ...errors import ConfigurationError, FencedError
@@ -23,6 +24,8 @@ from ._sqlite_schema import INSERT_EVENT, open_log
 from ._wal_checkpoints import Checkpointer
 
 DURABILITY_SYNC = {"process": "NORMAL", "power": "FULL"}
+
+T = TypeVar("T")
 
 _ONE_STATEMENT_ROWS = 64
 """Appends up to this many rows are one statement; larger ones use a transaction."""
@@ -130,23 +133,7 @@ class SqliteLog(SqliteReads):
             ):
                 self._append_rows(a)
                 return
-        db = self._db
-        with self._lock:
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                now = wall()
-                firsts: list[str] = []
-                for a in batch:
-                    self._write(a, now, firsts)
-                db.execute("COMMIT")
-                for run_id in firsts:
-                    del self._unfenced[run_id]
-            except BaseException as exc:
-                if db.in_transaction:  # SQLite ends some failed transactions itself
-                    db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise failure(exc, self.path, batch[0].run_id, batch[0].rows) from exc
-                raise
+        self._transaction(batch, lambda now, firsts: self._write_each(batch, now, firsts))
         if self.checkpointer is not None:
             self.checkpointer.appended()
 
@@ -158,54 +145,64 @@ class SqliteLog(SqliteReads):
         append, ``None`` for written or the ``FencedError`` that kept it out.
         Any other failure writes nothing and raises.
         """
+        out = self._transaction(batch, lambda now, firsts: [self._write_alone(a, now, firsts) for a in batch])
+        if self.checkpointer is not None:
+            for _ in batch:
+                self.checkpointer.appended()
+        return out
+
+    def _transaction(self, batch: Sequence[Append], body: Callable[[float, list[str]], T]) -> T:
+        """``body(now, firsts)`` in one ``BEGIN IMMEDIATE`` transaction.
+
+        ``firsts`` collects the runs whose first append takes the token
+        ``fence`` gave; once committed they are fenced for real.
+        """
         db = self._db
-        out: list[BaseException | None] = []
         with self._lock:
             try:
                 db.execute("BEGIN IMMEDIATE")
-                now = wall()
                 firsts: list[str] = []
-                for a in batch:
-                    first = self._unfenced.get(a.run_id) == a.token
-                    if (first and a.created is not None and len(a.rows) == 1) or (
-                        not first and a.created is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS
-                    ):
-                        # A new run's create with its first row, or rows behind the token's
-                        # guard: the first statement writes nothing when it fails, and
-                        # nothing after it can fail.
-                        mark = len(firsts)
-                        try:
-                            self._write(a, now, firsts)
-                        except FencedError as exc:
-                            del firsts[mark:]
-                            out.append(exc)
-                        else:
-                            out.append(None)
-                        continue
-                    db.execute("SAVEPOINT one")
-                    mark = len(firsts)
-                    try:
-                        self._write(a, now, firsts)
-                    except FencedError as exc:
-                        db.execute("ROLLBACK TO one")
-                        del firsts[mark:]
-                        out.append(exc)
-                    else:
-                        out.append(None)
-                    db.execute("RELEASE one")
+                out = body(wall(), firsts)
                 db.execute("COMMIT")
                 for run_id in firsts:
                     del self._unfenced[run_id]
+                return out
             except BaseException as exc:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
                     raise failure(exc, self.path, batch[0].run_id, batch[0].rows) from exc
                 raise
-        if self.checkpointer is not None:
-            for _ in batch:
-                self.checkpointer.appended()
-        return out
+
+    def _write_each(self, batch: Sequence[Append], now: float, firsts: list[str]) -> None:
+        for a in batch:
+            self._write(a, now, firsts)
+
+    def _write_alone(self, a: Append, now: float, firsts: list[str]) -> BaseException | None:
+        """``_write`` inside a group: a fenced append is undone alone; returns its error or ``None``.
+
+        A new run's create with its first row, and rows behind the token's
+        guard, need no savepoint: their first statement writes nothing when
+        it fails, and nothing after it can fail.
+        """
+        first = self._unfenced.get(a.run_id) == a.token
+        safe = (first and a.created is not None and len(a.rows) == 1) or (
+            not first and a.created is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS
+        )
+        if not safe:
+            self._db.execute("SAVEPOINT one")
+        mark = len(firsts)
+        error: BaseException | None = None
+        try:
+            self._write(a, now, firsts)
+        except FencedError as exc:
+            if not safe:
+                self._db.execute("ROLLBACK TO one")
+            del firsts[mark:]
+            error = exc
+        if not safe:
+            self._db.execute("RELEASE one")
+        return error
 
     def _write(self, a: Append, now: float, firsts: list[str]) -> None:
         """In an append's transaction: write ``a`` (its run's first append takes the fence's token)."""
