@@ -88,6 +88,22 @@ def recover_log(log: EventLog, run_id: str) -> Recorded:
 _OUTCOMES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED, RUN_INTERRUPTED})
 
 
+_NO_LAST_ROW: Any = object()
+
+
+def _last_outcome(log: EventLog, run_id: str) -> Any:
+    """The outcome ``(type, data)`` the run's last row holds.
+
+    ``None``: the run has no row. ``_NO_LAST_ROW``: the log has no
+    ``last_row``, or the last row is not an outcome (the whole log decides).
+    """
+    last = getattr(log, "last_row", None)
+    row = None if last is None else last(run_id)
+    if row is None:
+        return _NO_LAST_ROW if last is None else None
+    return (row[1], parse_row(row, run_id)) if row[1] in _OUTCOMES else _NO_LAST_ROW
+
+
 def outcome_of(log: EventLog, run_id: str) -> tuple[str, Any] | None:
     """The run's last outcome ``(type, data)`` (``Recorded.terminal``); ``None`` when it has none.
 
@@ -95,14 +111,8 @@ def outcome_of(log: EventLog, run_id: str) -> tuple[str, Any] | None:
     (``last_row``) is read for that row alone; otherwise, or when the last
     row is not an outcome, the run is read whole.
     """
-    last = getattr(log, "last_row", None)
-    if last is not None:
-        row = last(run_id)
-        if row is None:
-            return None
-        if row[1] in _OUTCOMES:
-            return row[1], parse_row(row, run_id)
-    return recover_log(log, run_id).terminal
+    found = _last_outcome(log, run_id)
+    return recover_log(log, run_id).terminal if found is _NO_LAST_ROW else found
 
 
 def completed_output(log: EventLog, run_id: str) -> tuple[bool, Any]:
@@ -111,11 +121,10 @@ def completed_output(log: EventLog, run_id: str) -> tuple[bool, Any]:
     A completed run stays completed, so a waiting handle that finds this
     needs no status read. A log without ``last_row`` says ``(False, None)``.
     """
-    last = getattr(log, "last_row", None)
-    row = None if last is None else last(run_id)
-    if row is None or row[1] != RUN_COMPLETED:
+    found = _last_outcome(log, run_id)
+    if found is _NO_LAST_ROW or found is None or found[0] != RUN_COMPLETED:
         return False, None
-    return True, parse_row(row, run_id)["output"]
+    return True, found[1]["output"]
 
 
 def run_not_found(world: WorldCore, run_id: str) -> RunNotFoundError:
