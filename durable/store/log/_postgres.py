@@ -14,6 +14,7 @@ may have committed, the retry finds its own rows and reports success instead of 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,10 @@ def _columns(rows: Sequence[Row]) -> tuple[list[int], list[str], list[str]]:
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
+_EMPTY_FOR = 1.0
+"""Seconds after a claim's fence during which the run's next read may be answered as empty."""
+
+
 class PostgresLog(PostgresReads):
     """The durable log in a PostgreSQL schema (see ``durable.postgres_world``).
 
@@ -94,7 +99,7 @@ class PostgresLog(PostgresReads):
         self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
         # Runs whose claim, in the statement that took their token, saw no event: the next
         # read of each returns nothing without a query (then the mark is gone).
-        self._empty: dict[str, int] = {}
+        self._empty: dict[str, float] = {}  # run_id -> monotonic time of the fence
 
     # -- writing -------------------------------------------------------------
 
@@ -253,7 +258,7 @@ class PostgresLog(PostgresReads):
         if given is not None:
             token, empty = given
             if empty:  # the claim saw no event: the read that follows costs no query
-                self._empty[run_id] = token
+                self._empty[run_id] = time.monotonic()
             return token
 
         def op(conn: Connection[Any], attempt: int) -> int:
@@ -361,9 +366,19 @@ class PostgresLog(PostgresReads):
 
     # -- reading -------------------------------------------------------------
 
+    def _read_as_empty(self, run_id: str) -> bool:
+        """Whether this read of ``run_id`` is the one right after a claim's fence that saw no event.
+
+        The mark is used once, and only within a second of the fence: a
+        driver reads right after it fences, and any later read asks the
+        database.
+        """
+        at = self._empty.pop(run_id, None)
+        return at is not None and time.monotonic() - at < _EMPTY_FOR
+
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """All rows of a run above ``after_seq``, in seq order, in one query."""
-        if self._empty and self._empty.pop(run_id, None) is not None:
+        if self._empty and self._read_as_empty(run_id):
             return []
 
         def op(conn: Connection[Any], attempt: int) -> list[Row]:
@@ -382,7 +397,7 @@ class PostgresLog(PostgresReads):
 
         No connection is held between chunks, so an abandoned iterator holds nothing.
         """
-        if self._empty and self._empty.pop(run_id, None) is not None:
+        if self._empty and self._read_as_empty(run_id):
             return
         query = self.db.sql(
             "SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"
