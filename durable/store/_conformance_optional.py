@@ -150,6 +150,43 @@ class OptionalMethodsConformance:
         assert info is not None
         assert (info.workflow, info.parent_run_id) == ("theirs", None)
 
+    def test_append_each_answers_in_the_order_it_was_given(self, log: EventLog) -> None:
+        """Appends not in run-id order, one of them fenced: each outcome stands in its append's place."""
+        each = self._each(log)
+        tokens = {r: log.fence(r) for r in ("c", "a", "b")}
+        log.append([Append(r, rows(1, 1), t, created=("wf", None)) for r, t in tokens.items()])
+        log.fence("a")  # another driver took a over
+        got = each([Append(r, rows(2, 1, RUN_COMPLETED), t, status="completed") for r, t in tokens.items()])
+        assert got[0] is None
+        assert isinstance(got[1], FencedError)
+        assert got[2] is None
+        ended = rows(1, 1) + rows(2, 1, RUN_COMPLETED)
+        assert [log.read(r) for r in ("c", "a", "b")] == [ended, rows(1, 1), ended]
+        statuses = [log.info(r) for r in ("c", "a", "b")]
+        assert [i.status if i is not None else None for i in statuses] == [
+            "completed",
+            "running",
+            "completed",
+        ]
+
+    def test_append_each_takes_an_append_that_both_creates_and_ends_its_run(self, log: EventLog) -> None:
+        """An append that starts its run and ends it, beside another run's: both written, the status set."""
+        each = self._each(log)
+        a, b = log.fence("a"), log.fence("b")
+        done = rows(1, 1, RUN_STARTED) + rows(2, 1, RUN_COMPLETED)
+        got = each(
+            [
+                Append("a", rows(1, 1, RUN_STARTED), a, created=("wf", None)),
+                Append("b", done, b, "completed", ("wf", "a")),
+            ]
+        )
+        assert got == [None, None]
+        assert log.read("a") == rows(1, 1, RUN_STARTED)
+        assert log.read("b") == done
+        info = log.info("b")
+        assert info is not None
+        assert (info.status, info.workflow, info.parent_run_id) == ("completed", "wf", "a")
+
     def test_last_row_is_the_row_with_the_highest_seq(self, log: EventLog) -> None:
         """``last_row`` (optional): the run's newest row; ``None`` for a run without rows."""
         last = getattr(log, "last_row", None)

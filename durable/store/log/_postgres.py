@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..._clock import wall
 from ..postgres._schema import Database
-from ._postgres_each import append_each, one_params
+from ._postgres_each import _MANY, append_each
 from ._postgres_reads import PostgresReads
 from ._protocol import Append, Row, _stale, _taken, refused
 
@@ -49,13 +49,14 @@ _ONE = (
     "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
     "WHERE (SELECT ok FROM tok) RETURNING 1), "
     "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
-    "SELECT %(run)s, %(workflow)s, 'running', %(parent)s, %(now)s, %(now)s, 0 "
+    "SELECT %(run)s, %(workflow)s, COALESCE(%(status)s, 'running'), %(parent)s, %(now)s, %(now)s, 0 "
     "WHERE %(workflow)s::text IS NOT NULL AND (SELECT ok FROM tok) "
-    "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
+    "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, "
     "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
     "updated_at = excluded.updated_at RETURNING 1), "
     "upd AS (UPDATE {s}.runs SET status = %(status)s, updated_at = %(now)s "
-    "WHERE run_id = %(run)s AND %(status)s::text IS NOT NULL AND (SELECT ok FROM tok) RETURNING 1) "
+    "WHERE run_id = %(run)s AND %(workflow)s::text IS NULL AND %(status)s::text IS NOT NULL "
+    "AND (SELECT ok FROM tok) RETURNING 1) "
     "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM made) + (SELECT count(*) FROM upd), "
     "(SELECT pg_notify(%(chan)s, %(what)s) WHERE %(status)s::text IS NOT NULL AND (SELECT ok FROM tok))"
 )
@@ -67,8 +68,26 @@ events already (another writer started it since this one read its log).
 The token row is locked ``FOR UPDATE`` (as a transaction of several
 statements would lock it) and every part writes only when the token is the
 run's current one; a taken seq fails the whole statement, so nothing of it
-commits. A run's end is announced (``run:<run_id>``) at the commit.
+commits. An append that creates its run sets the run's status in the same
+write (one statement may change a row only once). A run's end is announced (``run:<run_id>``) at the commit.
 """
+
+
+def one_params(a: Append, now: float, channel: str) -> dict[str, Any]:
+    """The parameters of ``_ONE`` for one append."""
+    return {
+        "run": a.run_id,
+        "token": a.token,
+        "seqs": [r[0] for r in a.rows],
+        "types": [r[1] for r in a.rows],
+        "datas": [r[2] for r in a.rows],
+        "workflow": None if a.created is None else a.created[0],
+        "parent": None if a.created is None else a.created[1],
+        "status": a.status,
+        "now": now,
+        "chan": channel,
+        "what": f"run:{a.run_id}",
+    }
 
 
 def _columns(rows: Sequence[Row]) -> tuple[list[int], list[str], list[str]]:
@@ -96,6 +115,7 @@ class PostgresLog(PostgresReads):
         self._rows_only = sql(_ROWS_ONLY)
         self._guarded = sql(_ROWS_ONLY.replace("FOR SHARE", "FOR UPDATE"))
         self._one = sql(_ONE)
+        self._many = sql(_MANY)
         self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
         # Runs whose claim, in the statement that took their token, saw no event: the next
         # read of each returns nothing without a query (then the mark is gone).

@@ -1,14 +1,17 @@
 """``PostgresLog.append_each``: the appends of several runs in one transaction, fenced ones left out.
 
-Each append is the token-guarded statement ``_ONE`` of ``_postgres``: it
-writes nothing unless the writer's token is the run's current one, so a
-stale append leaves the transaction usable and is reported in its place.
-The statements are sent in one pipeline and committed together, so a group
-of runs costs one round trip and one commit instead of one each.
+The group is one autocommitted statement, ``_MANY``: the appends' rows
+and summaries as arrays, each run's part written only when the writer's
+token is the run's current one. The tokens are locked ``FOR UPDATE`` in
+the order of the run ids, so two groups that share runs cannot deadlock.
+A group costs one round trip, one statement and one commit, however many
+runs it holds.
 
-A taken seq (a unique violation) aborts the whole transaction: nothing of it
-committed, and the group is redone one append at a time, each in its own
-transaction, so that only the appends that conflict are refused.
+A stale append writes nothing and is reported in its place. A taken seq
+(a unique violation) fails the whole group: nothing of it committed, and
+the group is redone one append at a time, each in its own transaction, so
+that only the appends that conflict are refused. So is a group that holds
+two appends of one run, which the engine never gives.
 """
 
 from __future__ import annotations
@@ -25,11 +28,42 @@ if TYPE_CHECKING:
     from ..postgres._schema import Database
 
 
+_MANY = (
+    "WITH a AS MATERIALIZED (SELECT a.*, (SELECT token FROM {s}.runs r WHERE r.run_id = a.run_id FOR UPDATE) "
+    "AS current FROM unnest(%(runs)s::text[], %(tokens)s::bigint[], %(workflows)s::text[], "
+    "%(parents)s::text[], %(statuses)s::text[]) AS a(run_id, token, workflow, parent, status)), "
+    "g AS MATERIALIZED (SELECT run_id, workflow, parent, status, COALESCE(current, 0) AS current, "
+    "COALESCE(current, 0) = token AND (workflow IS NULL "
+    "OR NOT EXISTS (SELECT 1 FROM {s}.events e WHERE e.run_id = a.run_id)) AS ok FROM a), "
+    "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) SELECT r.run_id, r.seq, r.type, r.data "
+    "FROM unnest(%(row_runs)s::text[], %(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) "
+    "AS r(run_id, seq, type, data) JOIN g ON g.run_id = r.run_id WHERE g.ok RETURNING run_id), "
+    "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
+    "SELECT run_id, workflow, COALESCE(status, 'running'), parent, %(now)s, %(now)s, 0 FROM g "
+    "WHERE g.ok AND g.workflow IS NOT NULL "
+    "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, "
+    "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
+    "updated_at = excluded.updated_at RETURNING 1), "
+    "upd AS (UPDATE {s}.runs r SET status = g.status, updated_at = %(now)s FROM g "
+    "WHERE r.run_id = g.run_id AND g.ok AND g.workflow IS NULL AND g.status IS NOT NULL RETURNING 1) "
+    "SELECT g.run_id, g.ok, g.current, (SELECT count(*) FROM ins WHERE ins.run_id = g.run_id), "
+    "CASE WHEN g.ok AND g.status IS NOT NULL THEN pg_notify(%(chan)s, 'run:' || g.run_id) END FROM g"
+)
+"""One statement: the appends of several runs, each run's part guarded by its writer's token.
+
+The arrays come sorted by run id, so the tokens are locked in that order.
+Like ``_ONE``, an append that creates its run writes nothing when the run
+has events already, and a run's end is announced (``run:<run_id>``) at the
+commit. Each run answers one row: whether its guard held, its current
+token, and how many of its rows went in.
+"""
+
+
 class PostgresLog(Protocol):
     """What the grouped append needs of ``_postgres.PostgresLog``."""
 
     db: Database
-    _one: Any
+    _many: Any
 
     def append(self, batch: Sequence[Append], *, sync: bool = True) -> None: ...
 
@@ -44,6 +78,8 @@ def append_each(log: PostgresLog, batch: Sequence[Append]) -> list[BaseException
     """Write every append of ``batch`` that is not fenced, in one transaction (see ``EventLog``)."""
     if not batch:
         return []
+    if len({a.run_id for a in batch}) != len(batch):  # one append per run is the rule; keep order
+        return append_one_by_one(log, batch)
     try:
         return log.db.run(lambda conn, attempt: _grouped(log, conn, attempt, batch), run_id=batch[0].run_id)
     except _Conflict:
@@ -53,26 +89,33 @@ def append_each(log: PostgresLog, batch: Sequence[Append]) -> list[BaseException
 def _grouped(
     log: PostgresLog, conn: Connection[Any], attempt: int, batch: Sequence[Append]
 ) -> list[BaseException | None]:
+    """The group as ``_MANY``: one autocommitted statement; each append's outcome in its place."""
     import psycopg
 
     if attempt:  # an earlier attempt may have committed: what it wrote is not redone
         return _each_after_a_lost_commit(log, conn, batch)
-    now = wall()
-    channel = log.db.channel
-    out: list[BaseException | None] = []
+    ordered = sorted(batch, key=lambda a: a.run_id)
+    params = {
+        "runs": [a.run_id for a in ordered],
+        "tokens": [a.token for a in ordered],
+        "workflows": [None if a.created is None else a.created[0] for a in ordered],
+        "parents": [None if a.created is None else a.created[1] for a in ordered],
+        "statuses": [a.status for a in ordered],
+        "row_runs": [a.run_id for a in ordered for _ in a.rows],
+        "seqs": [r[0] for a in ordered for r in a.rows],
+        "types": [r[1] for a in ordered for r in a.rows],
+        "datas": [r[2] for a in ordered for r in a.rows],
+        "now": wall(),
+        "chan": log.db.channel,
+    }
     try:
-        with conn.pipeline(), conn.transaction():  # BEGIN, the statements and COMMIT sent together
-            cursors = [conn.execute(log._one, one_params(a, now, channel)) for a in batch]
-        for a, cur in zip(batch, cursors, strict=True):
-            row = cur.fetchone()
-            if row is not None and int(row[0]) == len(a.rows):
-                out.append(None)
-            else:  # the guard matched nothing (it wrote nothing): another driver holds the run
-                got = conn.execute(log.db.sql("SELECT token FROM {s}.runs WHERE run_id = %s"), (a.run_id,))
-                token = got.fetchone()
-                out.append(refused(a, int(token[0]) if token else 0))
+        answers = {row[0]: row[1:4] for row in conn.execute(log._many, params)}
     except psycopg.errors.UniqueViolation:
         raise _Conflict from None
+    out: list[BaseException | None] = []
+    for a in batch:
+        ok, current, wrote = answers[a.run_id]
+        out.append(None if ok and int(wrote) == len(a.rows) else refused(a, int(current)))
     return out
 
 
@@ -87,20 +130,3 @@ def _each_after_a_lost_commit(
         else:
             out.extend(append_one_by_one(log, [a]))
     return out
-
-
-def one_params(a: Append, now: float, channel: str) -> dict[str, Any]:
-    """The parameters of ``_ONE`` for one append."""
-    return {
-        "run": a.run_id,
-        "token": a.token,
-        "seqs": [r[0] for r in a.rows],
-        "types": [r[1] for r in a.rows],
-        "datas": [r[2] for r in a.rows],
-        "workflow": None if a.created is None else a.created[0],
-        "parent": None if a.created is None else a.created[1],
-        "status": a.status,
-        "now": now,
-        "chan": channel,
-        "what": f"run:{a.run_id}",
-    }

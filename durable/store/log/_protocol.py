@@ -80,9 +80,9 @@ class EventLog(Protocol):
 
     A log may also commit several runs' appends together while leaving out
     a fenced one: ``append_each(batch) -> list[BaseException | None]``
-    writes, in one transaction, every append of ``batch`` that is not fenced
-    and returns per append ``None`` or its ``FencedError`` (any other
-    failure writes nothing and raises). The engine groups the commits of
+    writes, in one transaction, every append of ``batch`` (one per run) that
+    is not fenced and returns per append ``None`` or its ``FencedError``
+    (any other failure writes nothing and raises). The engine groups the commits of
     runs driven at once through it; a log without it commits each run alone.
     """
 

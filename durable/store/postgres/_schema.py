@@ -450,7 +450,7 @@ def connect(
         min_size=min_size,
         max_size=max_size,
         kwargs={"autocommit": True, "prepare_threshold": 0},  # every statement planned once per connection
-        configure=None if stale_after is None else _end_stale_transactions(stale_after),
+        configure=_configure(stale_after),
         open=False,
         name=f"durable:{schema}",
         timeout=connect_timeout,
@@ -473,12 +473,22 @@ def connect(
     return db
 
 
-def _end_stale_transactions(seconds: float) -> Callable[[Any], None]:
-    """A pool ``configure`` hook: the server ends this session's transactions idle past ``seconds``."""
-    ms = max(int(seconds * 1000), 1)
+def _configure(stale_after: float | None) -> Callable[[Any], None]:
+    """A pool ``configure`` hook: how each session of the pool plans and times out.
+
+    Every statement is planned once per session and its plan kept
+    (``plan_cache_mode = force_generic_plan``): durable's statements take
+    their values as parameters and arrays, and for a statement of arrays
+    the planner would otherwise plan anew at every execution, which costs
+    the server more than running it. With ``stale_after`` (the world's
+    lease) the server also ends this session's transactions idle past it.
+    """
+    ms = None if stale_after is None else max(int(stale_after * 1000), 1)
 
     def configure(conn: Any) -> None:
-        conn.execute(f"SET idle_in_transaction_session_timeout = {ms}")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        if ms is not None:
+            conn.execute(f"SET idle_in_transaction_session_timeout = {ms}")
 
     return configure
 
