@@ -34,10 +34,10 @@ if TYPE_CHECKING:
     from psycopg import Connection
 
 _FINISH = (
-    "WITH e AS (SELECT * FROM unnest(%(runs)s::text[], %(states)s::text[]) AS e(run_id, state)), "
+    "WITH e AS (SELECT * FROM unnest(%(runs)b::text[], %(states)b::text[]) AS e(run_id, state)), "
     "u AS (UPDATE {s}.control AS c SET state = e.state, cancel_reason = NULL, resume = NULL, drives = 0, "
     "blocked = NULL FROM e WHERE c.run_id = e.run_id RETURNING c.queue), "
-    "d AS (DELETE FROM {s}.leases AS l USING unnest(%(names)s::text[], %(holders)s::text[]) "
+    "d AS (DELETE FROM {s}.leases AS l USING unnest(%(names)b::text[], %(holders)b::text[]) "
     "AS h(name, holder) WHERE l.name = h.name AND l.holder = h.holder) "
     "SELECT pg_notify(%(chan)s, 'run:' || e.run_id) FROM e WHERE NOT EXISTS (SELECT 1 FROM {s}.runs AS r "
     "WHERE r.run_id = e.run_id AND r.status IN ('completed', 'failed', 'cancelled')) "
@@ -305,7 +305,7 @@ class PostgresControl:
         def op(conn: Connection[Any], attempt: int) -> dict[str, str]:
             cur = conn.execute(
                 self.db.sql(
-                    "SELECT run_id, cancel_reason FROM {s}.control WHERE run_id = ANY(%s) "
+                    "SELECT run_id, cancel_reason FROM {s}.control WHERE run_id = ANY(%b) "
                     "AND cancel_reason IS NOT NULL AND state = 'claimed'"
                 ),
                 (ids,),

@@ -175,7 +175,7 @@ def claim_unlimited(
         return []
     book = db.handover
     lease = book.lease
-    only = "AND workflow = ANY(%(workflows)s) " if workflows is not None else ""
+    only = "AND workflow = ANY(%(workflows)b) " if workflows is not None else ""
     query = cache.get((lease is not None, workflows is not None))
     if query is None:
         text = (_CLAIM if lease is None else _CLAIM_LEASED).replace("{only}", only)

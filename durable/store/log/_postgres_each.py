@@ -30,13 +30,13 @@ if TYPE_CHECKING:
 
 _MANY = (
     "WITH a AS MATERIALIZED (SELECT a.*, (SELECT token FROM {s}.runs r WHERE r.run_id = a.run_id FOR UPDATE) "
-    "AS current FROM unnest(%(runs)s::text[], %(tokens)s::bigint[], %(workflows)s::text[], "
-    "%(parents)s::text[], %(statuses)s::text[]) AS a(run_id, token, workflow, parent, status)), "
+    "AS current FROM unnest(%(runs)b::text[], %(tokens)b::bigint[], %(workflows)b::text[], "
+    "%(parents)b::text[], %(statuses)b::text[]) AS a(run_id, token, workflow, parent, status)), "
     "g AS MATERIALIZED (SELECT run_id, workflow, parent, status, COALESCE(current, 0) AS current, "
     "COALESCE(current, 0) = token AND (workflow IS NULL "
     "OR NOT EXISTS (SELECT 1 FROM {s}.events e WHERE e.run_id = a.run_id)) AS ok FROM a), "
     "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) SELECT r.run_id, r.seq, r.type, r.data "
-    "FROM unnest(%(row_runs)s::text[], %(seqs)s::bigint[], %(types)s::text[], %(datas)s::text[]) "
+    "FROM unnest(%(row_runs)b::text[], %(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) "
     "AS r(run_id, seq, type, data) JOIN g ON g.run_id = r.run_id WHERE g.ok RETURNING run_id), "
     "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
     "SELECT run_id, workflow, COALESCE(status, 'running'), parent, %(now)s, %(now)s, 0 FROM g "
