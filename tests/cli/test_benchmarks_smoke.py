@@ -137,6 +137,16 @@ def test_postgres_smoke_run_starts_its_own_server_and_reports_every_target(tmp_p
     assert list(tmp_path.glob("*-postgres-smoke.json"))
 
 
+@pytest.mark.skipif(not _postgres_server_available(), reason="no PostgreSQL server binaries (initdb, pg_ctl)")
+def test_the_group_append_benchmark_measures_every_group_size_both_ways() -> None:
+    """``python -m benchmarks.pg_group_append`` starts a server and prints a row per size and way."""
+    out = _python("-m", "benchmarks.pg_group_append", "24", "--repeats", "1")
+    for size in (1, 3, 8):
+        for way in ("grouped", "alone"):
+            assert f"| {size} | {way} |" in out
+    assert "24 runs per measurement, median of 1" in out
+
+
 def test_the_page_command_rewrites_only_the_marked_section_and_draws_the_charts(tmp_path: Path) -> None:
     """``python -m benchmarks.page --from`` puts a run's reports between the markers and writes the charts."""
     pytest.importorskip("matplotlib")
