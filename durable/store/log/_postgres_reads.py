@@ -122,7 +122,7 @@ class PostgresReads:
 
     def integrity_check(self) -> str:
         """``"ok"`` when the schema is at this SDK's version and every summary's rows are readable."""
-        from ..postgres._schema import SCHEMA_VERSION
+        from ..postgres._migrations import SCHEMA_VERSION
 
         def op(conn: Connection[Any], attempt: int) -> str:
             row = conn.execute(self.db.sql("SELECT version FROM {s}.durable_meta")).fetchone()
