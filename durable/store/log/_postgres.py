@@ -49,14 +49,13 @@ _ONE = (
     "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
     "WHERE (SELECT ok FROM tok) RETURNING 1), "
     "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
-    "SELECT %(run)s, %(workflow)s, COALESCE(%(status)s, 'running'), %(parent)s, %(now)s, %(now)s, 0 "
+    "SELECT %(run)s, %(workflow)s, 'running', %(parent)s, %(now)s, %(now)s, 0 "
     "WHERE %(workflow)s::text IS NOT NULL AND (SELECT ok FROM tok) "
-    "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, "
+    "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
     "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
     "updated_at = excluded.updated_at RETURNING 1), "
     "upd AS (UPDATE {s}.runs SET status = %(status)s, updated_at = %(now)s "
-    "WHERE run_id = %(run)s AND %(workflow)s::text IS NULL AND %(status)s::text IS NOT NULL "
-    "AND (SELECT ok FROM tok) RETURNING 1) "
+    "WHERE run_id = %(run)s AND %(status)s::text IS NOT NULL AND (SELECT ok FROM tok) RETURNING 1) "
     "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM made) + (SELECT count(*) FROM upd), "
     "(SELECT pg_notify(%(chan)s, %(what)s) WHERE %(status)s::text IS NOT NULL AND (SELECT ok FROM tok))"
 )
@@ -68,8 +67,10 @@ events already (another writer started it since this one read its log).
 The token row is locked ``FOR UPDATE`` (as a transaction of several
 statements would lock it) and every part writes only when the token is the
 run's current one; a taken seq fails the whole statement, so nothing of it
-commits. An append that creates its run sets the run's status in the same
-write (one statement may change a row only once). A run's end is announced (``run:<run_id>``) at the commit.
+commits. A run's end is announced (``run:<run_id>``) at the commit. An
+append that both creates its run and sets its status is not sent here (one
+statement may change a row only once): ``append`` writes it in a
+transaction of several statements.
 """
 
 
