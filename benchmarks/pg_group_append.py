@@ -13,7 +13,11 @@ the run and the end setting its status), in one of two ways:
   their steps in one, then their ends in one (what a worker's group commit
   sends when G of its runs commit in the same turn of the event loop);
 - ``alone``: every append its own ``PostgresLog.append`` (what each run sends
-  when it is driven alone).
+  when it is driven alone);
+- ``grouped, replanned``: as ``grouped``, on a session set back to the
+  server's default ``plan_cache_mode = auto``, under which the grouped
+  statement is planned anew at every execution (the world's sessions keep
+  one generic plan per statement).
 
 It prints, per run, the server's CPU (every process under the postmaster,
 from ``/proc``), this process's CPU (psycopg and the log's Python) and the
@@ -32,6 +36,7 @@ from typing import Any
 from benchmarks.pg_server import available, server_cpu, start
 
 SIZES = (1, 3, 8)
+WAYS = ("grouped", "grouped, replanned", "alone")
 _ROW = json.dumps(
     {
         "path": "io_call",
@@ -53,7 +58,9 @@ def _measure(dsn: str, postmaster: int, schema: str, way: str, size: int, runs: 
     from durable.store.log._postgres import PostgresLog
     from durable.store.postgres._schema import connect
 
-    db = connect(dsn, schema=schema, min_size=1, max_size=2, reconnect_timeout=5, connect_timeout=10)
+    db = connect(dsn, schema=schema, min_size=1, max_size=1, reconnect_timeout=5, connect_timeout=10)
+    if way == "grouped, replanned":  # the pool's one session
+        db.run(lambda conn, attempt: conn.execute("SET plan_cache_mode = auto"))
     log = PostgresLog(db, owns=True)
     try:
         names = [f"r{k}" for k in range(runs)]
@@ -61,7 +68,7 @@ def _measure(dsn: str, postmaster: int, schema: str, way: str, size: int, runs: 
         groups = [names[k : k + size] for k in range(0, runs, size)]
 
         def write(batch: list[Append]) -> None:
-            if way == "grouped" and len(batch) > 1:
+            if way != "alone" and len(batch) > 1:
                 assert log.append_each(batch) == [None] * len(batch)
             else:
                 for a in batch:
@@ -100,9 +107,9 @@ def main(argv: list[str] | None = None) -> int:
         got: dict[tuple[int, str], list[dict[str, float]]] = {}
         for rep in range(repeats):
             for size in SIZES:
-                ways = ("grouped", "alone") if rep % 2 == 0 else ("alone", "grouped")
-                for way in ways:
-                    schema = f"g{size}_{way}_{rep}"
+                ways = WAYS if rep % 2 == 0 else WAYS[::-1]
+                for k, way in enumerate(ways):
+                    schema = f"g{size}_{k}_{rep}"
                     got.setdefault((size, way), []).append(_measure(dsn, postmaster, schema, way, size, runs))
         version = server.settings()["server_version"]
         print(f"{runs} runs per measurement, median of {repeats}; PostgreSQL {version}")
@@ -110,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         print("| runs per group | way | server CPU µs / run | client CPU µs / run | wall µs / run |")
         print("|---:|---|---:|---:|---:|")
         for size in SIZES:
-            for way in ("grouped", "alone"):
+            for way in WAYS:
                 runs_of = got[(size, way)]
                 m: dict[str, Any] = {k: statistics.median(r[k] for r in runs_of) for k in runs_of[0]}
                 cells = f"{m['server_us']:,.0f} | {m['client_us']:,.0f} | {m['wall_us']:,.0f}"

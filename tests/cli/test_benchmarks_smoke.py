@@ -142,7 +142,7 @@ def test_the_group_append_benchmark_measures_every_group_size_both_ways() -> Non
     """``python -m benchmarks.pg_group_append`` starts a server and prints a row per size and way."""
     out = _python("-m", "benchmarks.pg_group_append", "24", "--repeats", "1")
     for size in (1, 3, 8):
-        for way in ("grouped", "alone"):
+        for way in ("grouped", "grouped, replanned", "alone"):
             assert f"| {size} | {way} |" in out
     assert "24 runs per measurement, median of 1" in out
 

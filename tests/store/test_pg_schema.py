@@ -218,3 +218,29 @@ def test_a_version_5_schema_with_seven_migrations_gains_the_eighth(pg_server: Se
     indexes = {str(name): str(text) for name, text in found}
     assert "dedup_id IS NOT NULL" in indexes["control_dedup"]
     assert "debounce_key IS NOT NULL" in indexes["control_debounce"]
+
+
+@pytest.mark.parametrize("stale_after", [None, 2.5])
+def test_every_session_of_the_pool_keeps_one_plan_per_statement(
+    pg_server: Server, schema: str, stale_after: float | None
+) -> None:
+    """Each pooled session plans once (``force_generic_plan``) and, with a lease, ends stale transactions."""
+    from durable.store.postgres._schema import connect
+
+    db = connect(
+        pg_server.dsn,
+        schema=schema,
+        min_size=2,
+        max_size=2,
+        reconnect_timeout=5,
+        connect_timeout=10,
+        stale_after=stale_after,
+    )
+    try:
+        with db.pool.connection() as a, db.pool.connection() as b:  # both sessions of the pool
+            for conn in (a, b):
+                assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+                timeout = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+                assert timeout == (("0",) if stale_after is None else ("2500ms",))
+    finally:
+        db.close()
