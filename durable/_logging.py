@@ -16,7 +16,9 @@ What is logged (levels in brackets):
   unknown commit refused [ERROR];
 - a wait of more than a second for a run's lock [WARNING], and how long it
   took once taken [INFO];
-- workers (``durable.runtime``): each run claimed, each run recovered [INFO].
+- workers (``durable.runtime``): each run claimed, each run recovered, each
+  drive of a run whose last drive was cut [INFO]; any other drive [DEBUG]
+  (its claim or its start says it already).
 
 The ``durable`` logger has a ``NullHandler``, as a library's should: without
 logging configured by the application nothing is printed (``little worker``
@@ -31,6 +33,7 @@ from typing import Any
 LOG = logging.getLogger("durable")
 LOG.addHandler(logging.NullHandler())  # a library logs; the application decides where records go
 
+DEBUG = logging.DEBUG
 INFO = logging.INFO
 WARNING = logging.WARNING
 ERROR = logging.ERROR

@@ -61,7 +61,8 @@ def serve(
 
     ``"process"`` durability runs ``little worker``; ``"power"`` (which the
     CLI has no flag for) runs ``Worker.run()`` in ``python -m
-    benchmarks.systems.durable_rt DIR``, on ``local_world(dir, durability="power")``.
+    benchmarks.systems.durable_rt DIR``, on ``local_world(dir, durability="power")``,
+    with ``little worker``'s log handler (INFO records to stderr).
     """
     if durability == "process":
         args = [sys.executable, "-m", "durable.cli", "worker", TARGET, "--data-dir", dir]
@@ -211,7 +212,14 @@ def _until(cond: Any, timeout: float = 120.0) -> None:
 
 
 def _serve_main(dir: str, durability: str) -> None:
-    """``Worker.run()`` on the queue, as ``little worker`` does, with the given durability."""
+    """``Worker.run()`` on the queue, as ``little worker`` does, with the given durability.
+
+    Its records go to stderr as ``little worker``'s do (INFO and above), so that
+    the two durabilities differ in nothing else.
+    """
+    from durable.cli._runtime import show_logs
+
+    show_logs()
     with durable.local_world(dir, durability=durability) as world:  # type: ignore[arg-type]
         worker = durable.Worker(world, workflows=WORKFLOWS, queues=[QUEUE])
         print(f"little worker {worker.name}: serving", flush=True)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._clock import poll_wait
-from .._logging import INFO, note
+from .._logging import DEBUG, INFO, note
 from ..engine import (
     DriveOptions,
     Recorded,
@@ -215,7 +215,10 @@ class Driver:
         world, rid = self.world, rec.run_id
         self._arrived(rid)
         state: str | None = "done"
-        note(INFO, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
+        # ``drives`` counts the drives since the run's last clean stop: above 1, the last was cut
+        # (its driver died), which is news; a first drive its claim or its start says already.
+        level = INFO if rec.drives > 1 else DEBUG
+        note(level, rid, None, "%s drives run %s (drive %d)", self.owner, rid, rec.drives, logger=log)
         try:
             if started is UNREAD:
                 started = first_started(world, rid)  # the first row, not the whole log

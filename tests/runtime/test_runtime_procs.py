@@ -267,6 +267,11 @@ def test_a_killed_worker_s_runs_are_finished_by_another_worker(tmp_path: Path) -
     firsts = [b for b in bodies(tmp_path) if b["body"] == "first"]
     assert len(firsts) == 4 and {b["pid"] for b in firsts} == {w.pid}
     assert {b["pid"] for b in bodies(tmp_path) if b["body"] == "second"} == {w2.pid}
+    # Each worker's stderr (little worker logs INFO): a first drive goes unsaid beside its claim,
+    # the drive that takes a killed worker's run over is said.
+    first_err, second_err = (f.read_text() for f in sorted(tmp_path.glob("worker-*.err")))
+    assert all(f"claimed run {r} " in first_err for r in ids) and "drives run" not in first_err
+    assert all(f"drives run {r} (drive 2)" in second_err for r in ids)
     world.close()
 
 
