@@ -10,7 +10,10 @@ same process and prints, per run: the process's CPU time
 (``time.process_time``, steadier than wall time on a shared machine), the
 wall time, the commits of both files (``events.db`` and ``runtime.db``, an
 autocommitted write counting as one) and the statements sent to SQLite. The
-enqueueing is not counted. ``--opcodes`` counts instead the Python opcodes
+enqueueing is not counted. A third row runs ``"process"`` again with the
+records ``little worker`` prints (its stderr handler, INFO and above, here
+writing to ``os.devnull``) and counts them per run: what a worker's log
+costs. ``--opcodes`` counts instead the Python opcodes
 executed per run (worker and waiting client; ``sys.settrace``), an exact
 figure where the CPU time carries the machine's noise. The same workflow serves ``python -m
 benchmarks.runtime``, whose throughput scenario runs the worker in a process
@@ -21,14 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import logging
+import os
 import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import durable
 from benchmarks.systems.durable_rt import QUEUE, WORKFLOWS, one_step
+from durable.cli._runtime import show_logs
 
 _ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
 RUNS = int(_ARGS[0]) if _ARGS else 500
@@ -83,8 +91,42 @@ def _opcode_counter(counted: list[int]) -> Any:
     return tracer
 
 
-def measure(durability: str, stmts: Statements) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp, durable.local_world(tmp, durability=durability) as world:  # type: ignore[arg-type]
+class _Count(logging.Filter):
+    """Counts the records a handler writes (it lets every one through)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records += 1
+        return True
+
+
+@contextlib.contextmanager
+def logs(on: bool) -> Iterator[_Count | None]:
+    """With ``on``, the ``durable`` logger prints as ``little worker`` sets it up, to ``os.devnull``."""
+    if not on:
+        yield None
+        return
+    logger = logging.getLogger("durable")
+    old = logger.level
+    with open(os.devnull, "w") as sink:
+        handler, count = show_logs(sink), _Count()
+        handler.addFilter(count)
+        try:
+            yield count
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(old)
+
+
+def measure(durability: str, stmts: Statements, logged: bool = False) -> dict[str, float]:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        durable.local_world(tmp, durability=durability) as world,  # type: ignore[arg-type]
+        logs(logged) as handler,
+    ):
         handles = [durable.start_workflow(one_step, i, world=world, queue=QUEUE) for i in range(RUNS)]
 
         async def drain() -> None:
@@ -93,6 +135,8 @@ def measure(durability: str, stmts: Statements) -> dict[str, float]:
                     assert await h.result(timeout=600) == i
 
         stmts.reset()
+        if handler is not None:
+            handler.records = 0
         counted = [0]
         if OPCODES:
             sys.settrace(_opcode_counter(counted))
@@ -108,6 +152,7 @@ def measure(durability: str, stmts: Statements) -> dict[str, float]:
         "wall_us": wall / RUNS * 1e6,
         "commits": stmts.commits / RUNS,
         "statements": sum(stmts.kinds.values()) / RUNS,
+        "records": handler.records / RUNS if handler is not None else 0.0,
     }
 
 
@@ -119,12 +164,16 @@ def main() -> None:
         print(f"queued run: {m['opcodes']:.0f} opcodes, {m['statements']:.1f} statements per run")
         return
     print(f"{RUNS} queued one-step runs drained by one in-process worker, per run\n")
-    print("| durability | CPU µs | wall µs | commits | statements |\n|---|---:|---:|---:|---:|")
-    for durability in ("process", "power"):
-        m = measure(durability, stmts)
+    print(
+        "| durability | CPU µs | wall µs | commits | statements | log records |\n"
+        "|---|---:|---:|---:|---:|---:|"
+    )
+    for durability, logged in (("process", False), ("power", False), ("process", True)):
+        m = measure(durability, stmts, logged)
+        label = f"{durability}, little worker's log" if logged else durability
         print(
-            f"| {durability} | {m['cpu_us']:.0f} | {m['wall_us']:.0f} | {m['commits']:.2f} | "
-            f"{m['statements']:.1f} |"
+            f"| {label} | {m['cpu_us']:.0f} | {m['wall_us']:.0f} | {m['commits']:.2f} | "
+            f"{m['statements']:.1f} | {m['records']:.1f} |"
         )
 
 

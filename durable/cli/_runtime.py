@@ -8,7 +8,7 @@ import importlib
 import logging
 import os
 import sys
-from typing import Any
+from typing import IO, Any
 
 from ..engine import Budget, WorldCore, budget_from_text, recover_log, spec_of
 from ..errors import ConfigurationError
@@ -35,14 +35,22 @@ def _import(target: str, command: str = "worker") -> tuple[Any, Any]:
     return module, obj
 
 
-def show_logs() -> None:
-    """Print the ``durable`` logger's records (INFO and above) to stderr, for long-running commands."""
-    handler = logging.StreamHandler(sys.stderr)
+def show_logs(stream: IO[str] | None = None) -> logging.Handler:
+    """Print the ``durable`` logger's records (INFO and above) to stderr, for long-running commands.
+
+    Args:
+        stream: Where the records go instead of stderr.
+
+    Returns:
+        The handler added to the ``durable`` logger.
+    """
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("durable")
     logger.addHandler(handler)
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
         logger.setLevel(logging.INFO)
+    return handler
 
 
 def _worker_args(p: argparse.ArgumentParser) -> None:

@@ -90,6 +90,17 @@ def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
     assert next(r for r in rows if r[0].strip() == "floor")[4].strip() == "1.00×"  # the CPU ratio
 
 
+def test_run_cost_counts_a_queued_runs_statements_and_little_workers_log_records() -> None:
+    """``benchmarks/run_cost.py`` drains queued runs both ways, and once more with the worker's log."""
+    out = _python("benchmarks/run_cost.py", "20")
+    rows = {r[0].strip(): r for r in (line.split("|")[1:-1] for line in out.splitlines()) if r}
+    assert {"process", "power", "process, little worker's log"} <= set(rows)
+    assert float(rows["process"][5]) == 0.0
+    # A queued run that completes says three things at INFO: claimed, started, completed.
+    assert float(rows["process, little worker's log"][5]) == 3.0
+    assert float(rows["process"][4]) > 0  # statements were counted
+
+
 def test_opcodes_by_function_lists_where_a_step_goes_and_the_same_total() -> None:
     """``opcodes.py write --by-function`` names the step's own functions and sums to the per-step total."""
     out = _python("benchmarks/opcodes.py", "write", "--by-function")

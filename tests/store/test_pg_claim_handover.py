@@ -192,12 +192,12 @@ def test_a_new_run_whose_log_gained_events_after_the_claim_is_not_started_over(t
 
 def test_a_claims_empty_mark_is_not_used_once_it_is_old(two: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     """A mark older than its window (a fence with no read after it) is dropped: the read asks the database."""
-    from durable.store.log import _postgres
+    from durable.store.log import _fresh
 
     a, b = two
     _claim(a, "r4")
     a.log.fence("r4")
     theirs = b.log.fence("r4")  # another process took the run and started it meanwhile
     b.log.append([Append("r4", [(1, RUN_STARTED, "{}")], theirs, created=("wf", None))])
-    monkeypatch.setattr(_postgres, "_EMPTY_FOR", 0.0)
+    monkeypatch.setattr(_fresh, "EMPTY_FOR", 0.0)
     assert a.log.read("r4") == [(1, RUN_STARTED, "{}")]

@@ -71,3 +71,51 @@ def test_a_run_with_events_but_no_row_is_fenced_for_real(tmp_path: Path) -> None
         log.append([Append("r", [(2, "step.completed", "{}")], 0)])
     log.append([Append("r", [(2, "run.completed", "{}")], token)])
     assert [r[0] for r in log.read("r")] == [1, 2]
+
+
+def test_the_read_right_after_a_new_runs_fence_sends_no_query(tmp_path: Path) -> None:
+    """The fence saw no event, so the driver's read that follows is answered empty; later reads ask."""
+    log = SqliteLog(tmp_path / "events.db")
+    token = log.fence("r")
+    seen = _statements(log)
+    assert list(log.iter_rows("r")) == []
+    assert seen == []
+    assert log.read("r") == []  # the mark is used once
+    assert seen == ["SELECT"]
+    log.append([Append("r", [(1, "run.started", "{}")], token, created=("wf", None))])
+    assert [r[:2] for r in log.read("r")] == [(1, "run.started")]
+
+
+def test_a_run_started_by_another_writer_after_the_fence_refuses_the_first_append(tmp_path: Path) -> None:
+    """The read answered empty misses the other writer's start, and so the append on it is refused."""
+    a, b = SqliteLog(tmp_path / "events.db"), SqliteLog(tmp_path / "events.db")
+    ta = a.fence("r")
+    b.append([Append("r", [(1, "run.started", '{"by":"b"}')], b.fence("r"), created=("wf", None))])
+    assert a.read("r") == []  # answered from the fence's mark
+    with pytest.raises(FencedError, match="stale"):
+        a.append([Append("r", [(1, "run.started", '{"by":"a"}')], ta, created=("wf", None))])
+    assert [r[2] for r in a.read("r")] == ['{"by":"b"}']  # nothing of a's was written
+
+
+def test_a_fences_mark_is_not_used_once_it_is_old(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fence with no read soon after it: the next read asks the database."""
+    from durable.store.log import _fresh
+
+    a, b = SqliteLog(tmp_path / "events.db"), SqliteLog(tmp_path / "events.db")
+    a.fence("r")
+    b.append([Append("r", [(1, "run.started", "{}")], b.fence("r"), created=("wf", None))])
+    monkeypatch.setattr(_fresh, "EMPTY_FOR", 0.0)
+    assert [r[:2] for r in a.read("r")] == [(1, "run.started")]
+
+
+def test_marks_of_fences_no_read_followed_are_dropped() -> None:
+    """Fences of runs never read again leave no growing table: expired marks go."""
+    from durable.store.log import _fresh
+
+    fresh = _fresh.FreshRuns()
+    for i in range(_fresh._PRUNE_AT):
+        fresh.mark(f"r{i}")
+    fresh._at = dict.fromkeys(fresh._at, 0.0)  # all of them long expired
+    fresh.mark("last")
+    assert list(fresh._at) == ["last"]
+    assert not fresh.read_as_empty("r1") and fresh.read_as_empty("last")

@@ -14,12 +14,12 @@ may have committed, the retry finds its own rows and reports success instead of 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..._clock import wall
 from ..postgres._schema import Database
+from ._fresh import FreshRuns
 from ._postgres_each import _MANY, append_each
 from ._postgres_reads import PostgresReads
 from ._protocol import Append, Row, _stale, _taken, refused
@@ -95,10 +95,6 @@ def _columns(rows: Sequence[Row]) -> tuple[list[int], list[str], list[str]]:
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
 
 
-_EMPTY_FOR = 1.0
-"""Seconds after a claim's fence during which the run's next read may be answered as empty."""
-
-
 class PostgresLog(PostgresReads):
     """The durable log in a PostgreSQL schema (see ``durable.postgres_world``).
 
@@ -120,7 +116,7 @@ class PostgresLog(PostgresReads):
         self._token = sql("SELECT token FROM {s}.runs WHERE run_id = %s FOR UPDATE")
         # Runs whose claim, in the statement that took their token, saw no event: the next
         # read of each returns nothing without a query (then the mark is gone).
-        self._empty: dict[str, float] = {}  # run_id -> monotonic time of the fence
+        self._fresh = FreshRuns()
 
     # -- writing -------------------------------------------------------------
 
@@ -132,9 +128,7 @@ class PostgresLog(PostgresReads):
         """
         if not batch:
             return
-        if self._empty:
-            for a in batch:
-                self._empty.pop(a.run_id, None)
+        self._fresh.written(a.run_id for a in batch)
         first = batch[0]
         if len(batch) == 1 and first.created is None and first.status is None and first.rows:
             self.db.run(lambda conn, attempt: self._append_rows(conn, attempt, first), run_id=first.run_id)
@@ -146,9 +140,7 @@ class PostgresLog(PostgresReads):
 
     def append_each(self, batch: Sequence[Append]) -> list[BaseException | None]:
         """Write every append of ``batch`` that is not fenced, in one transaction (see ``EventLog``)."""
-        if self._empty:
-            for a in batch:
-                self._empty.pop(a.run_id, None)
+        self._fresh.written(a.run_id for a in batch)
         return append_each(self, batch)
 
     def _append_rows(self, conn: Connection[Any], attempt: int, a: Append) -> None:
@@ -274,12 +266,12 @@ class PostgresLog(PostgresReads):
 
         The token this process's claim of the run took in its statement (``Handover``) is handed over once.
         """
-        self._empty.pop(run_id, None)
+        self._fresh.drop(run_id)
         given = self.db.handover.take_token(run_id)
         if given is not None:
             token, empty = given
             if empty:  # the claim saw no event: the read that follows costs no query
-                self._empty[run_id] = time.monotonic()
+                self._fresh.mark(run_id)
             return token
 
         def op(conn: Connection[Any], attempt: int) -> int:
@@ -387,19 +379,9 @@ class PostgresLog(PostgresReads):
 
     # -- reading -------------------------------------------------------------
 
-    def _read_as_empty(self, run_id: str) -> bool:
-        """Whether this read of ``run_id`` is the one right after a claim's fence that saw no event.
-
-        The mark is used once, and only within a second of the fence: a
-        driver reads right after it fences, and any later read asks the
-        database.
-        """
-        at = self._empty.pop(run_id, None)
-        return at is not None and time.monotonic() - at < _EMPTY_FOR
-
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """All rows of a run above ``after_seq``, in seq order, in one query."""
-        if self._empty and self._read_as_empty(run_id):
+        if self._fresh.read_as_empty(run_id):
             return []
 
         def op(conn: Connection[Any], attempt: int) -> list[Row]:
@@ -418,7 +400,7 @@ class PostgresLog(PostgresReads):
 
         No connection is held between chunks, so an abandoned iterator holds nothing.
         """
-        if self._empty and self._read_as_empty(run_id):
+        if self._fresh.read_as_empty(run_id):
             return
         query = self.db.sql(
             "SELECT seq, type, data FROM {s}.events WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s"

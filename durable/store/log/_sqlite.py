@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from ..._clock import wall
 from ...errors import ConfigurationError, FencedError
+from ._fresh import FreshRuns
 from ._protocol import Append, Row, _stale, _taken
 from ._sqlite_errors import failure
 from ._sqlite_reads import SqliteReads
@@ -88,6 +89,8 @@ class SqliteLog(SqliteReads):
         # Runs fenced while they had no row at all: their token, taken for real by their
         # first append (see ``fence``).
         self._unfenced: dict[str, int] = {}
+        # Of those, the ones whose next read (right after the fence) needs no query.
+        self._fresh = FreshRuns()
         # "process" commits cost no fsync, so a checkpoint's two would stand out: they run
         # in the background. With "power" every commit waits on the disk already, and a
         # background checkpoint would compete with it for the disk: SQLite runs them inline.
@@ -115,6 +118,7 @@ class SqliteLog(SqliteReads):
         fsynced (``synchronous=NORMAL`` for it alone): it survives a process
         crash, and the next synced commit makes it durable on disk with its own.
         """
+        self._fresh.written(a.run_id for a in batch)
         if not sync and self.durability == "power":
             with self._lock:
                 self._db.execute("PRAGMA synchronous=NORMAL")
@@ -145,6 +149,7 @@ class SqliteLog(SqliteReads):
         append, ``None`` for written or the ``FencedError`` that kept it out.
         Any other failure writes nothing and raises.
         """
+        self._fresh.written(a.run_id for a in batch)
         out = self._transaction(batch, lambda now, firsts: [self._write_alone(a, now, firsts) for a in batch])
         if self.checkpointer is not None:
             for _ in batch:
@@ -309,14 +314,17 @@ class SqliteLog(SqliteReads):
         any other writer fenced or wrote the run in between. So a new run's
         fence and its ``run.started`` are one commit, with the guarantee of a
         fence before the read: only the holder of the newest token writes, and
-        it writes on the log it read.
+        it writes on the log it read. The read right after such a fence is
+        answered as empty without a query (``FreshRuns``).
         """
         with self._lock:
             db = self._db
             try:
                 base = self._unfenced.pop(run_id, 0)
+                self._fresh.drop(run_id)
                 if base == 0 and not db.execute(_KNOWN, (run_id,)).fetchone()[0]:
                     self._unfenced[run_id] = 1
+                    self._fresh.mark(run_id)  # no event: the read that follows costs no query
                     return 1
                 db.execute("BEGIN IMMEDIATE")
                 db.execute(

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ._fresh import FreshRuns
 from ._protocol import Row, RunInfo
 from ._sqlite_errors import failure
 
@@ -24,10 +25,13 @@ class SqliteReads:
 
     _db: sqlite3.Connection
     _lock: threading.RLock
+    _fresh: FreshRuns
     path: Path
 
     def read(self, run_id: str, after_seq: int = 0) -> list[Row]:
         """All rows of a run above ``after_seq``, in seq order, in one query."""
+        if self._fresh.read_as_empty(run_id):
+            return []
         with self._lock:
             try:
                 return self._db.execute(
@@ -103,6 +107,8 @@ class SqliteReads:
         run's lock holder writes the run. No lock or statement stays open
         between chunks, so an abandoned iterator holds nothing.
         """
+        if self._fresh.read_as_empty(run_id):
+            return
         while True:
             with self._lock:
                 try:
