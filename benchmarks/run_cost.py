@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/run_cost.py [RUNS] [--opcodes]
+    python -m benchmarks.run_cost [RUNS] [--opcodes]
 
 For each durability (``process``, then ``power``) it enqueues RUNS one-step
 runs on a fresh data directory, then drains them with a ``Worker`` in the

@@ -91,8 +91,8 @@ def test_python_bound_compares_a_bare_step_with_the_floor_and_durable() -> None:
 
 
 def test_run_cost_counts_a_queued_runs_statements_and_little_workers_log_records() -> None:
-    """``benchmarks/run_cost.py`` drains queued runs both ways, and once more with the worker's log."""
-    out = _python("benchmarks/run_cost.py", "20")
+    """``python -m benchmarks.run_cost`` drains queued runs both ways, and once more with the worker's log."""
+    out = _python("-m", "benchmarks.run_cost", "20")
     rows = {r[0].strip(): r for r in (line.split("|")[1:-1] for line in out.splitlines()) if r}
     assert {"process", "power", "process, little worker's log"} <= set(rows)
     assert float(rows["process"][5]) == 0.0
