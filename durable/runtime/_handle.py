@@ -99,16 +99,21 @@ class RunHandle:
         # Only this run's announcements wake the wait: with many runs in flight,
         # every other run's claim or finish would cost a status read here.
         about = (f"run:{self.run_id}", f"cancel:{self.run_id}")
-        stop_listening = control_of(self.world).subscribe(waker(rung), about)
+        ctl = control_of(self.world)
+        stop_listening = ctl.subscribe(waker(rung), about)
+        heard = getattr(ctl, "heard_lately", None)  # a store that remembers announcements (Postgres)
         most = _POLL_MAX if stop_listening is None else _POLL_ANNOUNCED
         # Announced: the store rings at every change of this run, and the poll only
         # bounds a lost ring; polling faster would cost a status read per poll.
         delay = _POLL_MIN if stop_listening is None else most
         due = None if timeout is None else due_at(wall() + timeout)  # virtual time stops there
         try:
-            woken = False
+            # Most wake-ups find the run's end, and so does a first look at a run driven here
+            # or whose change was announced: a completed run needs no status read, only its
+            # log's last row (one query). A first look at another run reads its status first.
+            woken = task is not None or (heard is not None and heard(f"run:{self.run_id}"))
             while True:
-                if woken:  # most wake-ups are the run's end: a completed run needs no status read
+                if woken:
                     done, output = completed_output(self.world.log, self.run_id)
                     if done:
                         return self._spec.rebuild(output) if self._spec is not None else output

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 import durable
 from durable import ConfigurationError, Queue, RunCancelledError, RunNotFoundError, StepTimeoutError, Worker
 from durable.runtime import STATUSES
+from durable.runtime._driver import control_of
 from tests.conftest import Worlds
 from tests.helpers.waiting import until
 
@@ -76,6 +77,81 @@ async def test_start_without_queue_runs_in_the_background(worlds: Worlds) -> Non
     assert await durable.handle(h.run_id, world=world).result() == 5
     assert await (await durable.start_workflow(plus_one, 4, world=world, run_id=h.run_id)).result() == 5
     assert CALLS == ["inc:4"]
+
+
+def _count_reads(world: durable.World, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the status and outcome reads made through ``world`` from now on, in order."""
+    reads: list[str] = []
+    ctl = control_of(world)
+    for store, name in ((ctl, "get"), (ctl, "read_with_info"), (world.log, "info"), (world.log, "last_row")):
+        real = getattr(store, name, None)
+        if real is not None:
+
+            def counted(*a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+                reads.append(_name)
+                return _real(*a, **k)
+
+            monkeypatch.setattr(store, name, counted)
+    return reads
+
+
+async def test_the_result_of_a_run_driven_here_is_read_from_its_last_row_alone(
+    worlds: Worlds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the run this process drives has ended, result() reads the log's last row and no status."""
+    world = worlds.open()
+    h = durable.start_workflow(wait_gate, "here", world=world)
+    await until(lambda: "gated:here" in CALLS)
+    reads = _count_reads(world, monkeypatch)
+    GATE["here"].set()
+    assert await h.result() == "here"
+    assert reads == ["last_row"]
+
+
+async def test_a_run_whose_end_was_announced_is_read_from_its_last_row_alone(
+    worlds: Worlds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another world that heard the run's end (Postgres announces it) reads its last row alone."""
+    if worlds.kind != "postgres":
+        pytest.skip("only the Postgres world hears other processes' announcements")
+    other = worlds.open()  # as another process would
+    ctl = control_of(other)
+    ctl.version()  # its listener is on
+    h = durable.start_workflow(plus_one, 4, world=worlds.open())
+    assert await h.result() == 5
+    await until(lambda: ctl.heard_lately(f"run:{h.run_id}"))  # type: ignore[attr-defined]
+    handle = durable.handle(h.run_id, world=other)
+    reads = _count_reads(other, monkeypatch)
+    assert await handle.result() == 5
+    assert reads == ["last_row"]
+
+
+async def test_a_run_neither_driven_here_nor_announced_is_read_from_its_status(
+    worlds: Worlds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing that says the run ended, result() reads its status first, then its outcome."""
+    h = durable.start_workflow(plus_one, 4, world=worlds.open())
+    assert await h.result() == 5
+    other = worlds.open()
+    handle = durable.handle(h.run_id, world=other)
+    reads = _count_reads(other, monkeypatch)
+    assert await handle.result() == 5
+    assert reads[0] in ("get", "read_with_info", "info") and reads[-1] == "last_row"
+
+
+async def test_the_result_of_a_failed_run_reads_its_status_and_raises_its_error(worlds: Worlds) -> None:
+    """A run whose last row is not its completion: the status read decides, the error is rebuilt."""
+    h = durable.start_workflow(breaks_after_a_step, 1, world=worlds.open())
+    with pytest.raises(ValueError, match="no good"):
+        await h.result()
+    with pytest.raises(ValueError, match="no good"):
+        await durable.handle(h.run_id, world=worlds.open()).result()
+
+
+@durable.workflow
+async def breaks_after_a_step(x: int) -> int:
+    await inc(x)
+    raise ValueError("no good")
 
 
 class Pair(BaseModel):

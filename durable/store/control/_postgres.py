@@ -388,6 +388,14 @@ class PostgresControl:
         self._polled += 1  # without a listener every poll may be a change
         return self._polled
 
+    def heard_lately(self, topic: str) -> bool:
+        """Whether this process heard ``topic`` announced lately (``run:<run_id>``: the run changed).
+
+        A hint, never a fact to act on: ``RunHandle.result()`` reads a run that
+        was announced as it would read an ended one, its log's last row first.
+        """
+        return self.notifier is not None and self.notifier.heard_lately(topic)
+
     def subscribe(
         self, on_change: Callable[[], None], about: Collection[str] = ()
     ) -> Callable[[], None] | None:

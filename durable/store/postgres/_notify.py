@@ -20,6 +20,9 @@ from typing import Any
 
 log = logging.getLogger("durable.store")
 
+RECENT = 4096
+"""Distinct announcements a notifier remembers, for ``heard_lately``."""
+
 
 class Notifier:
     """A daemon thread listening on one channel.
@@ -34,7 +37,7 @@ class Notifier:
         self.channel = channel
         self.count = 0
         """Notifications heard (and reconnects) so far."""
-        self.payloads: list[str] = []
+        self._recent: dict[str, None] = {}  # the last RECENT payloads heard, oldest first
         self.listeners: list[Callable[[str | None], None]] = []
         """Called (from the listening thread) with each notification's payload (``None``: a reconnect)."""
         self._cond = threading.Condition()
@@ -51,13 +54,26 @@ class Notifier:
         with self._cond:
             self.count += 1
             if payload is not None:
-                self.payloads.append(payload)
-                del self.payloads[:-256]
+                recent = self._recent
+                recent.pop(payload, None)
+                recent[payload] = None
+                if len(recent) > RECENT:
+                    del recent[next(iter(recent))]
             self._cond.notify_all()
             listeners = list(self.listeners)
         for on_change in listeners:
             with contextlib.suppress(Exception):  # a closed loop: its subscriber is gone
                 on_change(payload)
+
+    @property
+    def last_heard(self) -> str | None:
+        """The payload of the latest announcement heard (``None`` before the first)."""
+        with self._cond:  # the listening thread may be changing it
+            return next(reversed(self._recent), None)
+
+    def heard_lately(self, payload: str) -> bool:
+        """Whether ``payload`` is among the last ``RECENT`` distinct announcements heard (a hint only)."""
+        return payload in self._recent
 
     def _run(self) -> None:
         import psycopg
