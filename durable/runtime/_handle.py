@@ -108,10 +108,10 @@ class RunHandle:
         delay = _POLL_MIN if stop_listening is None else most
         due = None if timeout is None else due_at(wall() + timeout)  # virtual time stops there
         try:
-            # Most wake-ups find the run's end, and so does a first look at a run driven here
+            # Most wake-ups find the run's end, and so does a first look at a run whose drive here ended
             # or whose change was announced: a completed run needs no status read, only its
             # log's last row (one query). A first look at another run reads its status first.
-            woken = task is not None or (heard is not None and heard(f"run:{self.run_id}"))
+            woken = (task is not None and task.done()) or (heard is not None and heard(f"run:{self.run_id}"))
             while True:
                 if woken:
                     done, output = completed_output(self.world.log, self.run_id)
