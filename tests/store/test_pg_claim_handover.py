@@ -201,3 +201,122 @@ def test_a_claims_empty_mark_is_not_used_once_it_is_old(two: tuple, monkeypatch:
     b.log.append([Append("r4", [(1, RUN_STARTED, "{}")], theirs, created=("wf", None))])
     monkeypatch.setattr(_fresh, "EMPTY_FOR", 0.0)
     assert a.log.read("r4") == [(1, RUN_STARTED, "{}")]
+
+
+def _started(world: durable.PostgresWorld, run_id: str) -> tuple[object, int]:
+    """Claim ``run_id`` as a worker would, take its lease and token, and write its start."""
+    _claim(world, run_id)
+    handle = world.locks.try_acquire(f"run:{run_id}")
+    assert handle is not None
+    token = world.log.fence(run_id)
+    world.log.append([Append(run_id, [(1, RUN_STARTED, "{}")], token, created=("wf", None))])
+    return handle, token
+
+
+@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "grouped"])
+@pytest.mark.parametrize(("status", "state"), [("completed", "done"), ("cancelled", "cancelled")])
+def test_a_runs_end_ends_its_claimed_record_and_lease_in_its_own_statement(
+    two: tuple, grouped: bool, status: str, state: str
+) -> None:
+    """The log's end of a claimed run ends its record and deletes its lease; the finish then sends nothing."""
+    a, b = two
+    handle, token = _started(a, "r1")
+    end = Append("r1", [(2, STEP_COMPLETED, "{}")], token, status=status)
+    if grouped:
+        assert a.log.append_each([end]) == [None]
+    else:
+        a.log.append([end])
+    ctl = a.control_store
+    assert ctl is not None
+    assert ctl.get("r1").state == state  # type: ignore[union-attr]
+    assert _lease_holder(a, "run:r1") is None
+    calls = _counting_queries(a)
+    ctl.finish_many([("r1", state)])
+    a.locks.release(handle)
+    assert calls[0] == 0  # both were done by the end's statement
+    assert b.locks.try_acquire("run:r1") is not None  # and the lease is free for anyone
+
+
+def test_a_finish_with_another_state_than_the_ends_is_still_sent(two: tuple) -> None:
+    """A driver that gives the record another state than the log's end did writes it (one statement)."""
+    a, _ = two
+    handle, token = _started(a, "r1")
+    a.log.append([Append("r1", [(2, STEP_COMPLETED, "{}")], token, status="completed")])
+    ctl = a.control_store
+    assert ctl is not None
+    calls = _counting_queries(a)
+    ctl.finish_many([("r1", "cancelled")])
+    assert calls[0] == 1
+    assert ctl.get("r1").state == "cancelled"  # type: ignore[union-attr]
+    a.locks.release(handle)
+
+
+def test_a_fenced_end_ends_neither_the_record_nor_the_lease(two: tuple) -> None:
+    """An end refused for its stale token leaves the record claimed and the lease held, alone or grouped."""
+    a, _ = two
+    handle, token = _started(a, "r1")
+    _, other = _started(a, "r2")
+    a.log.fence("r1")  # another driver fenced r1 meanwhile
+    stale = Append("r1", [(2, STEP_COMPLETED, "{}")], token, status="completed")
+    with pytest.raises(FencedError):
+        a.log.append([stale])
+    fine = Append("r2", [(2, STEP_COMPLETED, "{}")], other, status="completed")
+    refused, written = a.log.append_each([stale, fine])
+    assert isinstance(refused, FencedError) and written is None
+    ctl = a.control_store
+    assert ctl is not None
+    assert ctl.get("r1").state == "claimed"  # type: ignore[union-attr]
+    assert _lease_holder(a, "run:r1") == handle[1]  # type: ignore[index]
+    assert ctl.get("r2").state == "done"  # type: ignore[union-attr]
+    assert _lease_holder(a, "run:r2") is None
+    calls = _counting_queries(a)
+    ctl.finish_many([("r1", "done"), ("r2", "done")])
+    assert calls[0] == 1  # r1's record still needs its end
+    assert ctl.get("r1").state == "done"  # type: ignore[union-attr]
+
+
+def test_a_runs_end_leaves_a_record_not_claimed_to_its_finish(two: tuple) -> None:
+    """A run driven while its record waits in its queue keeps the record for the runtime to end."""
+    a, _ = two
+    ctl = a.control_store
+    assert ctl is not None
+    ctl.submit(ControlRecord("r1", "wf", queue="q", created_at=time.time()))
+    token = a.log.fence("r1")
+    a.log.append([Append("r1", [(1, RUN_STARTED, "{}")], token, created=("wf", None))])
+    a.log.append([Append("r1", [(2, STEP_COMPLETED, "{}")], token, status="completed")])
+    assert ctl.get("r1").state == "enqueued"  # type: ignore[union-attr]
+    calls = _counting_queries(a)
+    ctl.finish_many([("r1", "done")])
+    assert calls[0] == 1
+    assert ctl.get("r1").state == "done"  # type: ignore[union-attr]
+
+
+def test_a_runs_end_announces_its_queues_free_slot(two: tuple) -> None:
+    """Another process waiting for a slot of the queue hears ``free:<queue>`` at the end's commit."""
+    import asyncio
+
+    a, b = two
+    _, token = _started(a, "r1")
+    listener = b.control_store
+    assert listener is not None
+
+    async def main() -> list[str | None]:
+        loop = asyncio.get_running_loop()
+        rung = asyncio.Event()
+        heard: list[str | None] = []
+
+        def on_change() -> None:
+            heard.append(listener.notifier.last_heard if listener.notifier else None)
+            loop.call_soon_threadsafe(rung.set)
+
+        stop = listener.subscribe(on_change, ("free:q",))
+        assert stop is not None
+        heard.clear()  # the first LISTEN counts as a change
+        await asyncio.to_thread(
+            a.log.append, [Append("r1", [(2, STEP_COMPLETED, "{}")], token, status="completed")]
+        )
+        await asyncio.wait_for(rung.wait(), 10.0)
+        stop()
+        return heard
+
+    assert asyncio.run(main()) == ["free:q"]

@@ -220,7 +220,10 @@ class PostgresControl:
         """End the records in one statement (``_FINISH``); the leases this process holds on them go too.
 
         A lease deleted here is not sent again by the ``release`` that follows.
+        A record that its run's log end ended already, with the same state and
+        its lease (``PostgresLog``), sends nothing.
         """
+        ends = self.db.handover.unfinished(list(ends))
         if not ends:
             return
         leases = self.db.handover.holders([f"run:{run_id}" for run_id, _ in ends])

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..._clock import wall
 from ..postgres._schema import Database
 from ._fresh import FreshRuns
-from ._postgres_each import _MANY, append_each
+from ._postgres_each import _MANY, append_each, end_state, ended
 from ._postgres_reads import PostgresReads
 from ._protocol import Append, Row, _stale, _taken, refused
 
@@ -55,9 +55,16 @@ _ONE = (
     "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
     "updated_at = excluded.updated_at RETURNING 1), "
     "upd AS (UPDATE {s}.runs SET status = %(status)s, updated_at = %(now)s "
-    "WHERE run_id = %(run)s AND %(status)s::text IS NOT NULL AND (SELECT ok FROM tok) RETURNING 1) "
+    "WHERE run_id = %(run)s AND %(status)s::text IS NOT NULL AND (SELECT ok FROM tok) RETURNING 1), "
+    "ctl AS (UPDATE {s}.control SET state = %(state)s, cancel_reason = NULL, resume = NULL, drives = 0, "
+    "blocked = NULL WHERE run_id = %(run)s AND state = 'claimed' AND %(state)s::text IS NOT NULL "
+    "AND (SELECT ok FROM tok) RETURNING queue), "
+    "gone AS (DELETE FROM {s}.leases WHERE name = %(what)s AND holder = %(holder)s "
+    "AND %(state)s::text IS NOT NULL AND (SELECT ok FROM tok)) "
     "SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM made) + (SELECT count(*) FROM upd), "
-    "(SELECT pg_notify(%(chan)s, %(what)s) WHERE %(status)s::text IS NOT NULL AND (SELECT ok FROM tok))"
+    "(SELECT pg_notify(%(chan)s, %(what)s) WHERE %(status)s::text IS NOT NULL AND (SELECT ok FROM tok)), "
+    "(SELECT count(*) FROM ctl), "
+    "(SELECT pg_notify(%(chan)s, 'free:' || queue) FROM ctl WHERE queue IS NOT NULL)"
 )
 """One statement: a run's rows with its creation or its new status, guarded by the writer's token.
 
@@ -71,11 +78,17 @@ commits. A run's end is announced (``run:<run_id>``) at the commit. An
 append that both creates its run and sets its status is not sent here (one
 statement may change a row only once): ``append`` writes it in a
 transaction of several statements.
+
+A run's end (``state``: what its control record becomes, see ``end_state``)
+also ends the run's control record while a driver holds it claimed, and
+deletes the run's lease held by ``holder`` (this process), as
+``PostgresControl.finish_many`` would in a statement of its own after it;
+the queue whose slot it frees is announced (``free:<queue>``).
 """
 
 
-def one_params(a: Append, now: float, channel: str) -> dict[str, Any]:
-    """The parameters of ``_ONE`` for one append."""
+def one_params(a: Append, now: float, channel: str, holder: str | None = None) -> dict[str, Any]:
+    """The parameters of ``_ONE`` for one append (``holder``: of the run's lease, held here)."""
     return {
         "run": a.run_id,
         "token": a.token,
@@ -85,6 +98,8 @@ def one_params(a: Append, now: float, channel: str) -> dict[str, Any]:
         "workflow": None if a.created is None else a.created[0],
         "parent": None if a.created is None else a.created[1],
         "status": a.status,
+        "state": end_state(a.status),
+        "holder": holder,
         "now": now,
         "chan": channel,
         "what": f"run:{a.run_id}",
@@ -166,7 +181,10 @@ class PostgresLog(PostgresReads):
 
         if attempt and self._already_written(conn, [a]):
             return  # the lost attempt committed these very rows, and the summary with them
-        params = one_params(a, wall(), self.db.channel)
+        state = end_state(a.status)
+        lease = f"run:{a.run_id}"
+        leases = {} if state is None else self.db.handover.holders([lease])
+        params = one_params(a, wall(), self.db.channel, leases.get(lease))
         try:
             row = conn.execute(self._one, params).fetchone()
         except psycopg.errors.UniqueViolation:
@@ -174,6 +192,8 @@ class PostgresLog(PostgresReads):
         if row is None or int(row[0]) != len(a.rows):  # the guard matched nothing: another driver
             got = conn.execute(self._token, (a.run_id,)).fetchone()
             raise refused(a, int(got[0]) if got else 0)
+        if state is not None:
+            ended(self.db, [(a.run_id, state, bool(row[3]))], leases)
 
     def _append_batch(self, conn: Connection[Any], attempt: int, batch: Sequence[Append]) -> None:
         if attempt and self._already_written(conn, batch):

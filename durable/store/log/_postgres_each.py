@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 _MANY = (
     "WITH a AS MATERIALIZED (SELECT a.*, (SELECT token FROM {s}.runs r WHERE r.run_id = a.run_id FOR UPDATE) "
     "AS current FROM unnest(%(runs)b::text[], %(tokens)b::bigint[], %(workflows)b::text[], "
-    "%(parents)b::text[], %(statuses)b::text[]) AS a(run_id, token, workflow, parent, status)), "
-    "g AS MATERIALIZED (SELECT run_id, workflow, parent, status, COALESCE(current, 0) AS current, "
+    "%(parents)b::text[], %(statuses)b::text[], %(states)b::text[], %(holders)b::text[]) "
+    "AS a(run_id, token, workflow, parent, status, state, holder)), "
+    "g AS MATERIALIZED (SELECT run_id, workflow, parent, status, state, holder, "
+    "COALESCE(current, 0) AS current, "
     "COALESCE(current, 0) = token AND (workflow IS NULL "
     "OR NOT EXISTS (SELECT 1 FROM {s}.events e WHERE e.run_id = a.run_id)) AS ok FROM a), "
     "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) SELECT r.run_id, r.seq, r.type, r.data "
@@ -45,18 +47,51 @@ _MANY = (
     "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
     "updated_at = excluded.updated_at RETURNING 1), "
     "upd AS (UPDATE {s}.runs r SET status = g.status, updated_at = %(now)s FROM g "
-    "WHERE r.run_id = g.run_id AND g.ok AND g.workflow IS NULL AND g.status IS NOT NULL RETURNING 1) "
+    "WHERE r.run_id = g.run_id AND g.ok AND g.workflow IS NULL AND g.status IS NOT NULL RETURNING 1), "
+    "ctl AS (UPDATE {s}.control c SET state = g.state, cancel_reason = NULL, resume = NULL, drives = 0, "
+    "blocked = NULL FROM g WHERE c.run_id = g.run_id AND g.ok AND g.state IS NOT NULL "
+    "AND c.state = 'claimed' RETURNING c.run_id, c.queue), "
+    "gone AS (DELETE FROM {s}.leases l USING g WHERE l.name = 'run:' || g.run_id AND l.holder = g.holder "
+    "AND g.ok AND g.state IS NOT NULL) "
     "SELECT g.run_id, g.ok, g.current, (SELECT count(*) FROM ins WHERE ins.run_id = g.run_id), "
-    "CASE WHEN g.ok AND g.status IS NOT NULL THEN pg_notify(%(chan)s, 'run:' || g.run_id) END FROM g"
+    "EXISTS (SELECT 1 FROM ctl WHERE ctl.run_id = g.run_id), "
+    "CASE WHEN g.ok AND g.status IS NOT NULL THEN pg_notify(%(chan)s, 'run:' || g.run_id) END, "
+    "(SELECT count(pg_notify(%(chan)s, 'free:' || q.queue)) FROM (SELECT DISTINCT queue FROM ctl "
+    "WHERE queue IS NOT NULL) AS q) FROM g"
 )
 """One statement: the appends of several runs, each run's part guarded by its writer's token.
 
 The arrays come sorted by run id, so the tokens are locked in that order.
 Like ``_ONE``, an append that creates its run writes nothing when the run
-has events already, and a run's end is announced (``run:<run_id>``) at the
-commit. Each run answers one row: whether its guard held, its current
-token, and how many of its rows went in.
+has events already, a run's end is announced (``run:<run_id>``) at the
+commit, and it ends the run's claimed control record and deletes its lease
+held here (``holder``), announcing each queue with a slot freed. Each run
+answers one row: whether its guard held, its current token, how many of its
+rows went in and whether its record was ended.
 """
+
+
+_ENDS = {"completed": "done", "failed": "done", "interrupted": "done", "cancelled": "cancelled"}
+"""A run's end status -> the state its driver gives its control record (``Driver._drive``)."""
+
+
+def end_state(status: str | None) -> str | None:
+    """The state a run's control record takes at the log's ``status``; ``None``: not an end."""
+    return None if status is None else _ENDS.get(status)
+
+
+def ended(db: Database, runs: Sequence[tuple[str, str, bool]], leases: dict[str, str]) -> None:
+    """After the commit of runs' ends ``(run_id, state, record ended)``: tell the book what went with them.
+
+    The leases ``leases`` (name -> holder) of those runs were deleted, and
+    each record ended is left out of the ``finish_many`` that follows.
+    """
+    book = db.handover
+    for run_id, state, record in runs:
+        if record:
+            book.finished(run_id, state)
+    if leases:
+        book.ended(leases)
 
 
 class PostgresLog(Protocol):
@@ -95,12 +130,17 @@ def _grouped(
     if attempt:  # an earlier attempt may have committed: what it wrote is not redone
         return _each_after_a_lost_commit(log, conn, batch)
     ordered = sorted(batch, key=lambda a: a.run_id)
+    states = [end_state(a.status) for a in ordered]
+    names = [f"run:{a.run_id}" for a, st in zip(ordered, states, strict=True) if st is not None]
+    leases = log.db.handover.holders(names) if names else {}
     params = {
         "runs": [a.run_id for a in ordered],
         "tokens": [a.token for a in ordered],
         "workflows": [None if a.created is None else a.created[0] for a in ordered],
         "parents": [None if a.created is None else a.created[1] for a in ordered],
         "statuses": [a.status for a in ordered],
+        "states": states,
+        "holders": [leases.get(f"run:{a.run_id}") for a in ordered],
         "row_runs": [a.run_id for a in ordered for _ in a.rows],
         "seqs": [r[0] for a in ordered for r in a.rows],
         "types": [r[1] for a in ordered for r in a.rows],
@@ -109,12 +149,20 @@ def _grouped(
         "chan": log.db.channel,
     }
     try:
-        answers = {row[0]: row[1:4] for row in conn.execute(log._many, params)}
+        answers = {row[0]: row[1:5] for row in conn.execute(log._many, params)}
     except psycopg.errors.UniqueViolation:
         raise _Conflict from None
     out: list[BaseException | None] = []
+    ends: list[tuple[str, str, bool]] = []
+    for a, state in zip(ordered, states, strict=True):
+        ok, _, wrote, record = answers[a.run_id]
+        if ok and int(wrote) == len(a.rows) and state is not None:
+            ends.append((a.run_id, state, bool(record)))
+        elif not ok:
+            leases.pop(f"run:{a.run_id}", None)  # a fenced append deleted nothing
+    ended(log.db, ends, leases)
     for a in batch:
-        ok, current, wrote = answers[a.run_id]
+        ok, current, wrote, _ = answers[a.run_id]
         out.append(None if ok and int(wrote) == len(a.rows) else refused(a, int(current)))
     return out
 

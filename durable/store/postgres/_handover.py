@@ -14,7 +14,10 @@ database before the claim returns, exactly as if the driver had taken them.
 The book also knows the world's locks (``PostgresLocks``, which hold and
 renew the leases), so that a run's end can delete its lease in the
 statement that ends its control record, and the release that follows sends
-nothing.
+nothing. That statement is the log's append of the run's end when the run's
+record is claimed (``PostgresLog``): the book then keeps the state the
+record was given, so that the control store's ``finish_many`` that follows
+leaves that run out.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from __future__ import annotations
 import threading
 import time
 from typing import Protocol
+
+_ENDED_KEPT = 4096
+"""Records ended by their log's end kept for the ``finish`` to come; past it the oldest go."""
 
 _TOKEN_AGE = 60.0
 """Seconds after which a token nobody asked for is forgotten (its run was claimed but not driven here)."""
@@ -54,6 +60,7 @@ class Handover:
         self._leases: dict[str, tuple[str, float]] = {}  # name -> (holder, monotonic time taken)
         self._tokens: dict[str, tuple[int, float, bool]] = {}  # run_id -> (token, time taken, no events)
         self._ended: set[tuple[str, str]] = set()  # (name, holder) whose row a run's end deleted
+        self._finished: dict[str, str] = {}  # run_id -> state its log's end gave its control record
 
     def give(self, run_id: str, holder: str, token: int, empty: bool = False) -> None:
         """Keep the lease ``run:<run_id>`` (held by ``holder``) and ``token`` that a claim took.
@@ -103,3 +110,17 @@ class Handover:
                 self._ended.discard((name, holder))
                 return True
             return False
+
+    def finished(self, run_id: str, state: str) -> None:
+        """The append of ``run_id``'s end also ended its control record, as ``state``."""
+        with self.mutex:
+            self._finished[run_id] = state
+            if len(self._finished) > _ENDED_KEPT:  # a record nobody finishes here: forget the oldest
+                del self._finished[next(iter(self._finished))]
+
+    def unfinished(self, ends: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Those of ``ends`` (run_id, state) that no log's end gave that state already (then forget it)."""
+        with self.mutex:
+            if not self._finished:
+                return ends
+            return [(rid, st) for rid, st in ends if self._finished.pop(rid, None) != st]
