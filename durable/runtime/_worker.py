@@ -37,6 +37,16 @@ POLL_ANNOUNCED = 0.1
 CLAIM_EVERY = 0.1
 """Seconds after which a worker tries to claim even when nothing changed (rate-limit windows)."""
 
+CLAIM_GATHER = 0.002
+"""Seconds a worker that still drives other runs waits after a run's end before it claims again.
+
+The slots freed meanwhile are refilled by one claim, and the runs claimed
+together start, commit and end together (one statement each on Postgres)
+instead of one claim and one small group per run that ends. Work announced
+meanwhile waits for that claim too; the end of a worker's last run is
+followed by a claim at once.
+"""
+
 RECOVER_EVERY = 0.25
 """Seconds between two recovery passes."""
 
@@ -109,6 +119,7 @@ class Worker:
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
+        self._gather: asyncio.TimerHandle | None = None  # the claim after the ends of a moment
         runtime_of(world).known.update(self.specs)
 
     # -- lifecycle ---------------------------------------------------------------
@@ -171,6 +182,9 @@ class Worker:
     async def stop(self) -> None:
         """Stop claiming, let in-flight runs reach a durable point, and leave them resumable."""
         self._stopping = True
+        if self._gather is not None:
+            self._gather.cancel()
+            self._gather = None
         if self._wake is not None:
             self._wake.set()
             with contextlib.suppress(ValueError):
@@ -189,7 +203,21 @@ class Worker:
     # -- the loop --------------------------------------------------------------
 
     def _done(self, run_id: str) -> None:
+        """A run's task ended: claim at once when no other run is driven, else after ``CLAIM_GATHER``."""
         self._queue_of.pop(run_id, None)
+        wake = self._wake
+        if wake is None:
+            return
+        if not self.driver.tasks or self._stopping:
+            if self._gather is not None:  # the last run ended inside a gather: claim now
+                self._gather.cancel()
+                self._gather = None
+            wake.set()
+        elif self._gather is None:
+            self._gather = asyncio.get_running_loop().call_later(CLAIM_GATHER, self._gathered)
+
+    def _gathered(self) -> None:
+        self._gather = None
         if self._wake is not None:
             self._wake.set()
 
@@ -247,7 +275,9 @@ class Worker:
                 self._duty("outbox", self.outbox.dispatch_pass)  # at start too: entries whose dispatcher died
                 next_outbox = now + OUTBOX_EVERY
             seen = version if announced else self._duty("claims", ctl.version)  # announced: the wake says
-            if self.queues and (seen != version or woken or now >= next_claim):
+            # A gather in progress (see ``CLAIM_GATHER``) holds every claim until it ends: a doorbell
+            # that cannot tell a run's end from new work would otherwise claim at each end.
+            if self.queues and self._gather is None and (seen != version or woken or now >= next_claim):
                 version = -1 if seen is None else seen
                 self._duty("claims", self._claim)
                 next_claim = now + CLAIM_EVERY

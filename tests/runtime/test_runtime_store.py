@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import threading
 from pathlib import Path
@@ -74,6 +75,62 @@ async def test_runs_ending_together_share_a_control_transaction_and_end_before_t
     assert len(batches) < len(keys)  # one transaction per run before
     assert at_release == ["done"] * len(keys)
     assert {ctl.get(r).state for r in ids} == {"done"}  # type: ignore[union-attr]
+
+
+async def test_a_busy_worker_refills_the_slots_freed_within_a_moment_with_one_claim(
+    worlds: Worlds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs ending close together while a third still runs: one claim of two, not two of one."""
+    from durable.runtime import _worker
+
+    monkeypatch.setattr(_worker, "CLAIM_GATHER", 0.3)
+    monkeypatch.setattr(_worker, "CLAIM_EVERY", 30.0)  # no periodic claim inside the window
+    world = worlds.open()
+    ctl = control_of(world)
+    keys = [f"k{i}" for i in range(5)]
+    hs = [durable.start_workflow(wait_gate, k, world=world, queue=Queue("q")) for k in keys]
+    claimed: list[tuple[int, int]] = []
+    real_claim = ctl.claim
+
+    def claim(limits: Any, **kw: Any) -> Any:
+        got = real_claim(limits, **kw)
+        if got:
+            claimed.append((kw["room"], len(got)))
+        return got
+
+    ctl.claim = claim  # type: ignore[method-assign]
+    async with Worker(world, workflows=[wait_gate], queues=["q"], concurrency=3) as w:
+        await until(lambda: w.in_flight == 3 and len(CALLS) == 3)
+        GATE["k0"].set()
+        assert await hs[0].result(timeout=30) == "k0"
+        GATE["k1"].set()  # well inside the window the first end opened
+        assert await hs[1].result(timeout=30) == "k1"
+        assert claimed == [(3, 3)]  # nothing claimed yet: k2 still runs
+        await until(lambda: len(CALLS) == 5)
+        assert claimed == [(3, 3), (2, 2)]
+        for k in keys:
+            GATE.setdefault(k, asyncio.Event()).set()
+        assert [await h.result(timeout=30) for h in hs] == keys
+
+
+async def test_a_worker_whose_last_run_ends_claims_at_once(
+    worlds: Worlds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no other run in flight, a run's end is followed by a claim, even inside another end's window."""
+    from durable.runtime import _worker
+
+    monkeypatch.setattr(_worker, "CLAIM_GATHER", 30.0)
+    monkeypatch.setattr(_worker, "CLAIM_EVERY", 30.0)
+    world = worlds.open()
+    hs = [durable.start_workflow(wait_gate, k, world=world, queue=Queue("q")) for k in ("a", "b", "c")]
+    async with Worker(world, workflows=[wait_gate], queues=["q"], concurrency=2):
+        await until(lambda: sorted(CALLS) == ["gated:a", "gated:b"])
+        GATE["a"].set()  # b still runs: a's end opens a 30 s window
+        assert await hs[0].result(timeout=30) == "a"
+        GATE["b"].set()  # the last run's end: c is claimed long before the window would end
+        await until(lambda: "gated:c" in CALLS, timeout=10)
+        GATE["c"].set()
+        assert [await h.result(timeout=30) for h in hs] == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
