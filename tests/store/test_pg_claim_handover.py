@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ from durable import FencedError
 from durable.events import RUN_STARTED, STEP_COMPLETED
 from durable.store import Append, ControlRecord, QueueLimits
 from tests.helpers import pg
+from tests.helpers.waiting import until
 
 
 @pytest.fixture
@@ -320,3 +322,51 @@ def test_a_runs_end_announces_its_queues_free_slot(two: tuple) -> None:
         return heard
 
     assert asyncio.run(main()) == ["free:q"]
+
+
+def test_each_end_a_worker_drives_gives_the_record_the_drivers_own_state(two: tuple) -> None:
+    """Completed, failed, interrupted, cancelled: the log's end gave each record what the driver would.
+
+    So the runtime's finish after each sent nothing: the log's table of end
+    states and the driver's agree.
+    """
+    from durable import Queue, RunCancelledError, RunInterrupted, Worker
+    from tests.runtime.test_runtime import asks, breaks_after_a_step, plus_one, sleeper, wait_events
+
+    a, _ = two
+    book = a.db.handover
+    left: list[tuple[str, str]] = []
+    real_unfinished = book.unfinished
+
+    def unfinished(ends: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        got = real_unfinished(ends)
+        left.extend(got)
+        return got
+
+    book.unfinished = unfinished  # type: ignore[method-assign]
+
+    async def drive() -> list[durable.RunHandle]:
+        q = Queue("q")
+        ok = durable.start_workflow(plus_one, 1, world=a, queue=q)
+        bad = durable.start_workflow(breaks_after_a_step, 1, world=a, queue=q)
+        ask = durable.start_workflow(asks, 1, world=a, queue=q)
+        slow = durable.start_workflow(sleeper, 10_000, world=a, queue=q)
+        async with Worker(a, workflows=[plus_one, breaks_after_a_step, asks, sleeper], queues=[q]) as w:
+            assert await ok.result(timeout=30) == 2
+            with pytest.raises(ValueError, match="no good"):
+                await bad.result(timeout=30)
+            with pytest.raises(RunInterrupted):
+                await ask.result(timeout=30)
+            await wait_events(a, slow.run_id, 2)
+            await slow.cancel()
+            with pytest.raises(RunCancelledError):
+                await slow.result(timeout=30)
+            await until(lambda: w.in_flight == 0)
+        return [ok, bad, ask, slow]
+
+    handles = asyncio.run(drive())
+    ctl = a.control_store
+    assert ctl is not None
+    states = [ctl.get(h.run_id).state for h in handles]  # type: ignore[union-attr]
+    assert states == ["done", "done", "done", "cancelled"]
+    assert left == []  # no end needed a finish statement of its own
