@@ -28,6 +28,7 @@ and ``little ui`` configure it to print INFO and above to stderr).
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 LOG = logging.getLogger("durable")
@@ -48,6 +49,18 @@ def note(
     logger: logging.Logger = LOG,
     **fields: Any,
 ) -> None:
-    """Log ``msg % args`` with ``run_id``, ``path`` and ``fields`` as extras, if enabled for ``level``."""
+    """Log ``msg % args`` with ``run_id``, ``path`` and ``fields`` as extras, if enabled for ``level``.
+
+    The record names the caller of ``note`` as where it was logged
+    (``pathname``, ``lineno``, ``funcName``): its frame is taken directly,
+    which costs less than ``Logger.log``'s search of the stack, and that
+    search would stop here, naming this function for every record.
+    """
     if logger.isEnabledFor(level):
-        logger.log(level, msg, *args, extra={"run_id": run_id, "path": path, **fields})
+        frame = sys._getframe(1)
+        code = frame.f_code
+        extra = {"run_id": run_id, "path": path, **fields}
+        record = logger.makeRecord(
+            logger.name, level, code.co_filename, frame.f_lineno, msg, args, None, code.co_name, extra
+        )
+        logger.handle(record)

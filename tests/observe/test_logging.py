@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import linecache
 import logging
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -186,12 +189,48 @@ async def test_worker_claims_are_logged(worlds: Worlds, logs: Records) -> None:
     assert claim.worker == "w1" and claim.run_id == handle.run_id  # type: ignore[attr-defined]
 
 
+async def test_a_record_names_the_code_that_logged_it(worlds: Worlds, logs: Records) -> None:
+    """A record's pathname, lineno and funcName are the engine's or the worker's line, not the helper's."""
+    world = worlds.open()
+    handle = durable.start_workflow(looks, "w", world=world, queue=Queue("jobs"))
+    async with Worker(world, workflows=[looks], queues=[Queue("jobs")], name="w1"):
+        assert await asyncio.wait_for(handle.result(), 30) == "W"
+    (claim,) = logs.about("claimed run")
+    (done,) = logs.about(f"run {handle.run_id} completed")
+    for record, module in ((claim, "_worker.py"), (done, "_runner.py")):
+        assert Path(record.pathname).name == module and record.funcName != "note"
+        assert "note(" in linecache.getline(record.pathname, record.lineno)  # the line that logged it
+    filter_seen: list[str] = []
+
+    def keep(record: logging.LogRecord) -> bool:
+        filter_seen.append(record.getMessage())
+        return False  # a logger's filter still decides: the record reaches no handler
+
+    logger = logging.getLogger("durable.runtime")
+    logger.addFilter(keep)
+    before = len(logs.records)
+    try:
+        h2 = durable.start_workflow(looks, "v", world=world, queue=Queue("jobs"))
+        async with Worker(world, workflows=[looks], queues=[Queue("jobs")], name="w2"):
+            assert await asyncio.wait_for(h2.result(), 30) == "V"
+    finally:
+        logger.removeFilter(keep)
+    assert any("claimed run" in m for m in filter_seen)
+    assert not any("claimed run" in r.getMessage() for r in logs.records[before:])
+
+
 def test_a_disabled_logger_builds_no_record(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the durable logger above ERROR, note() never calls Logger.log."""
+    """With the durable logger above ERROR, note() builds and hands on no record."""
     from durable import _logging
 
     calls: list[object] = []
-    monkeypatch.setattr(logging.Logger, "log", lambda *a, **k: calls.append(a))
+    make = logging.Logger.makeRecord
+
+    def counted(self: logging.Logger, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        calls.append(args)
+        return make(self, *args, **kwargs)
+
+    monkeypatch.setattr(logging.Logger, "makeRecord", counted)
     logger = logging.getLogger("durable")
     old = logger.level
     logger.setLevel(logging.CRITICAL)
