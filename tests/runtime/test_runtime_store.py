@@ -214,6 +214,46 @@ def test_a_version_1_control_file_gets_the_seq_index(tmp_path: Path) -> None:
     ctl.close()
 
 
+async def test_cancel_requests_name_the_pending_cancellations_of_the_runs_asked_about(
+    world: durable.World,
+) -> None:
+    """Only claimed runs with a request, of those asked about; an ended run's request is gone."""
+    from durable.store.control._protocol import QueueLimits
+
+    ctl = control_of(world)
+    for rid in ("a", "b", "c", "d"):
+        ctl.submit(ControlRecord(rid, "wf", queue="q", created_at=1.0))
+    claimed = ctl.claim(QueueLimits("q"), owner="w1", pid=1, host="h", room=3, now=2.0)
+    assert sorted(r.run_id for r in claimed) == ["a", "b", "c"]
+    for rid in ("a", "b", "d"):  # d is still enqueued: it is cancelled at once, nobody watches it
+        ctl.request_cancel(rid, f"stop {rid}", 3.0)
+    assert ctl.cancel_requests(["a", "c", "d", "missing"]) == {"a": "stop a"}
+    assert ctl.cancel_requests(["a", "b"]) == {"a": "stop a", "b": "stop b"}
+    ctl.finish("a", "cancelled")
+    assert ctl.cancel_requests(["a", "b", "c"]) == {"b": "stop b"}
+    assert ctl.cancel_requests([]) == {}
+
+
+def test_a_control_file_without_the_cancellations_index_gets_it(tmp_path: Path) -> None:
+    """A store made by an SDK before the index gets it on open; requests written without it are read."""
+    path = tmp_path / "runtime.db"
+    ctl = SqliteControl(path)
+    ctl.submit(ControlRecord("r", "wf", state="claimed"))
+    ctl._db.execute("DROP INDEX control_cancels")
+    ctl.close()
+    old = sqlite3.connect(path)  # a writer that knows no such index
+    old.execute("UPDATE control SET cancel_reason = 'requested' WHERE run_id = 'r'")
+    old.commit()
+    old.close()
+    ctl = SqliteControl(path)
+    query = "SELECT run_id, cancel_reason FROM control WHERE cancel_reason IS NOT NULL AND state = 'claimed'"
+    plan = ctl._db.execute(f"EXPLAIN QUERY PLAN {query}").fetchall()
+    assert "control_cancels" in str(plan)  # a driver's watch reads the requests, not its every run
+    assert ctl.cancel_requests(["r", "other"]) == {"r": "requested"}
+    assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # no new version
+    ctl.close()
+
+
 async def test_the_control_store_counts_drives_until_an_outcome_and_keeps_blocked_runs_apart(
     world: durable.World,
 ) -> None:
