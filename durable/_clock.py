@@ -69,13 +69,17 @@ def due_at(when: float) -> Any:
     """In virtual time, a timer at the wall time ``when`` the clock jumps to (cancel it after); else ``None``.
 
     A poller that knows its next due time (a worker and the next tick of a
-    schedule) sets one, so the clock does not jump past it.
+    schedule, a wait and its timeout) sets one, so the clock does not jump
+    past it. When it is due, every poll of the clock ends at once: a poll
+    begun just before the due time would otherwise end after it, and the
+    clock, which does not jump for polls, would first jump on to the next
+    timer that is not one (the poller would look late by that much).
     """
     clock = VIRTUAL.get()
     if clock is None:
         return None
     loop = asyncio.get_running_loop()
-    return loop.call_later(max(0.0, when - wall()), lambda: None)
+    return loop.call_later(max(0.0, when - wall()), clock.end_polls)
 
 
 class _JumpingSelector:
@@ -114,7 +118,7 @@ class VirtualClock:
         self.skipped = 0.0
         self.jumps = 0
         self.threads = 0
-        self.polls: set[Any] = set()  # timer handles of pollers: the clock does not jump for them
+        self.polls: dict[Any, Any] = {}  # each poll's timer (the clock does not jump for it): its end
         self._loops: list[tuple[Any, Any, Any]] = []  # (loop, real selector, real run_in_executor)
 
     def until_due(self, first: float) -> float:
@@ -134,7 +138,7 @@ class VirtualClock:
                 done.set_result(None)
 
         handle = loop.call_later(seconds, ring)
-        self.polls.add(handle)
+        self.polls[handle] = ring
         waiter = None if event is None else asyncio.ensure_future(event.wait())
         try:
             await asyncio.wait(
@@ -142,9 +146,14 @@ class VirtualClock:
             )
         finally:
             handle.cancel()
-            self.polls.discard(handle)
+            self.polls.pop(handle, None)
             if waiter is not None:
                 waiter.cancel()
+
+    def end_polls(self) -> None:
+        """End every poll now (a due time came: each poller looks again at it)."""
+        for ring in list(self.polls.values()):
+            ring()
 
     def now(self) -> float:
         """The virtual time, in seconds since the epoch."""

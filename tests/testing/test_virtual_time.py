@@ -162,6 +162,27 @@ def test_48_hourly_schedule_ticks_run_in_seconds_like_ticks_on_a_real_clock(
     assert fast_first[1] - fast_first[0] == pytest.approx(1, abs=0.5)
 
 
+def test_a_poll_that_would_end_after_a_due_time_ends_at_it(clock: VirtualClock) -> None:
+    """A poller whose poll outlasts a due time looks at that time, not at the next timer the clock jumps to.
+
+    A worker polls between its passes and sets a due time at the next schedule tick; if its poll
+    began just before the tick, the clock must not jump past the tick to another task's timer.
+    """
+    from durable._clock import due_at, poll_sleep, wall
+
+    async def go() -> float:
+        elsewhere = asyncio.ensure_future(asyncio.sleep(60))  # a timer the clock jumps to next
+        began = wall()
+        due = due_at(began + 0.2)
+        await poll_sleep(0.5)
+        looked = wall() - began
+        due.cancel()
+        elsewhere.cancel()
+        return looked
+
+    assert asyncio.run(go()) == pytest.approx(0.2, abs=0.05)
+
+
 def test_without_virtual_time_durable_reads_the_real_clock() -> None:
     """Outside virtual_time(), the world's clock is the real one."""
     world = durable.memory_world()
