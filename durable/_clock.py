@@ -118,7 +118,7 @@ class VirtualClock:
         self.skipped = 0.0
         self.jumps = 0
         self.threads = 0
-        self.polls: dict[Any, Any] = {}  # each poll's timer (the clock does not jump for it): its end
+        self.polls: dict[Any, tuple[Any, Any]] = {}  # each poll's timer (not jumped for): (loop, end)
         self._loops: list[tuple[Any, Any, Any]] = []  # (loop, real selector, real run_in_executor)
 
     def until_due(self, first: float) -> float:
@@ -138,7 +138,7 @@ class VirtualClock:
                 done.set_result(None)
 
         handle = loop.call_later(seconds, ring)
-        self.polls[handle] = ring
+        self.polls[handle] = (loop, ring)
         waiter = None if event is None else asyncio.ensure_future(event.wait())
         try:
             await asyncio.wait(
@@ -151,9 +151,15 @@ class VirtualClock:
                 waiter.cancel()
 
     def end_polls(self) -> None:
-        """End every poll now (a due time came: each poller looks again at it)."""
-        for ring in list(self.polls.values()):
-            ring()
+        """End every poll of the running loop now (a due time came: each poller looks again at it).
+
+        A poll of another loop (a thread that runs its own, on this clock) is
+        left alone: its future belongs to that loop.
+        """
+        loop = asyncio.get_running_loop()
+        for owner, ring in list(self.polls.values()):
+            if owner is loop:
+                ring()
 
     def now(self) -> float:
         """The virtual time, in seconds since the epoch."""
