@@ -34,10 +34,14 @@ def test_calls_sit_under_their_step_and_their_names_never_wrap(page: Any, server
     """On a narrow window, a tool call is indented under its step and no call name breaks over two lines."""
     page.set_viewport_size(NARROW)
     page.goto(f"{server.base}/runs/support-small")
-    step = page.locator('tr.item[data-key="research"] code.call-name')
-    tool = page.locator('tr.item[data-key="research.tool:lookup_customer_record#0"] code.call-name')
-    expect(tool).to_have_text("tool:lookup_customer_record#0")
-    assert tool.bounding_box()["x"] > step.bounding_box()["x"] + 10
+    step = 'tr.item[data-key="research"] code.call-name'
+    tool = 'tr.item[data-key="research.tool:lookup_customer_record#0"] code.call-name'
+    expect(page.locator(tool)).to_have_text("tool:lookup_customer_record#0")
+    # Both measured in one look: a live refresh may swap the table between two separate reads.
+    step_x, tool_x = page.evaluate(
+        "([a, b]) => [a, b].map(s => document.querySelector(s).getBoundingClientRect().x)", [step, tool]
+    )
+    assert tool_x > step_x + 10
     visit = page.locator('tr.item[data-key="polish.visit[1]"]')
     expect(visit).to_contain_text("executed")
     assert page.locator("code.call-name").count() >= 10
