@@ -179,18 +179,3 @@ def test_a_subscriber_about_one_run_is_woken_by_that_run_only(controls: list[Pos
         return heard
 
     assert asyncio.run(main())[0] == "run:r001"
-
-
-def test_a_notifier_remembers_the_latest_distinct_announcements(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``heard_lately`` keeps the last RECENT distinct payloads; one heard again is the newest."""
-    from durable.store.postgres import _notify
-
-    monkeypatch.setattr(_notify, "RECENT", 3)
-    n = _notify.Notifier.__new__(_notify.Notifier)  # no thread, no connection: the memory alone
-    n.count, n._recent, n.listeners = 0, {}, []
-    n._cond = threading.Condition()
-    for p in ("run:a", "run:b", "run:a", "run:c", "run:d"):
-        n._bump(p)
-    heard = [p for p in ("run:a", "run:b", "run:c", "run:d") if n.heard_lately(p)]
-    assert heard == ["run:a", "run:c", "run:d"]
-    assert n.last_heard == "run:d" and n.count == 5

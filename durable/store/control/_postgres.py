@@ -13,7 +13,6 @@ those announcements locally (``Notifier``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -409,21 +408,7 @@ class PostgresControl:
         listener = self._listener()
         if listener is None:
             return None
-        exact = frozenset(a for a in about if not a.endswith(":"))
-        prefixes = tuple(a for a in about if a.endswith(":"))
-
-        def heard(payload: str | None) -> None:
-            # None: a reconnect, after which anything may have changed.
-            if not about or payload is None or payload in exact or payload.startswith(prefixes):
-                on_change()
-
-        listener.listeners.append(heard)
-
-        def stop() -> None:
-            with contextlib.suppress(ValueError):
-                listener.listeners.remove(heard)
-
-        return stop
+        return listener.subscribe(on_change, about)
 
     def close(self) -> None:
         """Stop the listener (the world closes the pool)."""

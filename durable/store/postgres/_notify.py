@@ -13,9 +13,11 @@ runtime's periodic claims and polls are the fallback).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Collection
 from typing import Any
 
 log = logging.getLogger("durable.store")
@@ -24,46 +26,92 @@ RECENT = 4096
 """Distinct announcements a notifier remembers, for ``heard_lately``."""
 
 
-class Notifier:
-    """A daemon thread listening on one channel.
+class Announcements:
+    """What a listener heard: a count, the latest distinct payloads, and who to wake for each.
 
-    Args:
-        dsn: The connection string (the listener has a connection of its own, outside the pool).
-        channel: The channel (``Database.channel``).
+    Subscribers are kept by what they wait for, so an announcement wakes its
+    own subscribers without testing every other one: a process awaiting a
+    thousand results costs one look-up per announcement, not a thousand
+    tests. Every method may be called from any thread.
     """
 
-    def __init__(self, dsn: str, channel: str):
-        self.dsn = dsn
-        self.channel = channel
+    def __init__(self) -> None:
         self.count = 0
         """Notifications heard (and reconnects) so far."""
-        self._recent: dict[str, None] = {}  # the last RECENT payloads heard, oldest first
-        self.listeners: list[Callable[[str | None], None]] = []
-        """Called (from the listening thread) with each notification's payload (``None``: a reconnect)."""
+        self._recent: OrderedDict[str, None] = OrderedDict()  # the last RECENT payloads heard, oldest first
         self._cond = threading.Condition()
-        self._closing = False
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="durable-listen", daemon=True)
-        self._thread.start()
+        self._ids = itertools.count()
+        self._everyone: dict[int, Callable[[], None]] = {}  # every subscriber, for a reconnect
+        self._all: dict[int, Callable[[], None]] = {}  # those woken by every announcement
+        self._exact: dict[str, dict[int, Callable[[], None]]] = {}  # by the payload they name
+        self._prefixed: dict[str, dict[int, Callable[[], None]]] = {}  # by the prefix they name
 
-    def wait_ready(self, timeout: float) -> bool:
-        """Wait until the first ``LISTEN`` is in place (announcements before it are not heard)."""
-        return self._ready.wait(timeout)
+    def subscribe(self, on_change: Callable[[], None], about: Collection[str] = ()) -> Callable[[], None]:
+        """Call ``on_change`` at each announcement ``about`` names, and at every reconnect.
+
+        Args:
+            on_change: Called from the listening thread, at most once per announcement.
+            about: Payloads (``run:<id>``) and prefixes (ending in ``:``, such as
+                ``queue:``) to wake for; empty: every announcement.
+
+        Returns:
+            A function that ends the subscription (calling it again does nothing).
+        """
+        names = tuple(about)
+        with self._cond:
+            key = next(self._ids)
+            self._everyone[key] = on_change
+            if not names:
+                self._all[key] = on_change
+            for a in names:
+                (self._prefixed if a.endswith(":") else self._exact).setdefault(a, {})[key] = on_change
+
+        def stop() -> None:
+            with self._cond:
+                if self._everyone.pop(key, None) is None:
+                    return
+                self._all.pop(key, None)
+                for a in names:
+                    index = self._prefixed if a.endswith(":") else self._exact
+                    subs = index.get(a)
+                    if subs is not None:
+                        subs.pop(key, None)
+                        if not subs:
+                            del index[a]
+
+        return stop
 
     def _bump(self, payload: str | None) -> None:
         with self._cond:
             self.count += 1
-            if payload is not None:
+            if payload is None:  # a reconnect: anything may have changed
+                woken = list(self._everyone.values())
+            else:
                 recent = self._recent
-                recent.pop(payload, None)
-                recent[payload] = None
-                if len(recent) > RECENT:
-                    del recent[next(iter(recent))]
+                if payload in recent:
+                    recent.move_to_end(payload)
+                else:
+                    recent[payload] = None
+                    if len(recent) > RECENT:  # the oldest goes, at once (a dict's first key is a scan)
+                        recent.popitem(last=False)
+                woken = self._woken_by(payload)
             self._cond.notify_all()
-            listeners = list(self.listeners)
-        for on_change in listeners:
+        for on_change in woken:
             with contextlib.suppress(Exception):  # a closed loop: its subscriber is gone
-                on_change(payload)
+                on_change()
+
+    def _woken_by(self, payload: str) -> list[Callable[[], None]]:
+        """The subscribers ``payload`` wakes, each once (called under the lock)."""
+        exact = self._exact.get(payload)
+        hits = [subs for prefix, subs in self._prefixed.items() if payload.startswith(prefix)]
+        if not hits and not self._all:
+            return list(exact.values()) if exact else []
+        woken = dict(self._all)
+        if exact:
+            woken.update(exact)
+        for subs in hits:
+            woken.update(subs)
+        return list(woken.values())
 
     @property
     def last_heard(self) -> str | None:
@@ -74,6 +122,28 @@ class Notifier:
     def heard_lately(self, payload: str) -> bool:
         """Whether ``payload`` is among the last ``RECENT`` distinct announcements heard (a hint only)."""
         return payload in self._recent
+
+
+class Notifier(Announcements):
+    """A daemon thread listening on one channel.
+
+    Args:
+        dsn: The connection string (the listener has a connection of its own, outside the pool).
+        channel: The channel (``Database.channel``).
+    """
+
+    def __init__(self, dsn: str, channel: str):
+        super().__init__()
+        self.dsn = dsn
+        self.channel = channel
+        self._closing = False
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="durable-listen", daemon=True)
+        self._thread.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the first ``LISTEN`` is in place (announcements before it are not heard)."""
+        return self._ready.wait(timeout)
 
     def _run(self) -> None:
         import psycopg
