@@ -112,6 +112,17 @@ def test_opcodes_by_function_lists_where_a_step_goes_and_the_same_total() -> Non
     assert per_step > 0 and abs(listed - per_step) <= 0.02 * per_step  # left out: under 0.5 each
 
 
+def test_the_announcement_benchmark_compares_the_keyed_listener_with_filters() -> None:
+    """``python -m benchmarks.notify_fanout`` prints both ways at every count of waiting results."""
+    out = _python("-m", "benchmarks.notify_fanout", "400", "--repeats", "1")
+    rows = [line for line in out.splitlines() if line.startswith("| 1") and "µs" not in line]
+    assert {(r.split("|")[1].strip(), r.split("|")[2].strip()) for r in rows} == {
+        (w, way) for w in ("1", "100", "1,000", "10,000") for way in ("keyed", "filter each")
+    }
+    assert "the listener's whole announcement" in out and "a plain dict's memory alone" in out
+    assert "filter each / keyed at 10,000 results awaited = " in out
+
+
 def test_talk_latency_measures_durable_between_two_processes() -> None:
     """The talk benchmark runs a peer process and prints both latencies for durable."""
     out = _python("-m", "benchmarks.talk_latency", "--n", "5", "--gap", "0.005", "--systems", "durable")
