@@ -126,6 +126,32 @@ async def test_a_run_whose_end_was_announced_is_read_from_its_last_row_alone(
     assert reads == ["last_row"]
 
 
+async def test_many_results_awaited_at_once_each_get_their_own_run(worlds: Worlds) -> None:
+    """Sixty handles of runs driven elsewhere, awaited together, each get their run's output.
+
+    On Postgres each wait subscribes to its own run's announcements; every
+    subscription ends with its wait, so none is left in the listener.
+    """
+    driving, waiting = worlds.open(), worlds.open()  # the waiting world drives nothing
+    ctl = control_of(waiting)
+    ctl.version()  # its listener, if it has one, is on before the waits subscribe
+    notifier = getattr(ctl, "notifier", None)
+    before = None if notifier is None else len(notifier._everyone)
+    keys = [f"many{i}" for i in range(60)]
+    started = [durable.start_workflow(wait_gate, k, world=driving) for k in keys]
+    handles = [durable.handle(h.run_id, world=waiting) for h in started]
+    waits = asyncio.gather(*(h.result(timeout=60) for h in handles))
+    await until(lambda: all(f"gated:{k}" in CALLS for k in keys))
+    if notifier is not None:
+        await until(lambda: len(notifier._everyone) == before + len(keys))  # one per wait
+    for k in reversed(keys):
+        GATE[k].set()
+    assert await waits == keys
+    if notifier is not None:
+        assert len(notifier._everyone) == before
+        assert not any(f"{kind}:{h.run_id}" in notifier._exact for h in started for kind in ("run", "cancel"))
+
+
 async def test_a_run_neither_driven_here_nor_announced_is_read_from_its_status(
     worlds: Worlds, monkeypatch: pytest.MonkeyPatch
 ) -> None:
