@@ -32,7 +32,16 @@ def test_a_budget_counts_exactly_the_model_calls_that_executed_across_a_killed_w
         queue=procs.app.unhappy,
         budget=durable.Budget(max_model_calls=4),
     )
-    wait_for(lambda: procs.bodies(hold=2), 20, "the run to reach turn 2")
+    # A model call's receipt rides with the run's next commit (a lost one re-drives the call), and
+    # turn 2's hold may note itself before that commit: kill once the three receipts are in the log.
+    wait_for(
+        lambda: (
+            procs.bodies(hold=2)
+            and sum(e.type == "effect.receipt" for e in procs.world.events(h.run_id)) == 3
+        ),
+        20,
+        "the run to reach turn 2 with three model calls committed",
+    )
     procs.kill(w)
     (procs.tmp / "go").touch()
     procs.worker()
