@@ -123,6 +123,16 @@ def test_the_announcement_benchmark_compares_the_keyed_listener_with_filters() -
     assert "filter each / keyed at 10,000 results awaited = " in out
 
 
+def test_the_cancellation_watch_benchmark_compares_the_partial_index_with_the_read_by_id() -> None:
+    """``python -m benchmarks.cancel_watch`` prints both reads at every number of runs driven."""
+    out = _python("-m", "benchmarks.cancel_watch", "20", "--repeats", "1")
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| 1")]
+    assert {(r[1].strip(), r[2].strip()) for r in rows} == {
+        (n, way) for n in ("1", "10", "100", "1,000") for way in ("partial index", "by run id")
+    }
+    assert "by run id / partial index with 1,000 runs driven = " in out
+
+
 def test_talk_latency_measures_durable_between_two_processes() -> None:
     """The talk benchmark runs a peer process and prints both latencies for durable."""
     out = _python("-m", "benchmarks.talk_latency", "--n", "5", "--gap", "0.005", "--systems", "durable")
