@@ -102,15 +102,11 @@ class Announcements:
 
     def _woken_by(self, payload: str) -> list[Callable[[], None]]:
         """The subscribers ``payload`` wakes, each once (called under the lock)."""
-        exact = self._exact.get(payload)
-        hits = [subs for prefix, subs in self._prefixed.items() if payload.startswith(prefix)]
-        if not hits and not self._all:
-            return list(exact.values()) if exact else []
         woken = dict(self._all)
-        if exact:
-            woken.update(exact)
-        for subs in hits:
-            woken.update(subs)
+        woken.update(self._exact.get(payload, ()))
+        for prefix, subs in self._prefixed.items():
+            if payload.startswith(prefix):
+                woken.update(subs)
         return list(woken.values())
 
     @property
