@@ -133,6 +133,19 @@ def test_the_cancellation_watch_benchmark_compares_the_partial_index_with_the_re
     assert "by run id / partial index with 1,000 runs driven = " in out
 
 
+def test_the_idle_worker_benchmark_measures_runs_with_and_without_a_worker_beside() -> None:
+    """``python -m benchmarks.idle_worker`` prints both wall times and the idle worker's CPU."""
+    out = _python("-m", "benchmarks.idle_worker", "10", "--rounds", "1")
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| ")][1:]  # past the header
+    figures = {r[1].strip(): float(r[2]) for r in rows}
+    assert set(figures) >= {
+        "wall µs per run, no worker",
+        "wall µs per run, an idle worker beside",
+        "the idle worker's CPU µs per run",
+    }
+    assert figures["wall µs per run, no worker"] > 0
+
+
 def test_talk_latency_measures_durable_between_two_processes() -> None:
     """The talk benchmark runs a peer process and prints both latencies for durable."""
     out = _python("-m", "benchmarks.talk_latency", "--n", "5", "--gap", "0.005", "--systems", "durable")

@@ -12,7 +12,7 @@ import pytest
 
 from durable.store.control._doorbell import Doorbell
 from durable.store.control._memory import MemoryControl
-from durable.store.control._protocol import ControlRecord, RunControl
+from durable.store.control._protocol import ControlRecord, RunControl, kinds_of
 from durable.store.control._sqlite import SqliteControl
 
 
@@ -49,6 +49,109 @@ def test_every_write_that_others_wait_for_is_announced(kind: str, tmp_path: Path
     assert asyncio.run(main()) == ["submit", "cancel", "reopen", "finish"]
 
 
+_SUBSCRIBERS: dict[str, tuple[str, ...]] = {
+    "worker": ("queue:",),
+    "limited worker": ("queue:", "free:"),
+    "cancel watch": ("cancel:",),
+    "result of r": ("run:r", "cancel:r"),
+}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_each_subscriber_hears_the_kinds_of_change_it_reads_again_for(kind: str, tmp_path: Path) -> None:
+    """An idle worker is not woken by runs' ends, nor a driver's cancel watch by every enqueue."""
+
+    async def main() -> dict[str, list[str]]:
+        ctl = _store(kind, tmp_path)
+        heard: dict[str, list[str]] = {name: [] for name in _SUBSCRIBERS}
+        every = asyncio.Event()
+        doing = [""]
+        stops = [ctl.subscribe(every.set)]
+        for name, about in _SUBSCRIBERS.items():
+            stops.append(ctl.subscribe(lambda name=name: heard[name].append(doing[0]), about))
+        for name, write in [
+            ("submit", lambda: ctl.submit(ControlRecord("r", "wf", queue="q"))),
+            ("cancel", lambda: ctl.request_cancel("r", "requested", 0.0)),
+            ("reopen", lambda: ctl.reopen("r", None)),
+            ("block", lambda: ctl.block("r", "{}")),
+            ("wait for code", lambda: ctl.wait_for_code("r", "{}")),
+            ("finish", lambda: ctl.finish("r", "done")),
+        ]:
+            every.clear()
+            doing[0] = name
+            write()
+            # One ring is one datagram, read in one turn that calls every listener it wakes.
+            await asyncio.wait_for(every.wait(), 10)
+        for stop in stops:
+            assert stop is not None
+            stop()
+        ctl.close()
+        return heard
+
+    assert asyncio.run(main()) == {
+        "worker": ["submit", "reopen"],
+        "limited worker": ["submit", "reopen", "block", "wait for code", "finish"],
+        "cancel watch": ["cancel"],
+        "result of r": ["cancel", "reopen", "block", "wait for code", "finish"],
+    }
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_run_without_a_queue_wakes_no_worker_when_it_is_submitted(kind: str, tmp_path: Path) -> None:
+    """Its process drives it: no worker can claim it, so its submit is no news for workers."""
+
+    async def main() -> list[str]:
+        ctl = _store(kind, tmp_path)
+        heard: list[str] = []
+        rung = asyncio.Event()
+        stops = [
+            ctl.subscribe(lambda: heard.append("worker"), ("queue:",)),
+            ctl.subscribe(lambda: (heard.append("result"), rung.set()), ("run:",)),
+        ]
+        ctl.submit(ControlRecord("here", "wf", state="claimed", owner="me"))
+        ctl.finish("here", "done")  # rung after the submit: heard in the same turn or a later one
+        await asyncio.wait_for(rung.wait(), 10)
+        for stop in stops:
+            assert stop is not None
+            stop()
+        ctl.close()
+        return heard
+
+    assert asyncio.run(main()) == ["result"]
+
+
+@pytest.mark.parametrize("datagram", [b"!", b"", b"qz"], ids=["older SDK", "empty", "unknown kind"])
+def test_a_ring_that_does_not_say_its_kind_wakes_every_listener(datagram: bytes, tmp_path: Path) -> None:
+    """An SDK from before the kinds rang one byte, ``!``, for every change: its rings still wake all."""
+    bells = tmp_path / "bells"
+    bell = Doorbell(bells)
+    heard: list[str] = []
+
+    async def main() -> None:
+        rung = asyncio.Event()
+        stops = [
+            bell.listen(lambda: heard.append("cancel watch"), kinds_of(("cancel:",))),
+            bell.listen(lambda: (heard.append("every"), rung.set())),
+        ]
+        (path,) = bells.glob("*.sock")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as out:
+            out.sendto(datagram, os.fspath(path))
+        await asyncio.wait_for(rung.wait(), 10)
+        for stop in stops:
+            assert stop is not None
+            stop()
+
+    asyncio.run(main())
+    bell.close()
+    assert heard == ["cancel watch", "every"]
+
+
+def test_subscribing_to_an_unknown_kind_hears_every_ring() -> None:
+    assert kinds_of(()) is None
+    assert kinds_of(("queue:", "lease:x")) is None
+    assert kinds_of(("run:abc", "cancel:abc")) == frozenset(b"rc")
+
+
 def test_a_write_in_another_process_rings_this_one(tmp_path: Path) -> None:
     """No polling is involved: the event is set only by the other process's ring."""
     script = (
@@ -74,6 +177,34 @@ def test_a_write_in_another_process_rings_this_one(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_a_run_s_end_in_another_process_wakes_its_result_and_not_an_idle_worker(tmp_path: Path) -> None:
+    script = (
+        "import sys; from durable.store.control._sqlite import SqliteControl;"
+        "c = SqliteControl(sys.argv[1]); c.finish('x', 'done'); c.close()"
+    )
+
+    async def main() -> list[str]:
+        ctl = SqliteControl(tmp_path / "runtime.db")
+        heard: list[str] = []
+        rung = asyncio.Event()
+        stops = [
+            ctl.subscribe(lambda: heard.append("worker"), ("queue:",)),
+            ctl.subscribe(lambda: (heard.append("result"), rung.set()), ("run:x",)),
+        ]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, str(tmp_path / "runtime.db")
+        )
+        assert await proc.wait() == 0
+        await asyncio.wait_for(rung.wait(), 10)
+        for stop in stops:
+            assert stop is not None
+            stop()
+        ctl.close()
+        return heard
+
+    assert asyncio.run(main()) == ["result"]
+
+
 def test_a_dead_listener_s_socket_is_removed_and_a_closed_bell_cleans_up(tmp_path: Path) -> None:
     bells = tmp_path / "bells"
     bells.mkdir()
@@ -81,7 +212,7 @@ def test_a_dead_listener_s_socket_is_removed_and_a_closed_bell_cleans_up(tmp_pat
     dead.bind(os.fspath(bells / "123-dead.sock"))
     dead.close()  # the file stays; nobody reads it, as after a SIGKILL
     bell = Doorbell(bells)
-    bell.ring()
+    bell.ring("q")
     assert not (bells / "123-dead.sock").exists()
 
     async def main() -> None:
@@ -106,7 +237,7 @@ def test_listeners_one_after_another_share_one_socket_and_a_stopped_one_is_not_c
             rung = asyncio.Event()
             stop = bell.listen(lambda i=i, rung=rung: (heard.append(i), rung.set()))
             assert stop is not None
-            other.ring()
+            other.ring("r")
             await asyncio.wait_for(rung.wait(), 10)
             stop()
         assert len(list(bells.glob("*.sock"))) == 1
@@ -125,7 +256,7 @@ def test_a_folder_too_deep_for_a_socket_path_falls_back_to_polling(tmp_path: Pat
         assert Doorbell(deep).listen(lambda: None) is None
 
     asyncio.run(main())
-    Doorbell(deep).ring()  # a ring with no folder is a no-op
+    Doorbell(deep).ring("q")  # a ring with no folder is a no-op
     assert not deep.exists()
 
 

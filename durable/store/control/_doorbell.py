@@ -20,8 +20,12 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+from ._protocol import KINDS
+
 MAX_PATH = 100
 """Longest socket path this module binds (the kernel's limit is 108 bytes with the NUL)."""
+
+_KNOWN = frozenset(ord(k) for k in KINDS.values())
 
 
 class Doorbell:
@@ -42,8 +46,14 @@ class Doorbell:
         """Whether a socket path in this folder fits the kernel's limit."""
         return len(os.fsencode(self.folder / f"{os.getpid()}-{'0' * 12}.sock")) <= MAX_PATH
 
-    def ring(self) -> None:
-        """Wake every listener of the folder (never raises: a ring is only a hint)."""
+    def ring(self, kinds: str) -> None:
+        """Wake the listeners of the folder that wait for one of ``kinds`` (never raises: a ring is a hint).
+
+        Args:
+            kinds: The bytes of ``KINDS`` that say what changed (``"rf"``: a run
+                ended and freed a slot of its queue).
+        """
+        data = kinds.encode("ascii")
         try:
             names = os.listdir(self.folder)
         except OSError:
@@ -56,15 +66,20 @@ class Doorbell:
                 continue
             path = os.path.join(self.folder, name)
             try:
-                self._out.sendto(b"!", path)
+                self._out.sendto(data, path)
             except ConnectionRefusedError:  # nobody bound: its process died
                 with contextlib.suppress(OSError):
                     os.unlink(path)
             except OSError:  # a full queue already holds a ring; a vanished file needs none
                 pass
 
-    def listen(self, on_ring: Callable[[], None]) -> Callable[[], None] | None:
+    def listen(
+        self, on_ring: Callable[[], None], kinds: frozenset[int] | None = None
+    ) -> Callable[[], None] | None:
         """Call ``on_ring`` in the running event loop at each ring; returns the function that stops it.
+
+        ``kinds`` (from ``kinds_of``) narrows the calls to the rings that carry
+        one of those bytes; ``None`` hears every ring.
 
         The listeners of one event loop share one socket, bound at the first
         and kept until ``close()``: a worker that drives one short run after
@@ -89,11 +104,12 @@ class Doorbell:
             if ear is None:
                 return None
             self._ears[loop] = ear
-        ear.calls.append(on_ring)
+        call = (on_ring, kinds)
+        ear.calls.append(call)
 
         def stop() -> None:
             with contextlib.suppress(ValueError):
-                ear.calls.remove(on_ring)
+                ear.calls.remove(call)
 
         return stop
 
@@ -116,7 +132,7 @@ class _Ear:
 
     def __init__(self, sock: socket.socket, path: Path, loop: asyncio.AbstractEventLoop):
         self.sock, self.path, self.loop = sock, path, loop
-        self.calls: list[Callable[[], None]] = []
+        self.calls: list[tuple[Callable[[], None], frozenset[int] | None]] = []
 
     @classmethod
     def bind(cls, folder: Path, loop: asyncio.AbstractEventLoop) -> _Ear | None:
@@ -134,11 +150,17 @@ class _Ear:
         return ear
 
     def drain(self) -> None:
+        heard: set[int] = set()
         with contextlib.suppress(OSError):
-            while self.sock.recv(64):
-                pass
-        for call in list(self.calls):
-            call()
+            while True:
+                data = self.sock.recv(64)
+                if not data:  # an empty datagram says nothing: anything may have changed
+                    heard.add(0)
+                heard.update(data)
+        anything = not heard or not heard <= _KNOWN
+        for on_ring, kinds in list(self.calls):
+            if anything or kinds is None or not kinds.isdisjoint(heard):
+                on_ring()
 
     def close(self) -> None:
         if not self.loop.is_closed():

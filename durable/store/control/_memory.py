@@ -16,6 +16,7 @@ from ._protocol import (
     announcing,
     claimed_by,
     debounced,
+    kinds_of,
     reopened,
     waiting_for_code,
 )
@@ -29,30 +30,38 @@ class MemoryControl:
         self._mutex = threading.Lock()
         self._seq = 0
         self._version = 0
-        self._listeners: list[Callable[[], None]] = []
+        self._listeners: list[tuple[Callable[[], None], frozenset[int] | None]] = []
 
     def _put(self, rec: ControlRecord) -> ControlRecord:
         self._records[rec.run_id] = rec
         self._version += 1
         return rec
 
-    def _announce(self) -> None:
-        for on_change in list(self._listeners):
-            on_change()
+    def _announce(self, kinds: str) -> None:
+        heard = kinds.encode("ascii")
+        for on_change, wanted in list(self._listeners):
+            if wanted is None or not wanted.isdisjoint(heard):
+                on_change()
 
     def subscribe(
         self, on_change: Callable[[], None], about: Collection[str] = ()
     ) -> Callable[[], None] | None:
-        self._listeners.append(on_change)
+        listener = (on_change, kinds_of(about))
+        self._listeners.append(listener)
 
         def stop() -> None:
-            if on_change in self._listeners:
-                self._listeners.remove(on_change)
+            if listener in self._listeners:
+                self._listeners.remove(listener)
 
         return stop
 
-    @announcing
     def submit(self, record: ControlRecord) -> ControlRecord:
+        out = self._submit(record)
+        if record.queue is not None:  # a run without a queue is this process's: no worker claims it
+            self._announce("q")
+        return out
+
+    def _submit(self, record: ControlRecord) -> ControlRecord:
         with self._mutex:
             old = self._records.get(record.run_id)
             if old is not None:
@@ -126,7 +135,7 @@ class MemoryControl:
     def finish(self, run_id: str, state: str) -> None:
         self.finish_many([(run_id, state)])
 
-    @announcing
+    @announcing("rf")
     def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
         with self._mutex:
             for run_id, state in ends:
@@ -138,14 +147,14 @@ class MemoryControl:
                         )
                     )
 
-    @announcing
+    @announcing("rf")
     def block(self, run_id: str, blocked: str) -> None:
         with self._mutex:
             old = self._records.get(run_id)
             if old is not None:
                 self._put(dataclasses.replace(old, state="blocked", blocked=blocked))
 
-    @announcing
+    @announcing("rf")
     def wait_for_code(self, run_id: str, waiting: str) -> None:
         with self._mutex:
             old = self._records.get(run_id)
@@ -164,7 +173,7 @@ class MemoryControl:
                 if self._records.pop(run_id, None) is not None:
                     self._version += 1
 
-    @announcing
+    @announcing("cr")
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         with self._mutex:
             old = self._records.get(run_id)
@@ -185,7 +194,7 @@ class MemoryControl:
                 out[rid] = r.cancel_reason
         return out
 
-    @announcing
+    @announcing("qr")
     def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
         with self._mutex:
             old = self._records.get(run_id)

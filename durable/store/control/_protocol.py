@@ -20,17 +20,45 @@ from typing import Any, Protocol, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+KINDS = {"run:": "r", "cancel:": "c", "queue:": "q", "free:": "f"}
+"""The letter of each kind of announcement that ``RunControl.subscribe`` names."""
 
-def announcing(method: F) -> F:
-    """After the method's transaction, tell the store's listeners that something changed."""
 
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        out = method(self, *args, **kwargs)
-        self._announce()
-        return out
+def kinds_of(about: Collection[str]) -> frozenset[int] | None:
+    """The kinds of announcement (``KINDS``, as bytes) that wake a subscriber to ``about``.
 
-    return cast(F, wrapper)
+    ``None`` wakes it at every announcement: no entry, or an entry of no known
+    kind. ``run:<id>`` wakes at every ``r``, whatever the run, in the stores
+    whose announcements name no run (SQLite's doorbell, the memory store).
+    """
+    out: set[int] = set()
+    for entry in about:
+        kind = KINDS.get(entry.partition(":")[0] + ":")
+        if kind is None:
+            return None
+        out.add(ord(kind))
+    return frozenset(out) if out else None
+
+
+def announcing(kinds: str) -> Callable[[F], F]:
+    """After the method's transaction, tell the store's listeners what kind of change it made.
+
+    Args:
+        kinds: Letters of ``KINDS``: ``q`` new work on a queue, ``f`` a queue's
+            slot freed, ``r`` a run's state or outcome changed, ``c`` a
+            cancellation was asked for.
+    """
+
+    def decorate(method: F) -> F:
+        @functools.wraps(method)
+        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+            out = method(self, *args, **kwargs)
+            self._announce(kinds)
+            return out
+
+        return cast(F, wrapper)
+
+    return decorate
 
 
 def adopted(old: ControlRecord, workflow: str, owner: str, pid: int, host: str, now: float) -> ControlRecord:
@@ -311,11 +339,12 @@ class RunControl(Protocol):
         caller reads again for: ``"run:<run_id>"`` (the run's outcome or
         state changed), ``"cancel:"`` (any cancellation request), ``"queue:"``
         (new work on any queue), ``"free:"`` (a slot of a queue freed by a run's
-        end: what a worker claiming under a global limit waits for); an entry ending in ``:`` matches
-        every announcement it starts. A store that cannot tell announcements
-        apart calls ``on_change`` for every change. Returns the function that
-        stops the calls, or ``None`` when the store cannot announce changes
-        (the caller polls).
+        end: what a worker claiming under a global limit waits for); an entry
+        ending in ``:`` matches every announcement it starts. A store may
+        call more often than asked, never less: SQLite's and the memory store
+        tell the kinds apart (``KINDS``) but not the runs, so ``run:<id>``
+        hears every run's change. Returns the function that stops the calls,
+        or ``None`` when the store cannot announce changes (the caller polls).
         """
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ from ._protocol import (
     changed,
     claimed_by,
     debounced,
+    kinds_of,
     record_of,
     reopened,
 )
@@ -224,8 +225,13 @@ class SqliteControl:
     def _next_seq(self) -> int:
         return int(self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM control").fetchone()[0])
 
-    @announcing
     def submit(self, record: ControlRecord) -> ControlRecord:
+        out = self._submit(record)
+        if record.queue is not None:  # a run without a queue is this process's: no worker claims it
+            self._announce("q")
+        return out
+
+    def _submit(self, record: ControlRecord) -> ControlRecord:
         if record.dedup_id is None and record.debounce_key is None:
             with self._lock:  # the common submit: one statement, its own transaction
                 made = self._retried(_SUBMIT, (*(getattr(record, f) for f in _SUBMITTED), record.run_id))
@@ -334,7 +340,7 @@ class SqliteControl:
     def finish(self, run_id: str, state: str) -> None:
         self.finish_many([(run_id, state)])
 
-    @announcing
+    @announcing("rf")
     def finish_many(self, ends: Sequence[tuple[str, str]]) -> None:
         with self._tx():
             self._db.executemany(
@@ -347,14 +353,14 @@ class SqliteControl:
         with self._tx():
             self._db.executemany("DELETE FROM control WHERE run_id = ?", [(r,) for r in run_ids])
 
-    @announcing
+    @announcing("rf")
     def block(self, run_id: str, blocked: str) -> None:
         with self._tx():
             self._db.execute(
                 "UPDATE control SET state = 'blocked', blocked = ? WHERE run_id = ?", (blocked, run_id)
             )
 
-    @announcing
+    @announcing("rf")
     def wait_for_code(self, run_id: str, waiting: str) -> None:
         with self._tx():
             self._db.execute(
@@ -367,7 +373,7 @@ class SqliteControl:
         with self._tx():
             self._db.execute("UPDATE control SET drives = MAX(drives - 1, 0) WHERE run_id = ?", (run_id,))
 
-    @announcing
+    @announcing("cr")
     def request_cancel(self, run_id: str, reason: str, now: float) -> ControlRecord:
         with self._tx():
             old = self._get(run_id)
@@ -391,7 +397,7 @@ class SqliteControl:
             ).fetchall()
         return {rid: reason for rid, reason in pending if rid in wanted}
 
-    @announcing
+    @announcing("qr")
     def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
         with self._tx():
             old = self._get(run_id)
@@ -447,13 +453,13 @@ class SqliteControl:
         with self._lock:
             return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
-    def _announce(self) -> None:
-        self._bell.ring()
+    def _announce(self, kinds: str) -> None:
+        self._bell.ring(kinds)
 
     def subscribe(
         self, on_change: Callable[[], None], about: Collection[str] = ()
     ) -> Callable[[], None] | None:
-        return self._bell.listen(on_change)  # the doorbell cannot tell changes apart: ``about`` is moot
+        return self._bell.listen(on_change, kinds_of(about))  # kinds only: any run's end wakes run:<id>
 
     def close(self) -> None:
         with self._lock:
