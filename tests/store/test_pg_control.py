@@ -179,3 +179,47 @@ def test_a_subscriber_about_one_run_is_woken_by_that_run_only(controls: list[Pos
         return heard
 
     assert asyncio.run(main())[0] == "run:r001"
+
+
+@pytest.mark.parametrize("dedup", [None, "d1"], ids=["plain submit", "dedup submit"])
+def test_a_run_without_a_queue_wakes_no_worker_when_it_is_submitted(
+    controls: list[PostgresControl], dedup: str | None
+) -> None:
+    """Its process drives it and no worker claims it: only a queued submit is news for the workers."""
+    import asyncio
+
+    listener, writer = controls[0], controls[1]
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        heard: list[str] = []
+        ended = asyncio.Event()
+
+        def on_run() -> None:
+            notifier = listener.notifier
+            if notifier is not None and notifier.last_heard == "run:here":
+                loop.call_soon_threadsafe(ended.set)
+
+        stops = [
+            listener.subscribe(
+                lambda: heard.append(str(listener.notifier and listener.notifier.last_heard)), ("queue:",)
+            ),
+            listener.subscribe(on_run, ("run:here",)),
+        ]
+        await asyncio.sleep(0.2)  # the listener's first LISTEN counts as a change
+        heard.clear()
+        writer.submit(ControlRecord("here", "wf", state="claimed", owner="me", dedup_id=dedup))
+        writer.finish_many([("here", "done")])  # announced after the submit, on the same channel
+        await asyncio.wait_for(ended.wait(), 10.0)
+        before = list(heard)
+        writer.submit(ControlRecord("queued", "wf", queue="q", dedup_id=dedup))
+        for _ in range(200):
+            if len(heard) > len(before):
+                break
+            await asyncio.sleep(0.05)
+        for stop in stops:
+            assert stop is not None
+            stop()
+        return [*before, "|", *heard[len(before) :]]
+
+    assert asyncio.run(main()) == ["|", "queue:q"]

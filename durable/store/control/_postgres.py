@@ -82,11 +82,16 @@ class PostgresControl:
         self._claim_sql: dict[tuple[bool, bool], str] = {}
         self._finish_sql = db.sql(_FINISH)
         self._with_info_sql = db.sql(_WITH_INFO)
-        self._submit_sql = db.sql(
+        insert = (
             f"WITH ins AS (INSERT INTO {{s}}.control ({COLUMNS}) VALUES ({new_marks}) "
             f"ON CONFLICT (run_id) DO NOTHING RETURNING {COLUMNS}) "
-            "SELECT ins.*, pg_notify(%s, %s) FROM ins"
         )
+        # A queued run is announced to the workers; a run without a queue is its own
+        # process's (no worker claims it), so its insert says nothing (the last column alike).
+        self._submit_sql = {
+            True: db.sql(insert + "SELECT ins.*, pg_notify(%s, %s) FROM ins"),
+            False: db.sql(insert + "SELECT ins.*, NULL FROM ins"),
+        }
 
     # -- helpers ---------------------------------------------------------------
 
@@ -145,24 +150,27 @@ class PostgresControl:
                     if row is not None:
                         return self._put(conn, debounced(to_record(row), record))
                 rec = self._put(conn, dataclasses.replace(record, seq=self._next_seq(conn)))
-                self._announce(conn, f"queue:{record.queue or ''}")
+                if record.queue is not None:  # news for the workers of its queue only
+                    self._announce(conn, f"queue:{record.queue}")
                 return rec
 
         return self.db.run(op, run_id=record.run_id)
 
     def _submit_plain(self, conn: Connection[Any], record: ControlRecord) -> ControlRecord | None:
-        """A submit without dedup or debounce: one autocommitted statement with its announcement.
+        """A submit without dedup or debounce: one autocommitted statement, a queued run's announcement in it.
 
         The record is inserted with the next submission seq unless the run has
         one already (then that one is returned, as ``submit`` does); ``None``
         when the record went away in between (the caller takes the long way).
         """
         values = [getattr(record, f) for f in FIELDS if f != "seq"]
-        row = conn.execute(
-            self._submit_sql, (*values, self.db.channel, f"queue:{record.queue or ''}")
-        ).fetchone()
-        if row is not None:
-            return to_record(row[:-1])  # the last column is pg_notify's (void)
+        if record.queue is not None:
+            row = conn.execute(self._submit_sql[True], (*values, self.db.channel, f"queue:{record.queue}"))
+        else:
+            row = conn.execute(self._submit_sql[False], values)
+        made = row.fetchone()
+        if made is not None:
+            return to_record(made[:-1])  # the last column is pg_notify's (void) or a NULL
         return self._get(conn, record.run_id)
 
     def get(self, run_id: str) -> ControlRecord | None:
