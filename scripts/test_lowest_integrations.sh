@@ -13,4 +13,4 @@ venv="${1:-$(mktemp -d)/venv}"
 "$venv/bin/python" -m pip install -q -e ".[dev]" \
   "pydantic-ai-slim[mcp]==2.64.0" "openai==2.0.0" "anthropic==1.0.0"
 "$venv/bin/python" -m pip list 2>/dev/null | grep -iE '^(pydantic-ai-slim|openai|anthropic|mcp) '
-"$venv/bin/python" -m pytest -q -p no:cacheprovider tests/integrations tests/crash/test_agent_recipes.py tests/cli/test_cookbook.py
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 tests/integrations tests/crash/test_agent_recipes.py tests/cli/test_cookbook.py
