@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from durable.store.control import _doorbell
 from durable.store.control._doorbell import Doorbell
 from durable.store.control._memory import MemoryControl
 from durable.store.control._protocol import ControlRecord, RunControl, kinds_of
@@ -18,6 +22,26 @@ from durable.store.control._sqlite import SqliteControl
 
 def _store(kind: str, tmp_path: Path) -> RunControl:
     return MemoryControl() if kind == "memory" else SqliteControl(tmp_path / "runtime.db")
+
+
+def _address(path: Path) -> str:
+    """A socket file's address that fits the kernel's limit, however deep the test's folder is."""
+    plain = os.fspath(path)
+    if len(os.fsencode(plain)) <= _doorbell.MAX_PATH:
+        return plain
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    _FOLDERS.append(fd)  # kept open for the test: the address goes through it
+    return f"{_doorbell.FD_ROOT}/{fd}/{path.name}"
+
+
+_FOLDERS: list[int] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_folders() -> Iterator[None]:
+    yield
+    while _FOLDERS:
+        os.close(_FOLDERS.pop())
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -135,7 +159,7 @@ def test_a_ring_that_does_not_say_its_kind_wakes_every_listener(datagram: bytes,
         ]
         (path,) = bells.glob("*.sock")
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as out:
-            out.sendto(datagram, os.fspath(path))
+            out.sendto(datagram, _address(path))
         await asyncio.wait_for(rung.wait(), 10)
         for stop in stops:
             assert stop is not None
@@ -209,7 +233,7 @@ def test_a_dead_listener_s_socket_is_removed_and_a_closed_bell_cleans_up(tmp_pat
     bells = tmp_path / "bells"
     bells.mkdir()
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    dead.bind(os.fspath(bells / "123-dead.sock"))
+    dead.bind(_address(bells / "123-dead.sock"))
     dead.close()  # the file stays; nobody reads it, as after a SIGKILL
     bell = Doorbell(bells)
     bell.ring("q")
@@ -249,7 +273,32 @@ def test_listeners_one_after_another_share_one_socket_and_a_stopped_one_is_not_c
     assert list(bells.glob("*.sock")) == []
 
 
-def test_a_folder_too_deep_for_a_socket_path_falls_back_to_polling(tmp_path: Path) -> None:
+def test_a_data_directory_deeper_than_a_socket_path_still_rings(tmp_path: Path) -> None:
+    """A Unix socket's address holds 108 bytes; a folder's descriptor shortens a deeper path."""
+    deep = tmp_path / ("d" * 120) / "bells"
+    bell, other = Doorbell(deep), Doorbell(deep)
+
+    async def main() -> None:
+        rung = asyncio.Event()
+        stop = bell.listen(rung.set)
+        assert stop is not None
+        (path,) = deep.glob("*.sock")  # bound at its real place, not under the descriptor's path
+        assert len(os.fsencode(path)) > 108
+        other.ring("q")
+        await asyncio.wait_for(rung.wait(), 10)
+        stop()
+
+    asyncio.run(main())
+    bell.close()
+    other.close()
+    assert list(deep.glob("*.sock")) == []
+
+
+def test_a_folder_too_deep_for_any_socket_path_falls_back_to_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``/proc`` (as on macOS) a too-long path binds nothing: the waiter polls."""
+    monkeypatch.setattr(_doorbell, "FD_ROOT", os.fspath(tmp_path / "no-proc"))
     deep = tmp_path / ("d" * 120)
 
     async def main() -> None:
@@ -257,8 +306,30 @@ def test_a_folder_too_deep_for_a_socket_path_falls_back_to_polling(tmp_path: Pat
 
     asyncio.run(main())
     Doorbell(deep).ring("q")  # a ring with no folder is a no-op
-    assert not deep.exists()
+    assert list(deep.glob("*.sock")) == []
 
 
 def test_outside_an_event_loop_there_is_nothing_to_call_back() -> None:
     assert Doorbell(Path("/nonexistent-folder")).listen(lambda: None) is None
+
+
+def test_a_bell_left_to_the_garbage_collector_closes_its_sending_socket(tmp_path: Path) -> None:
+    """A store dropped without ``close()`` after it rang leaves no socket open behind it."""
+    bells = tmp_path / "bells"
+    listener = Doorbell(bells)
+
+    async def main() -> list[warnings.WarningMessage]:
+        stop = listener.listen(lambda: None)
+        assert stop is not None
+        bell = Doorbell(bells)
+        bell.ring("q")  # opens its sending socket
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            del bell
+            gc.collect()
+        stop()
+        return caught
+
+    caught = asyncio.run(main())
+    listener.close()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []

@@ -7,6 +7,12 @@ byte to every socket there. The byte carries nothing: the reader then reads
 the database as it would have on a poll, so a lost ring only delays a reader
 until its next poll and can never make it act on something that is not
 committed. A socket whose process died refuses the byte and is removed.
+
+A Unix socket's address holds at most 108 bytes, far less than a data
+directory's path may take. Where the folder's own path is too long, the
+sockets are addressed through a descriptor of the folder
+(``/proc/self/fd/<fd>/<name>``, Linux), so a deep data directory rings like
+any other; only where neither fits does a waiter fall back to polling.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import os
 import socket
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ._protocol import KINDS
@@ -25,7 +31,38 @@ from ._protocol import KINDS
 MAX_PATH = 100
 """Longest socket path this module binds (the kernel's limit is 108 bytes with the NUL)."""
 
+FD_ROOT = "/proc/self/fd"
+"""Where a folder's descriptor names the folder with a short path (Linux)."""
+
+_NAME_LEN = len(f"{2**22}-{'0' * 12}.sock")  # a socket's file name: the pid (at most 2**22) and 12 hex
 _KNOWN = frozenset(ord(k) for k in KINDS.values())
+
+
+def _fits(folder: str) -> bool:
+    return len(os.fsencode(folder)) + 1 + _NAME_LEN <= MAX_PATH
+
+
+@contextlib.contextmanager
+def _addressed(folder: Path) -> Iterator[Callable[[str], str] | None]:
+    """The address of each socket file of ``folder``, by name; ``None`` when no address fits.
+
+    The folder's own path when it is short enough, else a path through a
+    descriptor of the folder held open for the block.
+    """
+    plain = os.fspath(folder)
+    if _fits(plain):
+        yield lambda name: os.path.join(plain, name)
+        return
+    try:
+        fd = os.open(plain, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield None
+        return
+    try:
+        via = f"{FD_ROOT}/{fd}"
+        yield (lambda name: f"{via}/{name}") if _fits(via) and os.path.isdir(via) else None
+    finally:
+        os.close(fd)
 
 
 class Doorbell:
@@ -37,14 +74,10 @@ class Doorbell:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self._out: socket.socket | None = None
+        self._out: list[socket.socket] = []  # the sending socket, once something rang
         self._ears: dict[asyncio.AbstractEventLoop, _Ear] = {}
         # A store left open to the garbage collector still closes its sockets and their files.
-        weakref.finalize(self, _close_all, self._ears)
-
-    def usable(self) -> bool:
-        """Whether a socket path in this folder fits the kernel's limit."""
-        return len(os.fsencode(self.folder / f"{os.getpid()}-{'0' * 12}.sock")) <= MAX_PATH
+        weakref.finalize(self, _close_all, self._out, self._ears)
 
     def ring(self, kinds: str) -> None:
         """Wake the listeners of the folder that wait for one of ``kinds`` (never raises: a ring is a hint).
@@ -55,23 +88,27 @@ class Doorbell:
         """
         data = kinds.encode("ascii")
         try:
-            names = os.listdir(self.folder)
+            names = [name for name in os.listdir(self.folder) if name.endswith(".sock")]
         except OSError:
             return
-        if self._out is None:
-            self._out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._out.setblocking(False)
-        for name in names:
-            if not name.endswith(".sock"):
-                continue
-            path = os.path.join(self.folder, name)
-            try:
-                self._out.sendto(data, path)
-            except ConnectionRefusedError:  # nobody bound: its process died
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            except OSError:  # a full queue already holds a ring; a vanished file needs none
-                pass
+        if not names:
+            return
+        if not self._out:
+            out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            out.setblocking(False)
+            self._out.append(out)
+        out = self._out[0]
+        with _addressed(self.folder) as address:
+            if address is None:
+                return
+            for name in names:
+                try:
+                    out.sendto(data, address(name))
+                except ConnectionRefusedError:  # nobody bound: its process died
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.folder / name)
+                except OSError:  # a full queue already holds a ring; a vanished file needs none
+                    pass
 
     def listen(
         self, on_ring: Callable[[], None], kinds: frozenset[int] | None = None
@@ -87,8 +124,8 @@ class Doorbell:
         create and remove a socket file for each.
 
         Returns ``None`` when no bell can be bound here (no running loop, a
-        path too long for a Unix socket, a folder that cannot be written):
-        the caller then polls.
+        folder that cannot be written, or a path too long for a Unix socket
+        where no folder descriptor can shorten it): the caller then polls.
         """
         try:
             loop = asyncio.get_running_loop()
@@ -98,8 +135,6 @@ class Doorbell:
         if ear is None:
             for old in [old for old in self._ears if old.is_closed()]:  # loops that ended
                 self._ears.pop(old).close()
-            if not self.usable():
-                return None
             ear = _Ear.bind(self.folder, loop)
             if ear is None:
                 return None
@@ -115,13 +150,13 @@ class Doorbell:
 
     def close(self) -> None:
         """Close the sending socket and every bell this object bound (their files are removed)."""
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-        _close_all(self._ears)
+        _close_all(self._out, self._ears)
 
 
-def _close_all(ears: dict[asyncio.AbstractEventLoop, _Ear]) -> None:
+def _close_all(out: list[socket.socket], ears: dict[asyncio.AbstractEventLoop, _Ear]) -> None:
+    for sock in out:
+        sock.close()
+    out.clear()
     for ear in list(ears.values()):
         ear.close()
     ears.clear()
@@ -136,15 +171,19 @@ class _Ear:
 
     @classmethod
     def bind(cls, folder: Path, loop: asyncio.AbstractEventLoop) -> _Ear | None:
-        path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
+        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            sock.bind(os.fspath(path))
+            with _addressed(folder) as address:
+                if address is None:
+                    raise OSError(f"no Unix socket address fits {folder}")
+                sock.bind(address(name))
             sock.setblocking(False)
         except OSError:
             sock.close()
             return None
+        path = folder / name
         ear = cls(sock, path, loop)
         loop.add_reader(sock.fileno(), ear.drain)
         return ear
