@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import socket
@@ -24,24 +25,15 @@ def _store(kind: str, tmp_path: Path) -> RunControl:
     return MemoryControl() if kind == "memory" else SqliteControl(tmp_path / "runtime.db")
 
 
-def _address(path: Path) -> str:
+@contextlib.contextmanager
+def _address(path: Path) -> Iterator[str]:
     """A socket file's address that fits the kernel's limit, however deep the test's folder is."""
-    plain = os.fspath(path)
-    if len(os.fsencode(plain)) <= _doorbell.MAX_PATH:
-        return plain
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    _FOLDERS.append(fd)  # kept open for the test: the address goes through it
-    return f"{_doorbell.FD_ROOT}/{fd}/{path.name}"
-
-
-_FOLDERS: list[int] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_folders() -> Iterator[None]:
-    yield
-    while _FOLDERS:
-        os.close(_FOLDERS.pop())
+    if len(os.fsencode(path)) <= _doorbell.MAX_PATH:
+        yield os.fspath(path)
+        return
+    with _doorbell.through_descriptor(path.parent) as via:
+        assert via is not None
+        yield f"{via}/{path.name}"
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -158,8 +150,8 @@ def test_a_ring_that_does_not_say_its_kind_wakes_every_listener(datagram: bytes,
             bell.listen(lambda: (heard.append("every"), rung.set())),
         ]
         (path,) = bells.glob("*.sock")
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as out:
-            out.sendto(datagram, _address(path))
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as out, _address(path) as address:
+            out.sendto(datagram, address)
         await asyncio.wait_for(rung.wait(), 10)
         for stop in stops:
             assert stop is not None
@@ -233,7 +225,8 @@ def test_a_dead_listener_s_socket_is_removed_and_a_closed_bell_cleans_up(tmp_pat
     bells = tmp_path / "bells"
     bells.mkdir()
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    dead.bind(_address(bells / "123-dead.sock"))
+    with _address(bells / "123-dead.sock") as address:
+        dead.bind(address)
     dead.close()  # the file stays; nobody reads it, as after a SIGKILL
     bell = Doorbell(bells)
     bell.ring("q")

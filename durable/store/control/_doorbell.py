@@ -43,24 +43,20 @@ def _fits(folder: str) -> bool:
 
 
 @contextlib.contextmanager
-def _addressed(folder: Path) -> Iterator[Callable[[str], str] | None]:
-    """The address of each socket file of ``folder``, by name; ``None`` when no address fits.
+def through_descriptor(folder: Path) -> Iterator[str | None]:
+    """A short path naming ``folder`` through a descriptor held open for the block; ``None`` if none fits.
 
-    The folder's own path when it is short enough, else a path through a
-    descriptor of the folder held open for the block.
+    For a folder whose own path leaves no room for a socket's name: the
+    socket files keep their real place, only their address is shorter.
     """
-    plain = os.fspath(folder)
-    if _fits(plain):
-        yield lambda name: os.path.join(plain, name)
-        return
     try:
-        fd = os.open(plain, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         yield None
         return
     try:
         via = f"{FD_ROOT}/{fd}"
-        yield (lambda name: f"{via}/{name}") if _fits(via) and os.path.isdir(via) else None
+        yield via if _fits(via) and os.path.isdir(via) else None
     finally:
         os.close(fd)
 
@@ -74,6 +70,7 @@ class Doorbell:
 
     def __init__(self, folder: Path):
         self.folder = folder
+        self._short = _fits(os.fspath(folder))  # its own path leaves room for a socket's name
         self._out: list[socket.socket] = []  # the sending socket, once something rang
         self._ears: dict[asyncio.AbstractEventLoop, _Ear] = {}
         # A store left open to the garbage collector still closes its sockets and their files.
@@ -97,18 +94,24 @@ class Doorbell:
             out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             out.setblocking(False)
             self._out.append(out)
+        if self._short:
+            self._send(data, os.fspath(self.folder), names)
+            return
+        with through_descriptor(self.folder) as via:
+            if via is not None:
+                self._send(data, via, names)
+
+    def _send(self, data: bytes, folder: str, names: list[str]) -> None:
+        """Send ``data`` to the sockets ``names`` of the folder addressed as ``folder``."""
         out = self._out[0]
-        with _addressed(self.folder) as address:
-            if address is None:
-                return
-            for name in names:
-                try:
-                    out.sendto(data, address(name))
-                except ConnectionRefusedError:  # nobody bound: its process died
-                    with contextlib.suppress(OSError):
-                        os.unlink(self.folder / name)
-                except OSError:  # a full queue already holds a ring; a vanished file needs none
-                    pass
+        for name in names:
+            try:
+                out.sendto(data, os.path.join(folder, name))
+            except ConnectionRefusedError:  # nobody bound: its process died
+                with contextlib.suppress(OSError):
+                    os.unlink(self.folder / name)
+            except OSError:  # a full queue already holds a ring; a vanished file needs none
+                pass
 
     def listen(
         self, on_ring: Callable[[], None], kinds: frozenset[int] | None = None
@@ -135,7 +138,7 @@ class Doorbell:
         if ear is None:
             for old in [old for old in self._ears if old.is_closed()]:  # loops that ended
                 self._ears.pop(old).close()
-            ear = _Ear.bind(self.folder, loop)
+            ear = _Ear.bind(self.folder, self._short, loop)
             if ear is None:
                 return None
             self._ears[loop] = ear
@@ -170,20 +173,22 @@ class _Ear:
         self.calls: list[tuple[Callable[[], None], frozenset[int] | None]] = []
 
     @classmethod
-    def bind(cls, folder: Path, loop: asyncio.AbstractEventLoop) -> _Ear | None:
-        name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
+    def bind(cls, folder: Path, short: bool, loop: asyncio.AbstractEventLoop) -> _Ear | None:
+        path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            with _addressed(folder) as address:
-                if address is None:
-                    raise OSError(f"no Unix socket address fits {folder}")
-                sock.bind(address(name))
+            if short:
+                sock.bind(os.fspath(path))
+            else:
+                with through_descriptor(folder) as via:
+                    if via is None:  # no address fits: the caller polls
+                        raise OSError(f"no Unix socket address fits {folder}")
+                    sock.bind(f"{via}/{path.name}")
             sock.setblocking(False)
         except OSError:
             sock.close()
             return None
-        path = folder / name
         ear = cls(sock, path, loop)
         loop.add_reader(sock.fileno(), ear.drain)
         return ear
