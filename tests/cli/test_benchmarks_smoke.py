@@ -145,6 +145,22 @@ def test_the_cancellation_watch_benchmark_compares_the_partial_index_with_the_re
     assert "by run id / partial index with 1,000 runs driven = " in out
 
 
+def test_the_drift_benchmark_reports_the_spread_of_each_measure_over_fresh_processes() -> None:
+    """``python -m benchmarks.drift`` times the loop, durable and the floor in fresh processes."""
+    out = _python("-m", "benchmarks.drift", "2", "--steps", "20")
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ")][
+        1:
+    ]  # past the header
+    assert [r[0].strip() for r in rows] == [
+        "ms of CPU, a pure-Python loop of 300,000 rounds",
+        "µs / step, durable (a) process",
+        "µs / step, raw SQLite commit",
+    ]
+    for r in rows:
+        fastest, median, slowest = (float(x) for x in r[1:4])
+        assert 0 < fastest <= median <= slowest
+
+
 def test_the_idle_worker_benchmark_measures_runs_with_and_without_a_worker_beside() -> None:
     """``python -m benchmarks.idle_worker`` prints both wall times and the idle worker's CPU."""
     out = _python("-m", "benchmarks.idle_worker", "10", "--rounds", "1")
