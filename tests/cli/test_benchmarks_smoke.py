@@ -255,3 +255,28 @@ def test_compare_trees_measures_two_trees_in_turns_and_prints_both_opcode_counts
     opcodes = [line for line in out.splitlines() if line.startswith("| opcodes ")]
     assert [line.split("|")[1].strip() for line in opcodes] == ["opcodes write", "opcodes replay"]
     assert (tmp_path / "compare_trees.json").exists()
+
+
+def test_the_replay_parts_benchmark_splits_a_replayed_step_and_estimates_a_column_layout() -> None:
+    """``python -m benchmarks.replay_parts`` times each part of a replay and a column layout's read."""
+    out = _python("-m", "benchmarks.replay_parts", "30", "--rounds", "1")
+    rows = {
+        r[0].strip(): (float(r[1]), float(r[2]))
+        for r in (line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| "))
+        if r[1].strip() not in ("wall", "---:")
+    }
+    assert list(rows) == [
+        "read",
+        "parse",
+        "index",
+        "calls (what is left)",
+        "durable replay",
+        "plain await",
+        "durable replay above plain calls",
+        "column layout: read + parse + index",
+        "column layout's estimate above plain calls",
+    ]
+    # Before timing, the benchmark checks that the column layout indexes every step's input
+    # hash and output as the engine's index does (it fails otherwise): the estimate replays.
+    for name in ("read", "parse", "column layout: read + parse + index"):  # timed alone
+        assert all(v > 0 for v in rows[name]), name
