@@ -51,7 +51,8 @@ import durable
 from durable.store.log._sqlite import _guarded_insert
 from durable.store.log._sqlite_schema import _SCHEMA
 
-STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000
+STEPS = 2_000
+"""Steps per loop (the first argument of the command line, read by ``main``)."""
 ROUNDS = 7
 _ROW = '{"path":"s.visit[0]","visit":0,"output":0,"output_hash":"0123456789abcdef0123456789abcdef"}'
 
@@ -168,18 +169,20 @@ async def steps_then_wait(n: int) -> int:
     return n
 
 
-async def _plain(i: int) -> int:
+async def plain(i: int) -> int:
+    """An undecorated coroutine function: what a replayed call is counted above."""
     return i
 
 
 async def _plain_loop() -> Times:
     t0 = _now()
     for i in range(STEPS):
-        await _plain(i)
+        await plain(i)
     return _since(t0, STEPS)
 
 
-def _waiting_run(dir: str, n: int) -> None:
+def waiting_run(dir: str, n: int) -> None:
+    """Make, in ``dir``, run ``"r"`` of ``n`` steps, left waiting on the interrupt at its end."""
     with durable.local_world(dir) as world, contextlib.suppress(durable.RunInterrupted):
         asyncio.run(durable.run_workflow(steps_then_wait, n, world=world, run_id="r"))
 
@@ -208,7 +211,7 @@ def _bare_replay(dir: str) -> Times:
             d = index[f"s.visit[{i}]"]
             if d["input_hash"] != blake2b(to_json({"i": i}), digest_size=16).hexdigest():
                 raise AssertionError(i)
-            await _plain(d["output"])
+            await plain(d["output"])
         return _since(t0, STEPS)
 
     times = asyncio.run(replay())
@@ -238,8 +241,8 @@ def _write_figures() -> dict[str, list[Times]]:
 def _replay_figures() -> dict[str, list[Times]]:
     figures: dict[str, list[Times]] = {"plain await": [], "bare replay": [], "durable replay": []}
     with tempfile.TemporaryDirectory() as full, tempfile.TemporaryDirectory() as empty:
-        _waiting_run(full, STEPS)
-        _waiting_run(empty, 0)
+        waiting_run(full, STEPS)
+        waiting_run(empty, 0)
         for _ in range(ROUNDS):
             with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
                 shutil.copytree(full, a, dirs_exist_ok=True)
@@ -270,6 +273,9 @@ def _medians(values: list[Times]) -> Times:
 
 
 def main() -> None:
+    global STEPS
+    if len(sys.argv) > 1:
+        STEPS = int(sys.argv[1])
     print(f"{STEPS} steps, median of {ROUNDS} rounds, µs per step (wall, then CPU)\n")
     written = _write_figures()
     floor = _medians(written["floor"])

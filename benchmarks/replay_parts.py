@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import shutil
 import sqlite3
@@ -46,6 +45,7 @@ from typing import Any
 import pydantic_core
 
 import durable
+from benchmarks.python_bound import plain, steps_then_wait, waiting_run
 from durable.engine._log_rows import _parse_all
 from durable.engine._recorded import Recorded
 
@@ -64,32 +64,10 @@ CREATE TABLE lean (
 """
 
 
-@durable.step(max_visits=10**7)
-async def s(i: int) -> int:
-    return i
-
-
-@durable.workflow
-async def steps_then_wait(n: int) -> int:
-    for i in range(n):
-        await s(i)
-    durable.interrupt("done?")
-    return n
-
-
-async def _plain(i: int) -> int:
-    return i
-
-
 def _timed(fn: Callable[[], Any], per: int) -> Times:
     w, c = time.perf_counter(), time.process_time()
     fn()
     return (time.perf_counter() - w) / per * 1e6, (time.process_time() - c) / per * 1e6
-
-
-def _waiting_run(dir: str, n: int) -> None:
-    with durable.local_world(dir) as world, contextlib.suppress(durable.RunInterrupted):
-        asyncio.run(durable.run_workflow(steps_then_wait, n, world=world, run_id="r"))
 
 
 def _resume(src: str, n: int) -> Times:
@@ -145,8 +123,8 @@ def measure(steps: int, rounds: int) -> dict[str, list[Times]]:
         k: [] for k in ("durable replay", "plain await", "read", "parse", "index", "lean read+parse+index")
     }
     with tempfile.TemporaryDirectory() as full, tempfile.TemporaryDirectory() as empty:
-        _waiting_run(full, steps)
-        _waiting_run(empty, 0)
+        waiting_run(full, steps)
+        waiting_run(empty, 0)
         db = sqlite3.connect(os.path.join(full, "events.db"))
         _lean_copy(db)
         query = "SELECT seq, type, data FROM events WHERE run_id = 'r' ORDER BY seq"
@@ -156,7 +134,7 @@ def measure(steps: int, rounds: int) -> dict[str, list[Times]]:
         async def plain_loop() -> Times:
             w, c = time.perf_counter(), time.process_time()
             for i in range(steps):
-                await _plain(i)
+                await plain(i)
             return (time.perf_counter() - w) / steps * 1e6, (time.process_time() - c) / steps * 1e6
 
         for _ in range(rounds):
