@@ -221,9 +221,11 @@ def test_a_run_s_end_in_another_process_wakes_its_result_and_not_an_idle_worker(
     assert asyncio.run(main()) == ["result"]
 
 
-def test_a_dead_listener_s_socket_is_removed_and_a_closed_bell_cleans_up(tmp_path: Path) -> None:
-    bells = tmp_path / "bells"
-    bells.mkdir()
+@pytest.mark.parametrize("depth", ["short", "deep"])
+def test_a_dead_listener_s_socket_is_removed_and_a_closed_bell_cleans_up(tmp_path: Path, depth: str) -> None:
+    """A deep folder's ring, sent through the folder's descriptor, removes the socket at its real path."""
+    bells = tmp_path / ("d" * 120 if depth == "deep" else "") / "bells"
+    bells.mkdir(parents=True)
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     with _address(bells / "123-dead.sock") as address:
         dead.bind(address)
