@@ -58,7 +58,7 @@ _ROW = '{"path":"s.visit[0]","visit":0,"output":0,"output_hash":"0123456789abcde
 
 
 Times = tuple[float, float]
-"""Seconds of wall-clock and of CPU time (``time.process_time``) of one loop."""
+"""Wall-clock and CPU time (``time.process_time``): seconds from ``_now``, microseconds from ``_since``."""
 
 
 def _now() -> Times:
@@ -187,8 +187,8 @@ def waiting_run(dir: str, n: int) -> None:
         asyncio.run(durable.run_workflow(steps_then_wait, n, world=world, run_id="r"))
 
 
-def _durable_replay(dir: str, n: int) -> Times:
-    """Microseconds to resume the waiting run of ``n`` steps: every step replays."""
+def durable_replay(dir: str, n: int) -> Times:
+    """Microseconds to resume the waiting run of ``n`` steps in ``dir``: every step replays."""
     with durable.local_world(dir) as world:
         t0 = _now()
         asyncio.run(durable.run_workflow(steps_then_wait, n, world=world, run_id="r", resume="yes"))
@@ -247,7 +247,7 @@ def _replay_figures() -> dict[str, list[Times]]:
             with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
                 shutil.copytree(full, a, dirs_exist_ok=True)
                 shutil.copytree(empty, b, dirs_exist_ok=True)
-                full_run, empty_run = _durable_replay(a, STEPS), _durable_replay(b, 0)
+                full_run, empty_run = durable_replay(a, STEPS), durable_replay(b, 0)
             figures["durable replay"].append(
                 ((full_run[0] - empty_run[0]) / STEPS, (full_run[1] - empty_run[1]) / STEPS)
             )

@@ -44,8 +44,7 @@ from typing import Any
 
 import pydantic_core
 
-import durable
-from benchmarks.python_bound import plain, steps_then_wait, waiting_run
+from benchmarks.python_bound import durable_replay, plain, waiting_run
 from durable.engine._log_rows import _parse_all
 from durable.engine._recorded import Recorded
 
@@ -74,13 +73,7 @@ def _resume(src: str, n: int) -> Times:
     """The time to resume the waiting run of ``n`` steps in a copy of ``src`` (not per step)."""
     with tempfile.TemporaryDirectory() as dir:
         shutil.copytree(src, dir, dirs_exist_ok=True)
-        with durable.local_world(dir) as world:
-
-            def go() -> None:
-                coro = durable.run_workflow(steps_then_wait, n, world=world, run_id="r", resume="yes")
-                asyncio.run(coro)
-
-            return _timed(go, 1)
+        return durable_replay(dir, n)
 
 
 def _lean_copy(db: sqlite3.Connection) -> None:

@@ -300,7 +300,7 @@ def test_a_folder_too_deep_for_any_socket_path_falls_back_to_polling(
         assert Doorbell(deep).listen(lambda: None) is None
 
     asyncio.run(main())
-    Doorbell(deep).ring("q")  # a ring with no folder is a no-op
+    Doorbell(deep).ring("q")  # no socket was bound, so a ring has nothing to send to
     assert list(deep.glob("*.sock")) == []
 
 
