@@ -7,6 +7,7 @@ bound beyond loopback, reading needs the token. The printed address
 
 from __future__ import annotations
 
+import ipaddress
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -22,16 +23,36 @@ def refused(text: str, status: int = 403) -> HTMLResponse:
     return HTMLResponse(_pages.message_page("refused", text), status_code=status)
 
 
-def _loopback_host(request: Request) -> bool:
-    """Whether the request names this machine in its Host header (not a rebound domain name)."""
-    host = request.headers.get("host", "")
-    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]", 1)[0] + "]"
-    return name in ("127.0.0.1", "localhost", "[::1]") or name.startswith("127.")
+def loopback_host(host: str) -> bool:
+    """Whether a ``Host`` header names this machine: ``localhost`` or a loopback address (port or not).
+
+    Parsed, not matched by prefix: ``127.evil.example`` or ``127.0.0.1.nip.io``
+    are names a web page can rebind to 127.0.0.1, and are refused.
+    """
+    bracketed = host.startswith("[")
+    if bracketed:  # an IPv6 address: [::1] or [::1]:8787
+        name, bracket, port = host[1:].partition("]")
+        if not bracket or (port and port[0] != ":"):
+            return False
+        port = port[1:]
+    else:
+        name, colon, port = host.partition(":")
+        if colon and not port:
+            return False
+    if port and not port.isdigit():
+        return False
+    if not bracketed and name.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.IPv6Address(name) if bracketed else ipaddress.IPv4Address(name)
+    except ValueError:
+        return False
+    return address.is_loopback
 
 
 def check(inspector: Inspector, request: Request) -> Response | None:
     """The response that stops ``request`` here, or ``None`` to let it through."""
-    if not inspector.private and not _loopback_host(request):
+    if not inspector.private and not loopback_host(request.headers.get("host", "")):
         # A page of another site that rebinds its name to 127.0.0.1 must not read runs.
         return refused("This inspector answers only to 127.0.0.1, localhost or [::1].")
     given = request.query_params.get("token")
