@@ -141,8 +141,8 @@ async def value(request: Request) -> Response:
             _pages.message_page("no such call", f"run {rid} has no call at {path!r}{older}"), 404
         )
     text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
-    # Served as JSON, never as a page: a value from the log cannot become markup or script.
-    return Response(text, media_type="application/json", headers={"X-Content-Type-Options": "nosniff"})
+    # Served as JSON, never as a page (the guard adds nosniff): a value cannot become markup or script.
+    return Response(text, media_type="application/json")
 
 
 async def runtime(request: Request) -> Response:

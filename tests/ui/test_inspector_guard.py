@@ -95,3 +95,85 @@ def test_beyond_loopback_any_host_reads_with_the_token_and_none_without(
     assert client.get(run_href("waits"), headers={"host": host}).status_code == 401
     got = client.get(run_href("waits"), headers={"host": host, "authorization": "Bearer s3cret"})
     assert got.status_code == 200 and "secret plans" in got.text
+
+
+FOREIGN = (
+    {"origin": "http://evil.example"},
+    {"origin": "http://127.0.0.1:9999"},  # another port of this machine: same site, not the same origin
+    {"origin": "null"},
+    {"sec-fetch-site": "cross-site"},
+    {"sec-fetch-site": "same-site"},
+    {"origin": "http://evil.example", "sec-fetch-site": "cross-site"},
+)
+"""Where a post can say it comes from, other than the inspector's own pages."""
+
+
+@pytest.mark.parametrize("sent_from", FOREIGN)
+def test_a_post_from_another_origin_is_refused_even_with_the_token(
+    world: durable.World, sent_from: dict[str, str]
+) -> None:
+    """A cancel posted with the right token from another origin is refused (403, one line) and not done."""
+    client = _client(world)
+    got = client.post(
+        "/action/cancel",
+        data={"id": "waits", "token": "s3cret"},
+        headers={"host": "127.0.0.1:8787", **sent_from},
+        follow_redirects=False,
+    )
+    assert got.status_code == 403
+    assert "posted from another site" in got.text
+    assert durable.runtime.run_status(world, "waits").status == "interrupted"
+
+
+def test_a_post_from_the_inspector_s_own_page_is_done(world: durable.World) -> None:
+    """The same cancel from the inspector's own origin (as a browser sends it) goes through."""
+    got = _client(world).post(
+        "/action/cancel",
+        data={"id": "waits", "token": "s3cret"},
+        headers={
+            "host": "127.0.0.1:8787",
+            "origin": "http://127.0.0.1:8787",
+            "sec-fetch-site": "same-origin",
+        },
+        follow_redirects=False,
+    )
+    assert got.status_code == 303 and "cancel+requested" in got.headers["location"]
+    assert durable.runtime.run_status(world, "waits").status == "cancelled"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/",
+        run_href("waits"),
+        "/confirm/cancel?id=waits",
+        "/compare",
+        "/runtime",
+        "/static/inspector.js",
+        "/nowhere",
+    ],
+)
+def test_every_answer_forbids_framing_and_allows_only_the_inspector_s_own_scripts(
+    world: durable.World, path: str
+) -> None:
+    """Pages, assets, refusals and 404s alike carry frame-ancestors 'none', X-Frame-Options and the CSP."""
+    for host in ("127.0.0.1:8787", "evil.example"):
+        got = _client(world).get(path, headers={"host": host})
+        policy = dict(
+            part.strip().split(" ", 1)
+            for part in got.headers["content-security-policy"].split(";")
+            if part.strip()
+        )
+        assert policy["frame-ancestors"] == "'none'"
+        assert policy["default-src"] == "'none'"
+        assert policy["script-src"] == policy["style-src"] == "'self'"
+        assert got.headers["x-frame-options"] == "DENY"
+
+
+def test_no_page_holds_inline_script_or_style(world: durable.World) -> None:
+    """What the policy would block is not on the pages: no inline script, style element or attribute."""
+    client = _client(world)
+    for path in ("/", run_href("waits"), "/confirm/cancel?id=waits", "/compare", "/runtime"):
+        page = client.get(path, headers={"host": "127.0.0.1:8787"}).text
+        assert "<style" not in page and " style=" not in page and " on" not in page.replace(" one", "")
+        assert page.count("<script") == 1 and '<script src="/static/inspector.js" defer></script>' in page
