@@ -27,6 +27,7 @@ from ._run_diff import pretty as pretty
 from ._run_diff import summary as summary
 from ._timetravel import UNCHANGED as UNCHANGED
 from ._timetravel import checkpoints as checkpoints
+from ._timetravel import checkpoints_of as checkpoints_of
 from ._timetravel import fork as fork
 from ._timetravel import restore as restore
 from ._verify import completed_text as completed_text

@@ -23,13 +23,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..engine import Recorded, WorldCore, value_hash
+from ..engine import FIRST_TYPES, Recorded, WorldCore, value_hash
 from ..errors import ArtifactIntegrityError
 from ..events import EFFECT_INTENT, STEP_COMPLETED, STEP_STARTED
 
 RECORDED = "recorded"
 NOT_RECORDED = "not recorded"
 UNREADABLE = "unreadable"
+EARLIER = "earlier"
+"""A delta whose chain reaches a call before the rows read (the inspector reads a long run's last rows)."""
 
 Json = dict[str, Any]
 Where = tuple[str, str]  # ("step", path) or ("effect", key)
@@ -40,7 +42,8 @@ class CallInput:
     """A call's input as its log records it.
 
     Attributes:
-        state: ``recorded``, ``not recorded`` (a log older than format 8) or ``unreadable``.
+        state: ``recorded``, ``not recorded`` (a log older than format 8), ``unreadable``, or
+            ``earlier`` (a delta on a call before the rows read: the whole log has it).
         value: The arguments by parameter name (``None`` unless recorded).
         stored: How the log holds it: ``inline``, ``artifact`` or ``delta`` (``""`` when not recorded).
         problem: Why a recorded input cannot be read back (a missing artifact, a lost base).
@@ -88,10 +91,20 @@ class InputReader:
         self.run_id = run_id
         self.inputs: dict[Where, CallInput] = {}
         self._artifacts: dict[str, Any] = {}
+        self._begins = 0
+        """The seq the rows read begin at when they are not the whole log (0: they are)."""
 
     def read_rows(self, rows: Iterable[tuple[int, str, str]]) -> InputReader:
-        """Take a run's rows in seq order (a snapshot's state included); return the reader."""
+        """Take a run's rows in seq order (a snapshot's state included); return the reader.
+
+        The rows may be the log's last ones only (the inspector's page of a long
+        run): a delta whose base was recorded before them is unreadable, and says so.
+        """
+        first = True
         for seq, type_, data in rows:
+            if first and type_ not in FIRST_TYPES:
+                self._begins = seq
+            first = False
             if type_ in (STEP_STARTED, STEP_COMPLETED, EFFECT_INTENT):
                 d = json.loads(data)
                 fields = fields_of(d)
@@ -143,6 +156,11 @@ class InputReader:
                 return got
             body = got.value
         base = known.get((where[0], str(base_key)))
+        if base is None and self._begins:
+            why = f"its base {base_key} was recorded before seq {self._begins}, where the rows read begin"
+            return CallInput(EARLIER, stored="delta", problem=why)
+        if base is not None and base.state == EARLIER:
+            return CallInput(EARLIER, stored="delta", problem=base.problem)
         if base is None or base.state != RECORDED:
             why = base.problem if base is not None else "the log no longer holds it"
             return CallInput(UNREADABLE, stored="delta", problem=f"its base {base_key} is unreadable: {why}")

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..engine import Recorded, WorldCore, referenced, run_not_found
 from ..errors import ArtifactIntegrityError
+from ..store import Row
 from ._call_inputs import RECORDED, InputReader, read_inputs
 from ._run_diff import Call, calls_of, first_seqs
 
@@ -36,14 +37,22 @@ class RunCalls:
     missing_artifacts: str | None = None
 
 
-def read_calls(world: WorldCore, run_id: str) -> RunCalls:
+def read_calls(world: WorldCore, run_id: str, rows: list[Row] | None = None) -> RunCalls:
     """Read a run's calls from ``world``.
+
+    Args:
+        world: The world.
+        run_id: The run.
+        rows: The run's rows when the caller read them already: its whole log, or
+            its last rows only (the inspector's page of a long run), which gives
+            the calls those rows record.
 
     Raises:
         RunNotFoundError: The world has no such run.
         KeyMismatchError: The run's events are encrypted under a key the world does not hold.
     """
-    rows = world.log.read(run_id)
+    if rows is None:
+        rows = world.log.read(run_id)
     if not rows:
         raise run_not_found(world, run_id)
     rec = Recorded.from_rows(rows, run_id)
@@ -90,7 +99,7 @@ def _inline_outputs(world: WorldCore, rec: Recorded, run_id: str) -> str | None:
     return missing
 
 
-def _events(rows: list[tuple[int, str, str]]) -> list[dict[str, Any]]:
+def _events(rows: list[Row]) -> list[dict[str, Any]]:
     events = []
     for seq, type_, data in rows:
         d = json.loads(data)

@@ -110,7 +110,8 @@ class Fork:
     reused: list[str] = field(default_factory=list)
 
 
-def _checkpoints(rows: list[Row]) -> list[Checkpoint]:
+def checkpoints_of(rows: list[Row]) -> list[Checkpoint]:
+    """The checkpoints among a run's ``rows`` (its whole log, or a part of it), oldest first."""
     found: list[Checkpoint] = []
     loads = json.loads
     for seq, type_, data in rows:
@@ -143,12 +144,12 @@ def checkpoints(run_id: str, *, world: WorldCore) -> list[Checkpoint]:
     Raises:
         RunNotFoundError: The world has no run with that id.
     """
-    return _checkpoints(_rows(world, run_id))
+    return checkpoints_of(_rows(world, run_id))
 
 
 def _find(run_id: str, rows: list[Row], checkpoint: int | str) -> Checkpoint:
     """The checkpoint named by its seq (an int or digits) or by its step path (the latest)."""
-    found = _checkpoints(rows)
+    found = checkpoints_of(rows)
     wanted: int | str = checkpoint
     if isinstance(checkpoint, str) and checkpoint.isdigit():
         wanted = int(checkpoint)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import WorldCore, recover_log, run_not_found
+from ..engine import WorldCore, outcome_of, run_not_found
 from ..events import RUN_CANCELLED, RUN_FAILED
 from ..store import ControlRecord, RunInfo
 from ._driver import control_of
@@ -111,7 +111,7 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
         reason = why.get("reason")
         error = {k: why[k] for k in ("error_type", "error_message", "key") if k in why} or None
     elif status == "failed" and info is not None:
-        terminal = recover_log(world.log, run_id).terminal
+        terminal = outcome_of(world.log, run_id)  # its last row, not the whole log
         if terminal is not None and terminal[0] == RUN_FAILED:
             why = terminal[1]
             error = {k: why[k] for k in ("error_type", "error_message", "path") if why.get(k) is not None}
@@ -138,7 +138,7 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
 
 def _cancelled(world: WorldCore, run_id: str) -> tuple[str | None, list[str]]:
     """A cancelled run's reason and the compensations it ran, from its ``run.cancelled``."""
-    terminal = recover_log(world.log, run_id).terminal
+    terminal = outcome_of(world.log, run_id)  # its last row, not the whole log
     if terminal is None or terminal[0] != RUN_CANCELLED:
         return None, []
     return terminal[1].get("reason"), list(terminal[1].get("compensated") or [])

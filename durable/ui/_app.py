@@ -32,7 +32,7 @@ from starlette.staticfiles import StaticFiles
 
 from ..engine import WorldCore
 from ..errors import CodecError, DurableError, KeyMismatchError, RunNotFoundError
-from . import _actions, _compare_page, _model, _pages, _run_page
+from . import _actions, _compare_page, _model, _pages, _run_model, _run_page
 from ._guard import Guard, refused
 from ._state import COOKIE, Inspector, inspector_of
 
@@ -100,16 +100,23 @@ async def runs(request: Request) -> Response:
 
 
 async def run(request: Request) -> Response:
-    """A run's page (``?fragment=1``: its live part only)."""
+    """A run's page: its facts and its last calls (``?calls=N``; ``?fragment=1``: the live part only)."""
     rid = request.path_params["run_id"]
     try:
-        d = _model.run_detail(inspector_of(request).world, rid)
+        d = _run_model.run_detail(inspector_of(request).world, rid, _calls(request))
     except DurableError as exc:
         return _unreadable(exc)
     if request.query_params.get("fragment"):
         return HTMLResponse(_run_page.run_body(d))
     live = "/live?" + urlencode({"view": "run", "id": rid})
     return HTMLResponse(_run_page.run_page(d, live=live, flash=request.query_params.get("flash")))
+
+
+def _calls(request: Request) -> int:
+    """How many of a run's last calls its page shows (``?calls=N``, within 1 and ``MOST_CALLS``)."""
+    asked = request.query_params.get("calls", "")
+    n = int(asked) if asked.isdigit() else _run_model.CALLS
+    return min(max(n, 1), _run_model.MOST_CALLS)
 
 
 async def compare(request: Request) -> Response:
@@ -247,7 +254,7 @@ async def act(request: Request) -> Response:
 def _fingerprint(world: WorldCore, view: str, run_id: str) -> str:
     """What a page of ``view`` shows changes when this does."""
     if view == "run":
-        return _model.run_fingerprint(world, run_id)
+        return _run_model.run_fingerprint(world, run_id)
     if view == "runtime":
         return json.dumps(_model.runtime_view(world), default=str)
     return _model.list_fingerprint(world)

@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..engine import COMPENSATE, WorldCore, budget_text, recorded_budget, run_usage
-from ..errors import DurableError, RunNotFoundError
+from ..engine import COMPENSATE, WorldCore
+from ..errors import DurableError
 from ..events import (
     DRIFT_ACCEPTED,
     EFFECT_INTENT,
@@ -20,8 +20,6 @@ from ..events import (
     INTERRUPT_RESUMED,
     RETRY_DECISION,
     RUN_COMPLETED,
-    RUN_FAILED,
-    RUN_RESOLVED,
     RUN_RESUMED,
     RUN_RETRIED,
     SESSION_COMPLETED,
@@ -32,11 +30,10 @@ from ..events import (
     TIMER_SET,
     VALUE_RECORDED,
 )
-from ..ops import align, checkpoints, first_seqs, read_calls
-from ..runtime import control_of, driver_of, run_status, short_hash
+from ..ops import align, read_calls
+from ..runtime import control_of, driver_of
 from ..runtime import list_runs as runs_page
 from ._timeline_item import Item as Item
-from ._tree import build_tree
 
 STATUSES = ("running", "orphaned", "waiting", "interrupted", "blocked", "completed", "failed", "cancelled")
 """The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
@@ -221,147 +218,6 @@ def compensations(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             c["state"] = "failed"
             c["error"] = f"{(ev.get('error_type') or '').rsplit('.', 1)[-1]}: {message[0] if message else ''}"
     return list(found.values())
-
-
-def run_detail(world: WorldCore, run_id: str) -> dict[str, Any]:
-    """Everything the run page shows about one run.
-
-    Raises:
-        RunNotFoundError: The world has no such run.
-    """
-    info = world.log.info(run_id)
-    if info is None:
-        st = run_status(world, run_id)  # an enqueued run has no log yet
-        ctl = control_of(world).get(run_id)
-        return {
-            "run_id": run_id,
-            "workflow": ctl.workflow if ctl else "",
-            "status": "waiting" if st.status == "enqueued" else st.status,
-            "raw_status": st.status,
-            "reason": st.reason,
-            "queue": st.queue,
-            "items": [],
-            "tree": [],
-            "events": [],
-            "last_seq": 0,
-            "unconfirmed": [],
-            "waiting": [],
-            "timers": [],
-            "messages": pending_messages(world, run_id),
-            "children": [],
-            "checkpoints": [],
-            "resumed_at": 0,
-            "error": None,
-            "parent_run_id": None,
-            "created_at": ctl.created_at if ctl else None,
-            "updated_at": ctl.created_at if ctl else None,
-            "started_at": None,
-            "driver": None,
-        }
-    events = [e.model_dump(mode="json") for e in world.events(run_id)]
-    read = read_calls(world, run_id)
-    rec = read.recorded
-    items, resumed_at = timeline(events)
-    started = rec.started or {}
-    terminal = rec.terminal if rec.terminal and rec.terminal[0] == RUN_COMPLETED else None
-    st = run_status(world, run_id)
-    driver = driver_of(world, run_id) if st.status == "running" else None
-    status = st.status
-    if driver is not None and driver["driver"] == "orphaned":
-        status = "orphaned"
-    error = None
-    for e in events:
-        if e["type"] == RUN_FAILED:
-            error = {"text": _error_text(e), "path": e.get("path"), "drift_keys": e.get("drift_keys") or []}
-    blocked = None
-    if st.status == "blocked":
-        err = st.error or {}
-        blocked = {
-            "reason": st.reason,
-            "error": (err.get("error_message") or "").splitlines()[0] if err.get("error_message") else "",
-            "key": err.get("key"),
-            "fixes": st.fixes,
-        }
-    budget = recorded_budget(rec)
-    spent = run_usage(world, run_id)
-    usage = {
-        "calls": spent.calls,
-        "input_tokens": spent.input_tokens,
-        "output_tokens": spent.output_tokens,
-        "cost": round(spent.cost, 6),
-    }
-    resolutions = [
-        {"decision": e["decision"], "key": e.get("key"), "by": e["by"], "when": iso(e["decided_at"])}
-        for e in events
-        if e["type"] == RUN_RESOLVED
-    ]
-    waiting = [
-        {"path": p, "value": json.dumps(rec.interrupts[p].get("value"), default=str)}
-        for p in rec.interrupts
-        if p not in rec.answers
-    ]
-    now = world.clock()
-    timers = [
-        {"path": p, "wake_at": iso(t.get("wake_at")), "passed": float(t.get("wake_at") or 0) <= now}
-        for p, t in rec.timers.items()
-    ]
-    try:
-        cps = [{"seq": c.seq, "path": c.path} for c in checkpoints(run_id, world=world)]
-    except DurableError:
-        cps = []
-    return {
-        "messages": pending_messages(world, run_id),
-        "run_id": run_id,
-        "workflow": info.workflow,
-        "status": status,
-        "raw_status": st.status,
-        "reason": st.reason,
-        "queue": st.queue,
-        "items": items,
-        "tree": build_tree(read.calls, items, first_seqs(events)),
-        "missing_artifacts": read.missing_artifacts,
-        "events": events,
-        "has_input": "input" in started,
-        "input": started.get("input"),
-        "has_output": terminal is not None,
-        "output": terminal[1].get("output") if terminal else None,
-        "fork_of": started.get("fork_of"),
-        "fork_seq": started.get("fork_seq"),
-        "last_seq": events[-1]["seq"] if events else 0,
-        "unconfirmed": rec.unconfirmed(),
-        "waiting": waiting,
-        "timers": timers,
-        "children": [it.child_run_id for it in items if it.child_run_id],
-        "checkpoints": cps,
-        "resumed_at": resumed_at,
-        "error": error,
-        "blocked": blocked,
-        "usage": usage if spent.calls or budget is not None else None,
-        "budget": None if budget is None else {"text": budget_text(budget), "json": budget.to_json()},
-        "resolutions": resolutions,
-        "compensations": compensations(events),
-        "parent_run_id": info.parent_run_id,
-        "created_at": info.created_at,
-        "updated_at": info.updated_at,
-        "started_at": events[0].get("at") if events else None,
-        "driver": driver,
-        "code": short_hash(started.get("manifest_hash")),
-        "code_detail": st.detail,
-        "patches": sorted(rec.patches),
-    }
-
-
-def run_fingerprint(world: WorldCore, run_id: str) -> str:
-    """Changes whenever the run writes an event or changes status."""
-    info = world.log.info(run_id)
-    try:
-        status = run_status(world, run_id).status
-    except RunNotFoundError:
-        return "gone"
-    rows = world.log.read(run_id)
-    last = rows[-1][0] if rows else 0
-    driver = driver_of(world, run_id)["driver"] if status == "running" else ""
-    return f"{status}:{last}:{driver}:{info.updated_at if info else 0}"
 
 
 def runtime_view(world: WorldCore) -> dict[str, Any]:

@@ -88,6 +88,11 @@ def facts_section(d: dict[str, Any]) -> str:
             f'<dt>model usage</dt><dd id="run-usage">{e(u["calls"])} calls, {e(u["input_tokens"])} in + '
             f"{e(u['output_tokens'])} out tokens, cost {e(u['cost'])}</dd>"
         )
+    elif d.get("budget"):  # a long run's page reads its last events only
+        facts.append(
+            '<dt>model usage</dt><dd id="run-usage">not counted on the page of a long run: '
+            "<code>little runs --usage</code> counts it</dd>"
+        )
     if d.get("budget"):
         facts.append(f'<dt>budget</dt><dd id="run-budget">{e(d["budget"]["text"])}</dd>')
     other = "/compare?" + urlencode({"a": d["run_id"]})
@@ -297,8 +302,29 @@ def calls_section(d: dict[str, Any]) -> str:
     return (
         '<section><h2>Calls</h2><p class="hint">Each call sits under the step, session, branch or loop visit '
         f"that made it; its output is what a replay returns.{e(resumed)}{e(inherited)}</p>{warn}"
+        + window_note(d)
         + calls_table(d["tree"], d["run_id"], d.get("started_at"))
         + "</section>"
+    )
+
+
+def window_note(d: dict[str, Any]) -> str:
+    """What part of a long run the page shows, and the link that shows more of it."""
+    w = d.get("window")
+    if not w or (w["whole"] and not w["left_out"]):
+        return ""
+    more = f"{run_href(d['run_id'])}?calls={2 * w['calls']}"
+    if w["whole"]:
+        said = f"The run's last {w['calls']:,} calls; the {w['left_out']:,} before them are left out."
+    else:
+        said = (
+            f"The run has {w['last_seq']:,} events: this page reads those from seq {w['first_seq']:,} on, "
+            f"and shows their last {w['calls']:,} calls; the calls before them are left out, and so is "
+            "what only earlier events say (model usage, earlier decisions, timers and checkpoints)."
+        )
+    return (
+        f'<p class="window hint">{e(said)} <a class="more" href="{e(more)}">'
+        f"show the last {2 * w['calls']:,} calls</a></p>"
     )
 
 
@@ -324,8 +350,14 @@ def raw_section(d: dict[str, Any]) -> str:
         f"<td><code>{e(json.dumps(_short(ev), default=str))}</code></td></tr>"
         for ev in d["events"]
     )
+    w = d.get("window")
+    count = (
+        f"{len(d['events'])}"
+        if not w or w["whole"]
+        else f"the last {len(d['events']):,} of {w['last_seq']:,}, from seq {w['first_seq']:,}"
+    )
     return (
-        f'<details class="raw"><summary>Raw events ({len(d["events"])})</summary><table class="events">'
+        f'<details class="raw"><summary>Raw events ({count})</summary><table class="events">'
         f"<thead><tr><th>seq</th><th>written</th><th>type</th><th>data</th></tr></thead><tbody>{raw}</tbody></table></details>"
     )
 
@@ -419,6 +451,13 @@ def _input(node: Node, run_id: str) -> str:
             out += f'<p class="hint input-stored">input stored {how}</p>'
         return out
     title = e(call.input_hash)
+    if call.input_state == "earlier":  # a long run's page: the chain reaches before the events it read
+        href = value_href(run_id, node.key, "input")
+        return (
+            f'<p class="hint input-earlier" title="{e(call.input_note or "")}">input stored as what it '
+            f'appends to a call before the events this page read: <a class="whole" href="{e(href)}">'
+            "whole input</a></p>"
+        )
     if call.input_state == "unreadable":
         return (
             f'<p class="hint input-missing" title="{title}">input unreadable: {e(call.input_note or "")}</p>'

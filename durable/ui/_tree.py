@@ -12,7 +12,7 @@ inherited from its parent has no event in the fork's log: it is marked
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..engine import VISIT_MARK, parent_of, without_visit
 from ..ops import Call
@@ -67,6 +67,21 @@ def _holder(path: str) -> str:
     return parent_of(path)
 
 
+def _scope_kind(path: str) -> str:
+    """The kind of a scope with no call or timeline entry among those given, from its path.
+
+    A branch of ``parallel`` (``name[key]``) has no call of its own; a step or a session
+    that made the calls shown but began before them (a long run's page shows its last
+    calls only) is told by its last segment.
+    """
+    last = path[len(parent_of(path)) :].lstrip(".")
+    if _looped(path):  # a visit of a looped step
+        return "step"
+    if last.endswith("]"):
+        return "branch"
+    return "session" if last.startswith("session:") else "step"
+
+
 def _label(path: str, holder: str) -> str:
     return path[len(holder) + 1 :] if holder and path.startswith(holder + ".") else path
 
@@ -80,7 +95,8 @@ def build_tree(
         calls: The run's calls by path, in the order they were first written.
         items: The run's timeline (a timer has an item and no call).
         own: The paths the run's own log names (``None``: every path); a call
-            outside them was inherited from the run it was forked from.
+            outside them was inherited from the run it was forked from. Given as
+            the first seq of each path (``first_seqs``), it orders the lines too.
 
     Returns:
         The top-level nodes (the calls of the workflow's body), each with its children.
@@ -90,6 +106,8 @@ def build_tree(
         by_key.setdefault(it.key, it)
     order = list(calls)
     order += [k for k in by_key if k not in calls]
+    if isinstance(own, Mapping):  # first seqs: a timer, or a call whose intent came before, in its place
+        order.sort(key=lambda k: own.get(k, 0))
     nodes: dict[str, Node] = {}
     roots: list[Node] = []
 
@@ -100,7 +118,7 @@ def build_tree(
         holder = _holder(path)
         call, item = calls.get(path), by_key.get(path)
         if kind is None:
-            kind = call.kind if call else (item.kind if item else "branch")
+            kind = call.kind if call else (item.kind if item else _scope_kind(path))
         mine = own is None or path in own or call is None
         node = Node(path, kind, _label(path, holder), call, item, own=mine)
         nodes[path] = node
@@ -115,3 +133,20 @@ def build_tree(
     for path in order:
         ensure(path)
     return roots
+
+
+def last_calls(roots: list[Node], n: int) -> tuple[list[Node], int]:
+    """The tree cut to its last ``n`` calls as the page lists them, and how many calls it leaves out.
+
+    The scopes that hold a kept call stay, so that it sits where it belongs.
+    """
+    calls = [node for root in roots for node in root.walk() if node.call is not None or node.item is not None]
+    if len(calls) <= n:
+        return roots, 0
+    keep = {id(node) for node in calls[-n:]}
+
+    def cut(node: Node) -> Node | None:
+        kids = [c for c in map(cut, node.children) if c is not None]
+        return replace(node, children=kids) if kids or id(node) in keep else None
+
+    return [c for c in map(cut, roots) if c is not None], len(calls) - n

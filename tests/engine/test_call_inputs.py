@@ -270,6 +270,21 @@ def test_reading_inputs_reads_each_artifact_once(world: durable.World) -> None:
     assert sum(1 for v in reader.inputs.values() if v.stored == "delta") > 10
 
 
+def test_inputs_read_from_the_end_of_a_log_say_which_deltas_reach_before_it(world: durable.World) -> None:
+    """The last rows of a log (a long run's page): a delta chain that reaches before them says so."""
+    asyncio.run(durable.run_workflow(chat_loop, 30, world=world, run_id="r"))
+    rows = world.log.read("r")
+    intents = [(seq, json.loads(d)) for seq, t, d in rows if t == "effect.intent"]
+    cut = next(seq for seq, d in intents if "base" in d.get("input_ref", {}))  # the first delta's row
+    reader = read_inputs(world, "r", world.log.read("r", cut - 1))
+    after = [reader.get("model", d["key"]) for seq, d in intents if seq >= cut]
+    assert after and {(a.state, a.stored) for a in after} == {("earlier", "delta")}
+    assert f"was recorded before seq {cut}, where the rows read begin" in (after[0].problem or "")
+    whole = read_inputs(world, "r", rows)
+    assert all(whole.get("model", d["key"]).state == "recorded" for _, d in intents)
+    assert not any(whole.get("model", d["key"]).state == "earlier" for _, d in intents)
+
+
 def test_an_input_edited_in_the_log_is_named_by_verify(tmp_path: Path) -> None:
     """An inline input changed behind the SDK's back no longer matches its hash, and verify says where."""
 
