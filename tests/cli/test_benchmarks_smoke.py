@@ -145,6 +145,29 @@ def test_the_cancellation_watch_benchmark_compares_the_partial_index_with_the_re
     assert "by run id / partial index with 1,000 runs driven = " in out
 
 
+def test_the_inspector_benchmark_times_a_long_run_s_page_beside_one_row_read() -> None:
+    """``python -m benchmarks.inspector_huge_run`` builds a run, times its page, fragment and change check."""
+    dsn = os.environ.get("DURABLE_TEST_PG_DSN")
+    out = _python(
+        "-m", "benchmarks.inspector_huge_run", "2000", "--repeats", "1", *(["--dsn", dsn] if dsn else [])
+    )
+    for backend in ("SQLite", *(["Postgres"] if dsn else [])):
+        part = out.split(f"## {backend}: a run of 1,998 events", 1)[1].split("##", 1)[0]
+        assert "built in " in part
+        rows = {
+            r[1].strip(): r for r in (line.split("|") for line in part.splitlines() if line.startswith("| "))
+        }
+        assert set(rows) >= {
+            "read the run's last row (the floor)",
+            "the run's page",
+            "its fragment (?fragment=1)",
+            "the live view's change check",
+        }
+        assert rows["read the run's last row (the floor)"][3].strip() == "1.0"
+        assert float(rows["the run's page"][2]) > 0
+        assert "the run's page in under a second: " in part
+
+
 def test_the_drift_benchmark_reports_the_spread_of_each_measure_over_fresh_processes() -> None:
     """``python -m benchmarks.drift`` times the loop, durable and the floor in fresh processes."""
     out = _python("-m", "benchmarks.drift", "2", "--steps", "20")
