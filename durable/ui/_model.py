@@ -1,7 +1,8 @@
-"""What the inspector shows, read from a world: the run list, one run's timeline, queues and drivers.
+"""What the inspector shows, read from a world: the run list, a timeline of events, queues and drivers.
 
 Everything here takes a world and returns plain data; the pages
-(``_pages``) turn it into HTML and the app (``_app``) serves it.
+(``_pages``) turn it into HTML and the app (``_app``) serves it. What a
+run's own page reads is in ``_run_model``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from ._pages import badge, compare_href, e, layout, run_href, value_block, value
 from ._tree import Node
 
 Section = Callable[[dict[str, Any]], str]
-"""A section of the run page: the run's detail (``_model.run_detail``) in, HTML out."""
+"""A section of the run page: the run's detail (``_run_model.run_detail``) in, HTML out."""
 
 IN_FLIGHT = ("pending", "running", "unconfirmed", "set", "retrying")
 INHERITED_STATES = {
