@@ -14,6 +14,7 @@ caller can do next. The tree::
     ├── StepFailedError             a recorded failure that could not be rebuilt as its type
     ├── NonRetryableError           raise it from user code to stop retries at once
     ├── RunFailedError              a run cannot start or resume as asked (cause_code, reason)
+    │   └── RunInputMismatchError   the run id names a run started with another input
     ├── RunNotFoundError            no run with that id in this world
     ├── RunFinishedError            the run has finished: it can take no message
     ├── CapabilityDriftError        the code or configuration changed under a resumed run
@@ -68,6 +69,7 @@ __all__ = [
     "RunCancelledError",
     "RunFailedError",
     "RunFinishedError",
+    "RunInputMismatchError",
     "RunInterrupted",
     "RunNotFoundError",
     "RunTimeoutError",
@@ -227,6 +229,28 @@ class RunFailedError(DurableError):
         super().__init__(message, run_id=run_id, path=path)
         self.cause_code = cause_code
         self.reason = reason
+
+
+class RunInputMismatchError(RunFailedError):
+    """A run id was given again with another input than its run was started with.
+
+    ``run_workflow`` and ``start_workflow`` with the ``run_id`` of an existing
+    run (started, or enqueued and not started yet) and another input raise it,
+    and nothing is written; the same input resumes or returns that run. Its
+    ``cause_code`` is ``"runtime_config_error"`` and its ``reason``
+    ``"run_input_mismatch"``, so code that catches ``RunFailedError`` catches it.
+
+    Attributes:
+        recorded_hash: The hash of the input the run was started with.
+        input_hash: The hash of the input given now.
+    """
+
+    def __init__(self, message: str, *, run_id: str, recorded_hash: str, input_hash: str):
+        super().__init__(
+            message, cause_code="runtime_config_error", reason="run_input_mismatch", run_id=run_id
+        )
+        self.recorded_hash = recorded_hash
+        self.input_hash = input_hash
 
 
 class RunNotFoundError(DurableError):

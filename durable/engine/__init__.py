@@ -70,6 +70,7 @@ from ._run_end import final_failure as final_failure
 from ._run_end import record_run_failed as record_run_failed
 from ._run_input import DriveOptions as DriveOptions
 from ._run_input import accepted_drift_keys as accepted_drift_keys
+from ._run_input import check_same_run as check_same_run
 from ._run_input import new_run_id as new_run_id
 from ._run_input import validate_input as validate_input
 from ._run_input import workflow_spec as workflow_spec

@@ -9,11 +9,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import ConfigurationError, RunFailedError
+from ..errors import ConfigurationError, RunFailedError, RunInputMismatchError
 from ._context import Guard
 from ._recorded import Recorded
 from ._spec import Spec, spec_of
-from ._values import to_json, value_hash
+from ._values import matches, to_json, value_hash
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,37 @@ def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
         ) from exc
     data = to_json(ad, value, what="the input", run_id=run_id, path="")
     return value, data, value_hash(data)
+
+
+def check_same_run(
+    spec: Spec, run_id: str, workflow: str | None, recorded_hash: str, data: Any, input_hash: str
+) -> None:
+    """Refuse a run id given again with another workflow or another input than its run has.
+
+    ``workflow`` and ``recorded_hash`` are what the run was started (or
+    enqueued) with; ``data`` and ``input_hash`` the input given now.
+
+    Raises:
+        RunFailedError: The run belongs to another workflow (reason ``run_workflow_mismatch``).
+        RunInputMismatchError: The run was started with another input (reason ``run_input_mismatch``).
+    """
+    if workflow != spec.name:
+        raise RunFailedError(
+            f"run {run_id!r} belongs to workflow {workflow!r}, not {spec.name!r}; "
+            "resume it with its own workflow, or start a new run id.",
+            cause_code="runtime_config_error",
+            reason="run_workflow_mismatch",
+            run_id=run_id,
+        )
+    if not matches(recorded_hash, data, input_hash):
+        raise RunInputMismatchError(
+            f"run {run_id!r} was started with another input (hash {recorded_hash}, now {input_hash}); "
+            "nothing was written. A run id names one run with one input: pass the input it was "
+            "started with to resume it, or a new run id for new input.",
+            run_id=run_id,
+            recorded_hash=recorded_hash,
+            input_hash=input_hash,
+        )
 
 
 def accepted_drift_keys(accept_drift: Iterable[str]) -> frozenset[str]:

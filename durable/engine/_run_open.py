@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import RunCancelledError, RunFailedError, RunInterrupted
+from ..errors import RunCancelledError, RunInterrupted
 from ..events import (
     DRIFT_ACCEPTED,
     INTERRUPT_RESUMED,
@@ -24,10 +24,11 @@ from ._context import RunContext
 from ._drift import drift_error, run_drift
 from ._failures import recorded_run_failure
 from ._manifest import manifest_hash, output_schema_hash, run_manifest, run_manifest_hash
+from ._run_input import check_same_run
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec
 from ._tracing import traceparent
-from ._values import ANY, matches, to_json
+from ._values import ANY, to_json
 from ._world import WorldCore
 
 UNSET: Any = object()
@@ -92,22 +93,7 @@ def check_resume(
     rec = run.recorded
     started = rec.started or {}
     rid = run.run_id
-    if started.get("workflow") != spec.name:
-        raise RunFailedError(
-            f"run {rid!r} belongs to workflow {started.get('workflow')!r}, not {spec.name!r}; "
-            "resume it with its own workflow, or start a new run id.",
-            cause_code="runtime_config_error",
-            reason="run_workflow_mismatch",
-            run_id=rid,
-        )
-    if not matches(started.get("input_hash", ""), data, input_hash):
-        raise RunFailedError(
-            f"run {rid!r} was started with another input (hash {started.get('input_hash')}, now "
-            f"{input_hash}); a resume must pass the same input. Use a new run id for new input.",
-            cause_code="runtime_config_error",
-            reason="run_input_mismatch",
-            run_id=rid,
-        )
+    check_same_run(spec, rid, started.get("workflow"), started.get("input_hash", ""), data, input_hash)
     # A session's model reports drift under its own key (orchestratorModelSlotId).
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
     if model_drift is not None and not run.accepts(model_drift.changes):

@@ -15,12 +15,15 @@ from ..engine import (
     Spec,
     WorldCore,
     accepted_drift_keys,
+    check_same_run,
     checked_budget,
     count_recovery,
+    first_started,
     new_run_id,
     open_run,
     traceparent,
     validate_input,
+    value_hash,
     workflow_spec,
 )
 from ..errors import ConfigurationError
@@ -31,6 +34,7 @@ from ._driver import (
     Driver,
     control_of,
     default_driver,
+    open_input,
     runtime_of,
     say_blocked,
     seal_input,
@@ -98,7 +102,8 @@ def start_workflow(
         wf: A function decorated with ``@workflow``.
         input: The workflow's input (validated now).
         world: Where the run lives.
-        run_id: The run's id (a new one when ``None``); an existing run's handle is returned.
+        run_id: The run's id (a new one when ``None``); an existing run's handle is
+            returned when it was started with the same workflow and input.
         queue: A ``Queue`` or a queue name.
         partition_key: The partition the run counts against (``partition_concurrency``).
         priority: Lower goes first (an int >= 0), FIFO within a priority.
@@ -121,7 +126,10 @@ def start_workflow(
     Raises:
         ConfigurationError: Queue-only options without a queue, a bad option, or no
             running event loop for a run without a queue. Nothing is written then.
-        RunFailedError: The input is not valid for the workflow.
+        RunFailedError: The input is not valid for the workflow, or ``run_id`` names a run
+            of another workflow.
+        RunInputMismatchError: ``run_id`` names a run started (or enqueued) with another
+            input (a ``RunFailedError`` with reason ``run_input_mismatch``). Nothing is written.
     """
     spec = workflow_spec(wf)
     qname = queue_name(queue)
@@ -139,11 +147,11 @@ def start_workflow(
                 "process, so it needs a running event loop: call it from async code, or pass "
                 "queue= and run a Worker."
             ) from None
-    _, data, _ = validate_input(spec, input, rid)
+    _, data, input_hash = validate_input(spec, input, rid)
     budget_text = None if budget is None else json.dumps(checked_budget(budget).to_json())
     models_text = json.dumps(dict(models or {}))
     ctl = control_of(world)
-    if run_id is not None and world.log.info(rid) is not None:  # a new id names no run yet
+    if run_id is not None and _existing(world, spec, rid, data, input_hash):  # a new id names no run yet
         return RunHandle(rid, world, spec)
     driver = default_driver(world)
     rec = ControlRecord(
@@ -173,6 +181,10 @@ def start_workflow(
     runtime_of(world).known[spec.name] = spec
     got = ctl.submit(rec)
     if got.run_id != rid or {**got.__dict__, "seq": rec.seq} != rec.__dict__:  # seq aside, not ours
+        if got.run_id == rid and not _existing(world, spec, rid, data, input_hash):
+            # enqueued (or claimed) with this id and not started yet: its record holds its input
+            given = json.loads(open_input(world, rid, got.input))
+            check_same_run(spec, rid, got.workflow, value_hash(given), data, input_hash)
         return RunHandle(got.run_id, world, spec)  # a dedup hit, or a run that exists
     if qname is None:
         lock = driver.lock(rid)
@@ -181,6 +193,15 @@ def start_workflow(
     else:
         _nudge(world)
     return RunHandle(rid, world, spec)
+
+
+def _existing(world: WorldCore, spec: Spec, run_id: str, data: Any, input_hash: str) -> bool:
+    """Whether the run has started; if so it must be of ``spec`` with this input (else raises)."""
+    started = first_started(world, run_id)
+    if started is None:
+        return world.log.info(run_id) is not None  # a log that no longer opens with its start
+    check_same_run(spec, run_id, started.get("workflow"), started.get("input_hash", ""), data, input_hash)
+    return True
 
 
 def _nudge(world: WorldCore) -> None:
