@@ -9,11 +9,15 @@ behaves like its ordinary counterpart (``interrupt`` needs a run).
 from __future__ import annotations
 
 import asyncio
+import dis
 import math
 import random as _random
+import sys
 import uuid as _uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import lru_cache
+from types import CodeType
 from typing import Any
 
 from ..errors import ConfigurationError, NondeterminismError, RunInterrupted
@@ -111,9 +115,24 @@ def interrupt(value: Any = None) -> Any:
 
     Returns:
         The answer given with ``resume=``.
+
+    Raises:
+        ConfigurationError: Outside a run, or the call is awaited (``await
+            durable.interrupt(...)``): the answer is no coroutine, so the
+            resume that answers it would fail; this says so on the first drive.
     """
     scope: Scope = current_scope("durable.interrupt()")
     run = scope.run
+    caller = sys._getframe(1)
+    if _awaited(caller.f_code, caller.f_lasti):
+        raise ConfigurationError(
+            f"run {run.run_id!r}: durable.interrupt() is not awaited: remove the await at "
+            f"{caller.f_code.co_filename}:{caller.f_lineno}. It returns the answer itself "
+            "(`answer = durable.interrupt(value)`); awaited, the run would wait for an answer, "
+            "then fail on the resume that gives it. Nothing was recorded.",
+            run_id=run.run_id,
+            path=scope.path or None,
+        )
     with Claim(scope, "durable.interrupt()") as claim:
         key = value_key(scope.prefix, "interrupt", claim.n)
         rec = run.recorded
@@ -132,3 +151,16 @@ def interrupt(value: Any = None) -> Any:
             value=data,
             path=key,
         )
+
+
+@lru_cache(maxsize=256)
+def _awaited(code: CodeType, lasti: int) -> bool:
+    """Whether the call that runs at ``lasti`` of ``code`` is awaited: its next instruction awaits.
+
+    ``lasti`` is the call's offset, or (CPython 3.11) that of its last inline
+    cache entry, which ``dis`` does not list: the next listed instruction follows either.
+    """
+    for ins in dis.get_instructions(code):
+        if ins.offset > lasti:
+            return ins.opname == "GET_AWAITABLE"
+    return False

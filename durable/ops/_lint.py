@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ._lint_rules import (
+    AWAITED_INTERRUPT,
     DURABLE_ASYNC,
     ENVIRONMENT,
     ENVIRONMENT_NAMES,
@@ -195,6 +196,12 @@ class _BodyCheck(ast.NodeVisitor):
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Call):
             self._unawaited(node.value)
+        self.generic_visit(node)
+
+    def visit_Await(self, node: ast.Await) -> None:
+        call = node.value
+        if isinstance(call, ast.Call) and self.module.dotted(call.func) == "durable.interrupt":
+            self.report(node, AWAITED_INTERRUPT, "await durable.interrupt()")
         self.generic_visit(node)
 
     def _unawaited(self, call: ast.Call) -> None:

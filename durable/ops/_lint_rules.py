@@ -53,9 +53,15 @@ STEP_IN_LOOP = Rule(
     "the second visit raises MaxVisitsExceededError; give the step max_visits=N or key each "
     "call with `async with durable.branch(key)`",
 )
+AWAITED_INTERRUPT = Rule(
+    "DUR007",
+    "awaited-interrupt",
+    "durable.interrupt() returns the answer, not a coroutine: the run waits, then the resume that "
+    "answers it fails; remove the await",
+)
 SYNTAX = Rule("DUR000", "syntax", "fix the syntax error; the file was not checked")
 
-RULES = (SYNTAX, CLOCK, RANDOM, ENVIRONMENT, IO, NOT_AWAITED, STEP_IN_LOOP)
+RULES = (SYNTAX, CLOCK, RANDOM, ENVIRONMENT, IO, NOT_AWAITED, STEP_IN_LOOP, AWAITED_INTERRUPT)
 
 CLOCK_CALLS = frozenset(
     {

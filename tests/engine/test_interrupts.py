@@ -206,3 +206,45 @@ def test_little_replay_shows_a_run_waiting_for_an_answer(
     shown = json.loads(capsys.readouterr().out)
     assert shown["status"] == "interrupted"
     assert shown["waiting_for_answer"] == ["interrupt#1"]
+
+
+def test_an_awaited_interrupt_is_refused_on_its_first_drive_and_the_fix_resumes(world: durable.World) -> None:
+    """`await durable.interrupt(...)` fails at once, naming the mistake and its line; the fix resumes."""
+
+    @durable.workflow(name="awaited")
+    async def awaited(topic: str) -> str:
+        verdict = await durable.interrupt({"approve": topic})  # the mistake
+        return str(verdict)
+
+    @durable.workflow(name="awaited")
+    async def fixed(topic: str) -> str:
+        verdict = durable.interrupt({"approve": topic})
+        return str(verdict)
+
+    line = awaited.__code__.co_firstlineno + 2
+    with pytest.raises(ConfigurationError) as info:
+        run(durable.run_workflow(awaited, "cats", world=world, run_id="r"))
+    assert "durable.interrupt() is not awaited: remove the await" in str(info.value)
+    assert f"{__file__}:{line}" in str(info.value)
+    assert "interrupt" not in types(world, "r")  # nothing of the interrupt was recorded
+    with pytest.raises(RunInterrupted):
+        run(durable.run_workflow(fixed, "cats", world=world, run_id="r", retry_failed=True))
+    assert run(durable.run_workflow(fixed, "cats", world=world, run_id="r", resume="yes")) == "yes"
+
+
+def test_a_resume_through_an_awaited_interrupt_names_the_mistake(world: durable.World) -> None:
+    """A run waiting at an interrupt, answered through code that awaits it, says so instead of a TypeError."""
+
+    @durable.workflow(name="asks")
+    async def asks(topic: str) -> str:
+        return str(durable.interrupt(topic))
+
+    @durable.workflow(name="asks")
+    async def awaits(topic: str) -> str:
+        return str(await durable.interrupt(topic))
+
+    with pytest.raises(RunInterrupted):
+        run(durable.run_workflow(asks, "cats", world=world, run_id="r"))
+    with pytest.raises(ConfigurationError, match=r"durable\.interrupt\(\) is not awaited: remove the await"):
+        run(durable.run_workflow(awaits, "cats", world=world, run_id="r", resume="yes"))
+    assert run(durable.run_workflow(asks, "cats", world=world, run_id="r", retry_failed=True)) == "yes"

@@ -31,7 +31,7 @@ async def fails(x: int) -> int:
 @durable.workflow
 async def asks(x: int) -> int:
     await double(x)
-    return int(await durable.interrupt("how many?"))
+    return int(durable.interrupt("how many?"))
 
 
 @pytest.mark.parametrize(
