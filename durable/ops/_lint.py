@@ -3,9 +3,12 @@
 The source is read with ``ast`` and never imported. A function is a workflow,
 step, tool or model call when it carries one of durable's decorators as the
 module imports them (``@workflow``, ``@durable.step(max_visits=3)``,
-``@dl.tool``...). Workflow and step bodies are checked, and so are the
-module's own undecorated functions they call (transitively); tool and model
-call bodies are where the world is met, so they are not. The rules live in
+``@dl.tool``...). Workflow bodies are checked, and so are the module's own
+undecorated functions they call (transitively). A step's output is recorded,
+so what its body reads replays with it: a step body is checked only when it
+makes a durable call (``_may_call_durably``), whose path a value read in the
+body could change when the step runs again. Tool and model call bodies are
+where the world is met, so they are not checked. The rules live in
 ``durable.ops._lint_rules``.
 """
 
@@ -28,6 +31,7 @@ from ._lint_rules import (
     ENVIRONMENT_NAMES,
     IO,
     IO_METHODS,
+    IO_PREFIXES,
     NOT_AWAITED,
     STEP_IN_LOOP,
     SYNTAX,
@@ -36,6 +40,8 @@ from ._lint_rules import (
 )
 
 _KINDS = {"workflow", "step", "tool", "model_call"}
+_RECORDS_NOTHING = frozenset({"durable.current_run", "durable.idempotency_key"})
+"""Calls of durable's API inside a step that are no durable call (they read the run's identity)."""
 _IGNORE = re.compile(r"#\s*durable:\s*ignore(?:\[([^\]]*)\])?")
 _SKIP_DIRS = {"__pycache__", "node_modules", "venv", "site-packages"}
 
@@ -112,9 +118,11 @@ def _read_imports(module: _Module, tree: ast.Module) -> None:
                 else:
                     head = alias.name.split(".")[0]
                     module.imports[head] = head
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom):  # a relative import keeps its dots: ``.tools.charge``
+            base = "." * node.level + (node.module or "")
+            sep = "." if node.module else ""
             for alias in node.names:
-                module.imports[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                module.imports[alias.asname or alias.name] = f"{base}{sep}{alias.name}"
 
 
 def _read_functions(module: _Module, tree: ast.Module) -> None:
@@ -216,15 +224,7 @@ class _BodyCheck(ast.NodeVisitor):
             self.report(call, NOT_AWAITED, f"{name}() is called without await")
 
     def _local_key(self, func: ast.expr) -> str | None:
-        if isinstance(func, ast.Name) and func.id not in self.module.imports:
-            return func.id
-        if (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id in {"self", "cls"}
-        ):
-            return f"self.{func.attr}"
-        return None
+        return _local_key(self.module, func)
 
     def visit_Call(self, node: ast.Call) -> None:
         key = self._local_key(node.func)
@@ -265,6 +265,70 @@ class _BodyCheck(ast.NodeVisitor):
             self.report(node, ENVIRONMENT, self.module.imports[node.id])
 
 
+def _local_key(module: _Module, func: ast.expr) -> str | None:
+    """The key of the module's own function a call names (``name`` or ``self.name``), if any."""
+    if isinstance(func, ast.Name) and func.id not in module.imports:
+        return func.id
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in {"self", "cls"}
+    ):
+        return f"self.{func.attr}"
+    return None
+
+
+def _from_elsewhere(module: _Module, func: ast.expr) -> bool:
+    """Whether a call names a function imported from outside the standard library and HTTP clients.
+
+    Such a function may be a durable call of another module of the application
+    (a tool of ``tools.py``), which the linter does not read.
+    """
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    if not isinstance(func, ast.Name) or func.id not in module.imports:
+        return False
+    origin = module.imports[func.id]
+    top = origin.split(".")[0]
+    return not (top == "durable" or top in sys.stdlib_module_names or origin.startswith(IO_PREFIXES))
+
+
+def _may_call_durably(module: _Module, fn: _Function) -> bool:
+    """Whether a body makes a durable call, directly or through the module's own helpers.
+
+    A durable call is a call of one of the module's decorated functions, of
+    durable's API (``durable.sleep``, ``durable.now``, ``durable.branch``...),
+    or an awaited call of a function imported from another module of the
+    application (it may be a tool there; the linter does not read that module).
+    """
+    pending, seen = [fn], set()
+    while pending:
+        current = pending.pop()
+        if id(current.node) in seen:
+            continue
+        seen.add(id(current.node))
+        for node in (n for statement in current.node.body for n in ast.walk(statement)):
+            if (
+                isinstance(node, ast.Await)
+                and isinstance(node.value, ast.Call)
+                and _from_elsewhere(module, node.value.func)
+            ):
+                return True
+            if not isinstance(node, ast.Call):
+                continue
+            key = _local_key(module, node.func)
+            target = module.functions.get(key) if key else None
+            if target is not None:
+                if target.kind is not None:
+                    return True
+                pending.append(target)
+            elif (name := module.dotted(node.func) or "").startswith(
+                "durable."
+            ) and name not in _RECORDS_NOTHING:
+                return True
+    return False
+
+
 def _check(module: _Module, fn: _Function, where: str) -> None:
     pending = [(fn, where)]
     while pending:
@@ -288,7 +352,7 @@ def lint_source(source: str, path: str = "<string>") -> list[LintFinding]:
     _read_imports(module, tree)
     _read_functions(module, tree)
     for fn in module.functions.values():
-        if fn.kind in {"workflow", "step"}:
+        if fn.kind == "workflow" or (fn.kind == "step" and _may_call_durably(module, fn)):
             _check(module, fn, f"{fn.kind} {fn.node.name!r}")
     ignored = _ignored(source)
     seen: set[tuple[int, int, str]] = set()

@@ -94,6 +94,53 @@ def test_tool_body_and_unreached_function_are_not_checked() -> None:
     assert lint_source(source) == []
 
 
+STEP_READS_THE_CLOCK = """
+import time
+import durable
+{imports}
+{helpers}
+@durable.step
+async def stamp() -> float:
+    started = time.time()
+{calls}
+    return started
+@durable.workflow
+async def w() -> float:
+    return await stamp()
+"""
+
+
+def _step_findings(imports: str = "", helpers: str = "", calls: str = "") -> list[tuple[str, str]]:
+    source = STEP_READS_THE_CLOCK.format(imports=imports, helpers=helpers, calls=calls or "    pass")
+    return [(f.rule.name, f.message.split(" in ")[1].split(":")[0]) for f in lint_source(source)]
+
+
+def test_a_step_that_makes_no_durable_call_is_not_checked() -> None:
+    """A step's output is recorded: the clock read in a step without durable calls replays with it."""
+    assert _step_findings() == []
+    assert _step_findings(calls="    durable.current_run()") == []  # reads the run's identity only
+    assert _step_findings(imports="import asyncio", calls="    await asyncio.sleep(0)") == []
+
+
+def test_a_step_that_makes_a_durable_call_is_checked() -> None:
+    """The same read in a step that then makes a durable call is reported: a resume runs the body again."""
+    assert _step_findings(calls="    await durable.sleep(1)") == [("clock", "step 'stamp'")]
+    tool = "@durable.tool\nasync def notify(at: float) -> None: ...\n"
+    assert _step_findings(helpers=tool, calls="    await notify(started)") == [("clock", "step 'stamp'")]
+
+
+def test_a_step_whose_helper_makes_a_durable_call_is_checked() -> None:
+    """A durable call made through the module's own undecorated helper counts."""
+    helper = "async def pause() -> None:\n    await durable.sleep(1)\n"
+    assert _step_findings(helpers=helper, calls="    await pause()") == [("clock", "step 'stamp'")]
+
+
+@pytest.mark.parametrize("imports", ["from myapp.tools import charge", "from .tools import charge"])
+def test_a_step_that_awaits_a_function_of_another_module_is_checked(imports: str) -> None:
+    """An awaited function imported from the application may be a tool there: the step is checked."""
+    assert _step_findings(imports=imports, calls="    await charge(started)") == [("clock", "step 'stamp'")]
+
+
 def test_syntax_error_is_a_finding() -> None:
     """A module that does not parse is reported, with its line, as DUR000."""
     [finding] = lint_source("def broken(:\n", "broken.py")
@@ -132,7 +179,7 @@ def test_cli_text_format_and_exit_status(capsys: pytest.CaptureFixture[str]) -> 
     """`little lint` prints path:line:col: CODE [rule] and exits 1 on findings, 0 on none."""
     assert main(["lint", str(CORPUS / "bad_random.py")]) == 1
     out = capsys.readouterr().out
-    assert f"{CORPUS / 'bad_random.py'}:13:12: DUR002 [random]" in out
+    assert f"{CORPUS / 'bad_random.py'}:18:14: DUR002 [random]" in out
     assert "4 findings in 1 file" in out
     assert main(["lint", str(CORPUS / "good_random.py")]) == 0
 

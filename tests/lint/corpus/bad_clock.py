@@ -15,6 +15,7 @@ def stamp() -> float:
 @durable.step
 async def wait_a_bit() -> None:
     await asyncio.sleep(5)  # expect: clock
+    await durable.sleep(1)  # a durable call in the step: its body runs again on a resume
 
 
 @durable.workflow

@@ -10,7 +10,9 @@ import durable
 
 @durable.step
 async def fetch(url: str) -> str:
-    return httpx.get(url).text  # expect: io
+    text = httpx.get(url).text  # expect: io
+    await durable.sleep(1)  # a durable call: a resume runs the body again, and may see another text
+    return text
 
 
 class Pipeline:

@@ -8,9 +8,16 @@ from random import choice
 import durable
 
 
+@durable.tool
+async def announce(winner: str) -> None:
+    return None
+
+
 @durable.step
 async def pick(options: list[str]) -> str:
-    return choice(options)  # expect: random
+    winner = choice(options)  # expect: random
+    await announce(winner)  # a durable call: a resume runs the body again and draws another winner
+    return winner
 
 
 @durable.workflow

@@ -1,4 +1,7 @@
-"""Good: the time comes from durable.now(), waits from durable.sleep(), the real clock only in a tool."""
+"""Good: time from durable.now(), waits from durable.sleep(), the real clock in a tool or a plain step.
+
+A step that makes no durable call may read the clock: its output is recorded.
+"""
 
 import time
 
@@ -10,8 +13,13 @@ async def wall_clock() -> float:
     return time.time()
 
 
+@durable.step
+async def stamp(x: int) -> str:
+    return f"{x} stamped at {time.time()}"
+
+
 @durable.workflow
 async def report(x: int) -> str:
     started = durable.now()
     await durable.sleep(5)
-    return f"{x} {started} {await wall_clock()}"
+    return f"{x} {started} {await wall_clock()} {await stamp(x)}"
