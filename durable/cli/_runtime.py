@@ -57,16 +57,20 @@ def _worker_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "target",
         metavar="MODULE:ATTR",
-        help="a @workflow, a list of workflows, or a Worker whose workflows, queues and schedules to serve",
+        help="a @workflow, a list of workflows, or a Worker, served with every option it was made with",
     )
     p.add_argument(
         "--queue",
         action="append",
         default=[],
-        help="a queue to claim from (repeatable; a Queue of the module keeps its limits)",
+        help="a queue to claim from as well (repeatable; a Queue of the module keeps its limits)",
     )
-    p.add_argument("--concurrency", type=int, default=None, help="runs driven at once (default 100)")
-    p.add_argument("--name", default=None, help="the worker's name in claims (default host:pid:random)")
+    p.add_argument(
+        "--concurrency", type=int, default=None, help="runs driven at once (default: the Worker's, or 100)"
+    )
+    p.add_argument(
+        "--name", default=None, help="the worker's name in claims (default: the Worker's, or host:pid:random)"
+    )
 
 
 def build_worker(
@@ -75,28 +79,27 @@ def build_worker(
     """The worker that ``little worker`` runs."""
     module, obj = _import(target)
     known = {q.name: q for q in vars(module).values() if isinstance(q, Queue)}
-    schedules: list[Any] = []
-    if isinstance(obj, Worker):
-        workflows: list[Any] = [s.fn for s in obj.specs.values()]
-        served: list[Queue] = list(obj.queues)
-        conc = obj.concurrency
-        schedules = list(obj.schedules)
-    elif spec_of(obj) is not None:
-        workflows, served, conc = [obj], [], 100
-    elif isinstance(obj, list | tuple):
-        workflows, served, conc = list(obj), [], 100
-    else:
-        raise CliError(f"{target!r} is not a @workflow, a list of workflows or a Worker")
-    # The workflow objects carry their specs; re-wrap plain spec functions.
-    workflows = [_decorated(module, w) for w in workflows]
+    if concurrency is not None and concurrency < 1:
+        raise CliError("--concurrency must be at least 1")
+    served: list[Queue] = list(obj.queues) if isinstance(obj, Worker) else []
     for qn in queues:
         if all(q.name != qn for q in served):
             served.append(known.get(qn) or Queue(qn))
+    changes: dict[str, Any] = {"queues": served}
     if concurrency is not None:
-        if concurrency < 1:
-            raise CliError("--concurrency must be at least 1")
-        conc = concurrency
-    return Worker(world, workflows=workflows, queues=served, concurrency=conc, schedules=schedules, name=name)
+        changes["concurrency"] = concurrency
+    if name is not None:
+        changes["name"] = name
+    if isinstance(obj, Worker):  # served as it is configured, but for the options given here
+        return obj.on(world, **changes)
+    if spec_of(obj) is not None:
+        workflows = [obj]
+    elif isinstance(obj, list | tuple):
+        workflows = list(obj)
+    else:
+        raise CliError(f"{target!r} is not a @workflow, a list of workflows or a Worker")
+    # The workflow objects carry their specs; re-wrap plain spec functions.
+    return Worker(world, workflows=[_decorated(module, w) for w in workflows], **changes)
 
 
 def _decorated(module: Any, fn: Any) -> Any:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import durable
-from tests.runtime.unhappy import Procs, wait_for
+from durable.runtime import HOST
+from durable.runtime._driver import control_of
+from tests.helpers.procs import worker_object
+from tests.runtime.unhappy import ROOT, Procs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -216,3 +222,32 @@ def _where(procs: Procs) -> str:
         if procs.kind == "sqlite"
         else f" --schema {procs.env['DURABLE_TEST_SCHEMA']}"
     )
+
+
+WORKER_OBJECT = "tests.helpers.procs.worker_object:worker"
+DEFAULT_RECOVERIES = 5
+"""``Worker``'s default ``max_recovery_attempts``; the object in ``worker_object`` allows 50."""
+
+
+def test_little_worker_recovers_a_run_as_often_as_the_worker_object_allows(procs: Procs) -> None:
+    """A run cut more often than the default bound allows is driven, not blocked: the object allows 50."""
+    durable.start_workflow(worker_object.job, 1, world=procs.world, queue=worker_object.jobs, run_id="cut")
+    dead_pid = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_pid.wait()
+    ctl = control_of(procs.world)
+    for _ in range(DEFAULT_RECOVERIES + 1):  # each drive begun by a worker that then died
+        ctl.adopt("cut", "job", owner="gone", pid=dead_pid.pid, host=HOST, now=time.time() - 3600)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "durable.cli", "worker", WORKER_OBJECT, *procs.cli_args()],
+        cwd=ROOT,
+        env=procs.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    procs.procs.append(p)
+    assert p.stdout is not None
+    serving = p.stdout.readline()
+    st = procs.ends("cut", 60)
+    assert (st.status, st.reason) == ("completed", None)
+    assert serving.startswith("little worker configured-worker: workflows job, tick; queues jobs")
