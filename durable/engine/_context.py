@@ -86,6 +86,7 @@ class RunContext:
         "added_params",
         "broken",
         "buffer",
+        "children",
         "clock",
         "compensations",
         "group",
@@ -137,6 +138,7 @@ class RunContext:
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
         self.meters: Meters | None = None  # set by the runner when metrics are on
         self.account: Account | None = None  # set by the runner for a run with a budget
+        self.children: set[asyncio.Task[Any]] | None = None  # tasks driving child runs (_child_runs)
         self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
         # Each function's last large call in this drive: its key and list arguments (``_call_inputs``).
         self.previous_inputs: dict[str, tuple[str, dict[str, tuple[bytes, int]]]] = {}
@@ -157,6 +159,21 @@ class RunContext:
     def accepts(self, changes: list[DriftChange]) -> bool:
         """Whether the caller accepted every one of these drift changes (``accept_drift=``)."""
         return bool(changes) and all(c.key in self.accept_drift for c in changes)
+
+    async def halt_children(self) -> None:
+        """Stop the tasks still driving child runs of this run, other than this one, and wait for them.
+
+        The runner calls it when the workflow body has ended: such a task is
+        one the body left running (a sibling of ``asyncio.gather`` whose other
+        call failed). Cancelled, its child run stops where it is and stays
+        resumable; the parent's resume drives it on.
+        """
+        me = asyncio.current_task()
+        left = [t for t in self.children or () if t is not me and not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            await asyncio.wait(left)
 
     # -- writing -------------------------------------------------------------
 
@@ -272,11 +289,11 @@ class RunContext:
         try:
             self.flush()
         except BaseException as exc:
+            # Kept in ``broken`` too: without a waiter (a receipt that rides with the next turn),
+            # the run's next durable call or its end raises it, not the event loop's callback.
             for w in waiters:
                 if not w.done():
                     w.set_exception(exc)
-            if not waiters:
-                raise
             return
         for w in waiters:
             if not w.done():

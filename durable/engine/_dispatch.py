@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigurationError
-from ._child_runs import child_of_effect
+from ._child_runs import child_of_effect, drive_child
 from ._claim import REPLAYED
 from ._context import CURRENT
 from ._decide import EXECUTE
@@ -20,8 +20,6 @@ from ._effects import EffectCall, confirm, effect_async, effect_begin, effect_sy
 from ._keys import child_run_id
 from ._outbox_call import outbox_effect
 from ._retry_loop import effect_with_retry, step_with_retry
-from ._run_input import DriveOptions
-from ._runner import drive
 from ._spec import Spec
 from ._steps import step_async, step_sync
 from ._streams import stream_effect
@@ -51,16 +49,7 @@ async def _drive_child(call: EffectCall, spec: Spec, args: tuple[Any, ...], kwar
     value = args[0] if args else (next(iter(kwargs.values())) if kwargs else None)
     traced = None if run.tracer is None else start_span(call, 1)
     try:
-        out = await drive(
-            spec,
-            value,
-            run.world,
-            run_id=child_run_id(run.run_id, call.key),
-            models=run.models,
-            parent=(run.run_id, call.key),
-            account=run.account,  # a child run counts against its parent's budget
-            options=DriveOptions(guard=None if run.guard is None else run.guard.child(run)),
-        )
+        out = await drive_child(run, spec, value, child_run_id(run.run_id, call.key), call.key)
     except BaseException as exc:
         if traced is not None:
             traced.end(exc)

@@ -282,7 +282,11 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
                 spec.fn, args, {}, what=f"workflow {spec.name!r}", run_id=run.run_id, path=""
             )
         if inspect.isawaitable(out):
-            out = await out
+            try:
+                out = await out
+            finally:
+                if run.children:  # a child run the body left driving stops before the run's end
+                    await run.halt_children()
         if scope.last is not NOTHING:
             check_awaited(scope, f"workflow {spec.name!r}")
         data = to_json(spec.out, out, what="the workflow output", run_id=run.run_id, path="")

@@ -226,3 +226,34 @@ def test_a_run_driven_alone_commits_at_once(world: durable.World, runs: int) -> 
         assert world.commits.transactions == 0
     else:
         assert world.commits.transactions > 0
+
+
+def test_a_commit_that_fails_after_its_call_returned_is_raised_by_the_run_not_the_event_loop(
+    worlds: Worlds,
+) -> None:
+    """A failed commit of a value recorded at the next turn is raised by the run, not by a loop callback.
+
+    No caller waits on that commit, so the run's next durable call raises its error.
+    """
+    from durable.testing import SimulatedCrash
+
+    @durable.step
+    async def after(x: int) -> int:
+        return x
+
+    @durable.workflow
+    async def stamped(x: int) -> int:
+        durable.now()  # its event commits at the next turn, with no caller waiting on that commit
+        await asyncio.sleep(0.01)  # durable: ignore[clock]  (a turn, or a few, without a durable call)
+        return await after(x)
+
+    unhandled: list[dict[str, Any]] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(lambda loop, context: unhandled.append(context))
+        world = worlds.crashing(lambda t, d: t == "value.recorded")
+        with pytest.raises(SimulatedCrash):
+            await durable.run_workflow(stamped, 1, world=world, run_id="r")
+
+    asyncio.run(main())
+    assert unhandled == []
