@@ -23,6 +23,7 @@ from ._budget import checked_budget as checked_budget
 from ._budget import recorded_budget as recorded_budget
 from ._budget import run_usage as run_usage
 from ._budget import runs_usage as runs_usage
+from ._call_inputs import apply_delta as apply_delta
 from ._capabilities import reachable as reachable
 from ._compatible import step_additions as step_additions
 from ._compensation import undo_pending as undo_pending

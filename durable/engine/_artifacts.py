@@ -159,7 +159,8 @@ def _is_ref(value: Any) -> bool:
     )
 
 
-def _ref(data: dict[str, Any], run_id: str) -> ArtifactRef:
+def artifact_ref(data: dict[str, Any], run_id: str) -> ArtifactRef:
+    """An artifact reference the log holds, checked (a damaged one raises ``ArtifactIntegrityError``)."""
     try:
         return ArtifactRef.model_validate(data)
     except ValidationError as exc:  # never let a damaged log name a file outside artifacts/
@@ -186,7 +187,7 @@ def referenced(rec: Recorded, run_id: str = "") -> list[tuple[ArtifactRef, str |
         for path, d in rec.steps_completed.items():
             artifact = d.get("artifact")
             if artifact is not None and _is_ref(artifact):
-                refs.append((_ref(artifact, run_id), path))
+                refs.append((artifact_ref(artifact, run_id), path))
     for key, intent in rec.intents.items():
         receipt = rec.receipts.get(key)
         if (
@@ -196,7 +197,7 @@ def referenced(rec: Recorded, run_id: str = "") -> list[tuple[ArtifactRef, str |
             and receipt.get("outcome") == "ok"
             and _is_ref(receipt.get("result"))
         ):
-            refs.append((_ref(receipt["result"], run_id), None))
+            refs.append((artifact_ref(receipt["result"], run_id), None))
     return refs
 
 

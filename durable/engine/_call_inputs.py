@@ -20,18 +20,23 @@ arguments (log format 8 on), in one of two fields:
 Replay never reads an input: ``input_hash`` decides. The first large call of
 a function in a drive (after a resume, too) is stored whole, so a chain
 never reaches into another drive's memory. ``durable.ops`` reads the chains
-back for the inspector and ``little diff``.
+back for the inspector and ``little diff``; ``effect_input`` reads one
+effect's back for the engine (the undo of a confirmed call is called with
+its arguments).
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
-from ._artifacts import store_bytes
+from ._artifacts import artifact_ref, store_bytes, verify_payload
 from ._values import json_bytes
 
 if TYPE_CHECKING:
     from ._context import RunContext
+    from ._recorded import Recorded
+    from ._world import WorldCore
 
 INPUT_INLINE_LIMIT = 1024
 """The most bytes of arguments a call's event holds inline; larger ones are stored by ``input_ref``."""
@@ -107,3 +112,74 @@ def _delta(
     if not append:
         return None
     return append, {n: v for n, v in data.items() if n not in append}
+
+
+def effect_input(world: WorldCore, rec: Recorded, key: str, run_id: str) -> Json | None:
+    """The arguments the intent of the effect at ``key`` records, read back (``None``: it records none).
+
+    A log older than format 8 records no arguments. A delta is applied to
+    its base's arguments, along the chain of bases the index holds.
+
+    Raises:
+        ArtifactIntegrityError: An artifact the input is stored in is missing or changed.
+        ValueError: The chain is broken or malformed (the message says where).
+    """
+    deltas: list[tuple[Any, str]] = []  # (delta, its base's key), newest first, down to a whole input
+    at = key
+    while True:
+        d = rec.intents.get(at) or {}
+        ref = d.get("input_ref")
+        if "input" in d:
+            whole: Any = d["input"]
+            break
+        if not isinstance(ref, dict):
+            if not deltas:
+                return None  # recorded before format 8
+            raise ValueError(f"its base {at} is not in the log, or records no arguments")
+        body = _artifact_json(world, ref["artifact"], run_id) if "artifact" in ref else ref
+        if ref.get("base") is None:
+            whole = body
+            break
+        if len(deltas) > len(rec.intents):
+            raise ValueError("its delta chain loops")
+        at = str(ref["base"])
+        deltas.append((body, at))
+    for body, base in reversed(deltas):
+        whole = apply_delta(whole, body, base)
+    if not isinstance(whole, dict):
+        raise ValueError(f"the arguments recorded for {key} are not an object")
+    return whole
+
+
+def _artifact_json(world: WorldCore, ref: Any, run_id: str) -> Any:
+    """The JSON an input's artifact holds, its hash checked."""
+    if not isinstance(ref, dict):
+        raise ValueError(f"a malformed artifact reference {ref!r}")
+    bound = artifact_ref(ref, run_id)
+    data = world.artifacts.get(bound.sha256)
+    verify_payload(bound, data, run_id=run_id)
+    assert data is not None
+    return json.loads(data)
+
+
+def apply_delta(base: Any, body: Any, base_key: object) -> Json:
+    """The arguments a delta's ``append`` and ``args`` make of its base's arguments.
+
+    Raises:
+        ValueError: The delta or its base is malformed (the message says how).
+    """
+    append, args = (body.get("append"), body.get("args")) if isinstance(body, dict) else (None, None)
+    if not isinstance(base, dict) or not isinstance(append, dict) or not isinstance(args, dict):
+        raise ValueError(f"a malformed delta on {base_key}")
+    out: Json = {}
+    for name in [*base, *args, *append]:
+        if name in out:
+            continue
+        if name in append:
+            before = base.get(name)
+            if not isinstance(before, list) or not isinstance(append[name], list):
+                raise ValueError(f"{name} of {base_key} is not a list")
+            out[name] = [*before, *append[name]]
+        elif name in args:
+            out[name] = args[name]
+    return out

@@ -1,14 +1,19 @@
 """Compensation: the ``compensate=`` tools of a run's confirmed calls, run when it fails or is cancelled.
 
-Each confirmed call of a ``@tool(compensate=undo)`` (executed or replayed)
-is remembered with its arguments and result, in the order the calls were
-confirmed. When the run fails for good or is cancelled, ``compensate`` calls
-each ``undo`` newest first, before the run's end is recorded; each is a
-durable effect of its own keyed ``compensate:<original key>`` (an intent,
-then a receipt), so a crash in the middle leaves a run that is recovered,
-fails (or is cancelled) again the same way on replay, and goes on with the
-compensations not yet confirmed: a confirmed one never runs twice, one cut
-mid-call is re-driven only if ``undo`` is idempotent or reconcilable
+What to undo is read from the log: every confirmed call of a tool with
+``compensate=`` (its intent records its arguments, its receipt its result),
+wherever it was made (the workflow body, a step, a branch, an agent
+session; a sync tool or an async one), in the order the calls were
+confirmed. A drive that replays a step whole, without running its body,
+still undoes the calls made inside it. When the run fails for good or is
+cancelled, ``compensate`` calls each ``undo`` newest first, before the run's
+end is recorded, with the call's recorded arguments and ``result=`` its
+recorded result; each is a durable effect of its own keyed
+``compensate:<original key>`` (an intent, then a receipt), so a crash in the
+middle leaves a run that is recovered, fails (or is cancelled) again the
+same way on replay, and goes on with the compensations not yet confirmed: a
+confirmed one never runs twice (nor one a person resolved as happened), one
+cut mid-call is re-driven only if ``undo`` is idempotent or reconcilable
 (otherwise the run is blocked with ``UnknownCommitError``), and one that
 fails for good (after its ``retry=``) raises ``CompensationFailedError``,
 which leaves the run ``blocked`` with the failing key.
@@ -20,14 +25,16 @@ import inspect
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CompensationFailedError, UnknownCommitError
+from ..errors import ArtifactIntegrityError, CompensationFailedError, UnknownCommitError
 from ..events import EFFECT_INTENT, EFFECT_RECEIPT
 from . import _event_writer as ev
 from ._attempts import Attempts
-from ._call_inputs import recorded_input
-from ._context import EFFECT_KEY, Compensation
+from ._call_inputs import effect_input, recorded_input
+from ._capabilities import reachable
+from ._context import EFFECT_KEY
 from ._failures import error_data, recordable
 from ._keys import COMPENSATE, idempotency_key
+from ._manifest import run_manifest
 from ._spec import NEVER_HAPPENED, Spec, spec_of
 from ._values import stored_bytes, to_json
 
@@ -36,13 +43,35 @@ if TYPE_CHECKING:
     from ._recorded import Recorded
 
 
-def remember(
-    run: RunContext, spec: Spec, key: str, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any
-) -> None:
-    """Note a confirmed call of a tool with ``compensate=`` (executed, or replayed from the log)."""
-    if run.compensations is None:
-        run.compensations = []
-    run.compensations.append(Compensation(key, spec.compensate, args, dict(kwargs), result))
+def note_undoable(run: RunContext, spec: Spec) -> None:
+    """Note a tool with ``compensate=`` that this drive calls (executed or replayed, sync or async).
+
+    The log says which calls to undo; this says where their code is when the
+    workflow's code does not show it (a tool reached through an object built
+    at run time, or offered to an agent session).
+    """
+    if run.undoable is None:
+        run.undoable = {}
+    run.undoable[spec.name] = spec
+
+
+def _marked(manifest: dict[str, Any] | None, listed: str) -> set[str]:
+    """The names of the tools a manifest's ``listed`` section describes with ``compensate=``."""
+    entries = (manifest or {}).get(listed) or {}
+    described = entries.values() if isinstance(entries, dict) else entries
+    return {
+        str(d.get("name"))
+        for d in described
+        if isinstance(d, dict) and (d.get("options") or {}).get("compensate")
+    }
+
+
+def undoable_names(rec: Recorded) -> set[str]:
+    """The tools the run's manifests (its own, its agent sessions') record with ``compensate=``."""
+    names = _marked((rec.started or {}).get("manifest"), "tools")
+    for session in rec.sessions.values():
+        names |= _marked(session.get("manifest"), "availableTools")
+    return names
 
 
 def compensated_keys(receipts: dict[str, Any]) -> list[str]:
@@ -50,52 +79,101 @@ def compensated_keys(receipts: dict[str, Any]) -> list[str]:
     return [k for k, r in receipts.items() if k.startswith(COMPENSATE) and r.get("outcome") == "ok"]
 
 
-def undo_pending(rec: Recorded) -> list[str]:
-    """The confirmed calls of ``compensate=`` tools whose compensation is not confirmed, by key.
-
-    Read from the log alone (the run's manifest names each tool's
-    ``compensate=``): what a cancellation must undo before the run can end.
-    """
-    tools = ((rec.started or {}).get("manifest") or {}).get("tools") or {}
-    undoable = {name for name, d in tools.items() if (d.get("options") or {}).get("compensate")}
+def _confirmed_calls(rec: Recorded, names: set[str] | dict[str, Spec]) -> list[str]:
+    """The keys of the confirmed calls of the tools ``names``, in the order they were confirmed."""
     return [
         key
         for key, r in rec.receipts.items()
         if r.get("outcome") == "ok"
         and not key.startswith(COMPENSATE)
-        and (rec.intents.get(key) or {}).get("name") in undoable
-        and (rec.receipts.get(COMPENSATE + key) or {}).get("outcome") != "ok"
+        and (intent := rec.intents.get(key)) is not None
+        and intent.get("kind") == "tool"
+        and intent.get("name") in names
     ]
 
 
-async def compensate(run: RunContext) -> list[str]:
-    """Run every remembered compensation, newest first; the keys of those confirmed.
+def undo_pending(rec: Recorded) -> list[str]:
+    """The confirmed calls of ``compensate=`` tools whose compensation is not confirmed, by key.
+
+    Read from the log alone (the run's manifests name each tool's
+    ``compensate=``): what a cancellation must undo before the run can end.
+    """
+    return [
+        key
+        for key in _confirmed_calls(rec, undoable_names(rec))
+        if (rec.receipts.get(COMPENSATE + key) or {}).get("outcome") != "ok"
+    ]
+
+
+def _code_undoes(workflow: Spec) -> bool:
+    """Whether the workflow's code reaches a tool with ``compensate=`` (its manifest, computed once)."""
+    return bool(_marked(run_manifest(workflow, {}), "tools"))
+
+
+async def compensate(run: RunContext, workflow: Spec) -> list[str]:
+    """Run the compensation of every confirmed call the log holds, newest first; their keys.
+
+    Those confirmed before (by an earlier drive, or a person's decision) do
+    not run again, and are listed too.
 
     Raises:
-        CompensationFailedError: A compensation failed for good (its receipt records the error).
+        CompensationFailedError: A compensation failed for good (its receipt records the error), or
+            cannot be made (its tool's code or its call's arguments cannot be found).
         UnknownCommitError: A plain ``undo`` was cut mid-call by an earlier crash.
     """
-    todo = list(reversed(run.compensations or ()))
+    if not (run.undoable or undoable_names(run.recorded) or _code_undoes(workflow)):
+        return []
+    run.flush()  # this drive's confirmed calls are in the log, and read back with the others
+    rec = run.recorded.update(run.log.read(run.run_id, run.recorded.last_seq), run.run_id)
+    tools = {s.name: s for s in reachable(workflow) if s.kind == "tool" and s.compensate is not None}
+    tools.update(run.undoable or {})
+    todo = list(reversed(_confirmed_calls(rec, tools.keys() | undoable_names(rec))))
     guard, run.guard = run.guard, None  # a cancellation is what started them: they run to the end
     try:
-        for c in todo:
-            await _one(run, c)
+        for key in todo:
+            await _one(run, tools.get(rec.intents[key]["name"]), key)
     finally:
         run.guard = guard
-    return [COMPENSATE + c.key for c in todo]
+    return [COMPENSATE + key for key in todo]
 
 
-async def _one(run: RunContext, c: Compensation) -> None:
-    key = COMPENSATE + c.key
-    spec = spec_of(c.undo)
-    assert spec is not None  # checked at decoration
+def _call_of(run: RunContext, tool: Spec | None, key: str) -> tuple[Spec, dict[str, Any]]:
+    """The undo of the call at ``key`` and its keyword arguments: the call's own, and ``result=``."""
+    rec, rid = run.recorded, run.run_id
+    name = rec.intents[key]["name"]
+    if tool is None:
+        raise _failed(
+            run,
+            COMPENSATE + key,
+            f"the code of tool {name!r}, which the run recorded with compensate=, is not reachable "
+            "from its workflow, so its undo cannot be called; declare it with "
+            f"@workflow(uses=[{name}]) and resume the run",
+        )
+    undo = spec_of(tool.compensate)
+    assert undo is not None  # checked at decoration
+    try:
+        data = effect_input(run.world, rec, key, rid)
+    except (ArtifactIntegrityError, ValueError) as exc:
+        raise _failed(run, COMPENSATE + key, f"the arguments of {key!r} cannot be read back: {exc}") from exc
+    if data is None:
+        raise _failed(
+            run,
+            COMPENSATE + key,
+            f"the log does not record the arguments of {key!r} (it was written by an older "
+            f"version of durable), so {undo.name!r} cannot be called with them",
+        )
+    return undo, {**tool.load_input(data), "result": tool.rebuild(rec.receipts[key]["result"])}
+
+
+async def _one(run: RunContext, tool: Spec | None, original: str) -> None:
+    key = COMPENSATE + original
     rec = run.recorded
     receipt = rec.receipts.get(key)
     if receipt is not None and receipt.get("outcome") == "ok":
-        return  # confirmed by an earlier drive: never twice
+        return  # confirmed by an earlier drive, or resolved as happened: never twice
     # A recorded failure did not undo anything: a drive after a person's decision tries again.
-    kwargs = {**c.kwargs, "result": c.result}
-    inp, raw, ih = spec.dump_input(c.args, kwargs, run.run_id, key)
+    spec, kwargs = _call_of(run, tool, original)
+    inp, raw, ih = spec.dump_input((), kwargs, run.run_id, key)
     if receipt is None and key in rec.intents and not (spec.idempotent or spec.reconcile is not None):
         raise UnknownCommitError(
             f"the compensation {key!r} of run {run.run_id!r} was cut mid-call and its tool "
@@ -123,7 +201,7 @@ async def _one(run: RunContext, c: Compensation) -> None:
         await run.flush_async()  # the intent is durable before the undo leaves
         token = EFFECT_KEY.set(idempotency_key(run.run_id, key))
         try:
-            out = spec.fn(*c.args, **kwargs)
+            out = spec.fn(**kwargs)
             if inspect.isawaitable(out):
                 out = await out
         except Exception as exc:
@@ -137,7 +215,7 @@ async def _one(run: RunContext, c: Compensation) -> None:
                 if decision.retry:
                     continue
             await run.flush_async()
-            raise _failed(run, key, type(exc).__qualname__, str(exc)) from exc
+            raise _failed(run, key, f"{type(exc).__qualname__}: {exc}") from exc
         finally:
             EFFECT_KEY.reset(token)
         _confirm(run, spec, key, out, t0)
@@ -151,11 +229,13 @@ def _confirm(run: RunContext, spec: Spec, key: str, out: Any, t0: float) -> None
     run.emit(EFFECT_RECEIPT, ev.receipt_ok(key, data, ev.elapsed_ms(t0)))
 
 
-def _failed(run: RunContext, key: str, error_type: Any, message: Any) -> CompensationFailedError:
+def _failed(run: RunContext, key: str, why: str) -> CompensationFailedError:
+    rid = run.run_id
     return CompensationFailedError(
-        f"the compensation {key!r} of run {run.run_id!r} failed for good ({error_type}: {message}); "
-        "the run is blocked until a person looks: undo it by hand, then cancel the run, or fix the "
-        "cause and resume it (the compensations already confirmed do not run again).",
-        run_id=run.run_id,
+        f"the compensation {key!r} of run {rid!r} failed for good ({why}); the run is blocked "
+        "until a person looks: fix the cause and resume it (`little resume`), which calls it "
+        "again, or undo it by hand and record that with `little resolve "
+        f"{rid} {key} --happened` (the compensations already confirmed do not run again).",
+        run_id=rid,
         key=key,
     )

@@ -17,7 +17,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._clock import VIRTUAL, poll_sleep
 from ..errors import ConfigurationError, DriftChange
@@ -29,21 +29,9 @@ from ._recorded import Recorded
 if TYPE_CHECKING:
     from ._budget import Account
     from ._metrics import Meters
+    from ._spec import Spec
     from ._tracing import Tracing
     from ._world import WorldCore
-
-
-class Compensation(NamedTuple):
-    """A confirmed call to undo: its key, its tool's ``compensate=``, its arguments and result.
-
-    ``_compensation`` remembers them as a run goes and runs them when it fails or is cancelled.
-    """
-
-    key: str
-    undo: Any
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    result: Any
 
 
 CURRENT: ContextVar[Scope | None] = ContextVar("durable_scope", default=None)
@@ -88,7 +76,6 @@ class RunContext:
         "buffer",
         "children",
         "clock",
-        "compensations",
         "group",
         "guard",
         "log",
@@ -103,6 +90,7 @@ class RunContext:
         "state_version",
         "token",
         "tracer",
+        "undoable",
         "world",
     )
 
@@ -139,7 +127,7 @@ class RunContext:
         self.meters: Meters | None = None  # set by the runner when metrics are on
         self.account: Account | None = None  # set by the runner for a run with a budget
         self.children: set[asyncio.Task[Any]] | None = None  # tasks driving child runs (_child_runs)
-        self.compensations: list[Compensation] | None = None  # confirmed calls with compensate=
+        self.undoable: dict[str, Spec] | None = None  # tools with compensate= this drive called, by name
         # Each function's last large call in this drive: its key and list arguments (``_call_inputs``).
         self.previous_inputs: dict[str, tuple[str, dict[str, tuple[bytes, int]]]] = {}
 

@@ -21,7 +21,7 @@ from . import _event_writer as ev
 from ._budget import usage_of
 from ._call_inputs import INPUT_INLINE_LIMIT, input_again, large_input
 from ._claim import REPLAYED, Claim
-from ._compensation import remember
+from ._compensation import note_undoable
 from ._context import CURRENT, EFFECT_KEY, Scope
 from ._decide import EXECUTE, FAIL, RECONCILE, REPLAY, Action, Call
 from ._failures import error_data, rebuild_from, recordable
@@ -83,6 +83,8 @@ def effect_begin(
     kind = spec.kind
     key = effect_key(call.scope.prefix, kind, spec.name, call.n)
     inp, raw, ih = spec.dump_input(args, kwargs, run.run_id, key)
+    if spec.compensate is not None:
+        note_undoable(run, spec)
     action = EXECUTE
     if run.replaying:
         action, receipt = call.effect(
@@ -94,10 +96,7 @@ def effect_begin(
         if action is REPLAY:
             assert receipt is not None
             result = receipt["result"]
-            rebuilt = result if spec.is_asyncgen else spec.rebuild(result)
-            if spec.compensate is not None:
-                remember(run, spec, key, args, kwargs, rebuilt)
-            return REPLAYED, rebuilt
+            return REPLAYED, result if spec.is_asyncgen else spec.rebuild(result)
         if action is FAIL:
             assert receipt is not None
             raise rebuild_from(receipt, run_id=run.run_id, path=key)
@@ -238,10 +237,7 @@ async def effect_async(
         call, replayed = effect_begin(spec, claimed, args, kwargs)
         if call is REPLAYED:
             return replayed
-        result = await confirm(call, effect_attempt(call, fn, args, kwargs))
-        if spec.compensate is not None:
-            remember(call.run, spec, call.key, args, kwargs, result)
-        return result
+        return await confirm(call, effect_attempt(call, fn, args, kwargs))
 
 
 async def confirm(call: EffectCall, outcome: Awaitable[Any]) -> Any:

@@ -21,7 +21,6 @@ from ..events import EFFECT_RECEIPT
 from . import _event_writer as ev
 from ._attempts import Attempts
 from ._claim import REPLAYED
-from ._compensation import remember
 from ._context import CURRENT, RunContext
 from ._decide import EXECUTE
 from ._effects import EffectCall, effect_attempt, effect_begin, receipt_ok, settle
@@ -100,6 +99,4 @@ async def effect_with_retry(
                 call.emit_intent()
                 continue
             await settle(call)
-            if spec.compensate is not None:
-                remember(run, spec, call.key, args, kwargs, result)
             return result

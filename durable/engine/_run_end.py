@@ -30,6 +30,7 @@ from . import _event_writer as ev
 from ._compensation import compensate, compensated_keys
 from ._context import RunContext
 from ._failures import error_data, recordable
+from ._spec import Spec
 
 AWAITS_DECISION = (UnknownCommitError, NondeterminismError, BudgetExhaustedError, CompensationFailedError)
 """The failures that leave a run ``blocked`` until a person decides (never final)."""
@@ -68,17 +69,14 @@ def record_run_failed(run: RunContext, exc: BaseException, compensated: list[str
     run.flush(status="failed")
 
 
-async def compensate_before_end(run: RunContext, exc: BaseException) -> list[str]:
+async def compensate_before_end(run: RunContext, workflow: Spec, exc: BaseException) -> list[str]:
     """Run the compensations of the confirmed calls before the run's end is recorded.
 
     A compensation that cannot finish raises its own error from ``exc``: the
     run's end is then not recorded, and the runtime blocks it.
     """
-    if not run.compensations:
-        return []
-    run.flush()  # the outcomes that led here are durable before anything is undone
     try:
-        return await compensate(run)
+        return await compensate(run, workflow)
     except BaseException as failed:
         raise failed from exc
 

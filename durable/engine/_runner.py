@@ -296,14 +296,14 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, exc.path, "run %s is waiting at %r for an answer", run.run_id, exc.path)
         raise
     except RunCancelled as exc:
-        done = await compensate_before_end(run, exc)
+        done = await compensate_before_end(run, spec, exc)
         with contextlib.suppress(BaseException):
             run.emit(RUN_CANCELLED, ev.run_cancelled(exc.reason, done))
             run.flush(status="cancelled")
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        done = await compensate_before_end(run, exc) if final_failure(exc) else []
+        done = await compensate_before_end(run, spec, exc) if final_failure(exc) else []
         if close_failed(run, exc, done):
             count_run("failed", spec.name, run.meters)
         raise

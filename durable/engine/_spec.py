@@ -219,6 +219,18 @@ class Spec:
         h.update(raw)
         return data, raw, h.hexdigest()
 
+    def load_input(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Recorded arguments (JSON data by parameter name) rebuilt into the parameters' types.
+
+        What a call made later from the log passes as keyword arguments: an
+        outbox entry's dispatch, the undo of a confirmed call.
+        """
+        return {
+            name: ad.validate_python(data[name], by_alias=True, by_name=True)
+            for name, ad in self.params()
+            if name in data
+        }
+
     def _dump_each(
         self, plan: _Plan, args: tuple[Any, ...], kwargs: dict[str, Any], run_id: str | None, path: str
     ) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..engine import FIRST_TYPES, Recorded, WorldCore, value_hash
+from ..engine import FIRST_TYPES, Recorded, WorldCore, apply_delta, value_hash
 from ..errors import ArtifactIntegrityError
 from ..events import EFFECT_INTENT, STEP_COMPLETED, STEP_STARTED
 
@@ -197,21 +197,10 @@ class _Lookup:
 
 def _apply(base: Any, body: Any, base_key: object) -> CallInput:
     """The arguments a delta ``body`` (``append`` and ``args``) makes of its base's arguments."""
-    append, args = (body.get("append"), body.get("args")) if isinstance(body, dict) else (None, None)
-    if not isinstance(base, dict) or not isinstance(append, dict) or not isinstance(args, dict):
-        return CallInput(UNREADABLE, stored="delta", problem=f"a malformed delta on {base_key}")
-    out: Json = {}
-    for name in [*base, *args, *append]:
-        if name in out:
-            continue
-        if name in append:
-            before = base.get(name)
-            if not isinstance(before, list) or not isinstance(append[name], list):
-                return CallInput(UNREADABLE, stored="delta", problem=f"{name} of {base_key} is not a list")
-            out[name] = [*before, *append[name]]
-        elif name in args:
-            out[name] = args[name]
-    return CallInput(RECORDED, out, "delta")
+    try:
+        return CallInput(RECORDED, apply_delta(base, body, base_key), "delta")
+    except ValueError as exc:
+        return CallInput(UNREADABLE, stored="delta", problem=str(exc))
 
 
 def read_inputs(world: WorldCore, run_id: str, rows: Iterable[tuple[int, str, str]]) -> InputReader:

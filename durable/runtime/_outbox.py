@@ -174,8 +174,7 @@ def _arguments(spec: Spec, entry: OutboxEntry) -> dict[str, Any]:
     """The body's keyword arguments, rebuilt from the entry's JSON by the tool's annotations."""
     import json
 
-    data = json.loads(entry.input)
-    return {name: ad.validate_python(data[name]) for name, ad in spec.params() if name in data}
+    return spec.load_input(json.loads(entry.input))
 
 
 async def dispatch_outbox(world: WorldCore, *, timeout: float | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Workers SIGKILLed while a failed run is undone: another worker finishes it once (SQLite, Postgres)."""
+"""Processes SIGKILLed while a run is undone: the next one finishes it, once (SQLite, Postgres)."""
 
 from __future__ import annotations
 
@@ -112,3 +112,59 @@ def test_a_little_cancel_killed_inside_a_compensation_is_finished_by_the_next_on
     assert unbooks[0]["key"] == unbooks[1]["key"] == f"{h.run_id}:compensate:tool:book_room#1"
     assert [b["result"] for b in procs.bodies(tool="unpay")] == ["paid-r9"]
     assert len(procs.bodies(tool="pay_room")) == 1
+
+
+SAGAS = "tests.helpers.procs.saga_app"
+
+
+def _drive(procs: Procs, wf: str, trip: str, run_id: str) -> subprocess.Popen[str]:
+    """A process that runs (or resumes) the run with run_workflow, printing its outcome as JSON."""
+    return subprocess.Popen(
+        [sys.executable, "-m", SAGAS, "drive", wf, trip, run_id],
+        cwd=ROOT,
+        env=procs.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_run_workflow_killed_inside_an_undo_of_a_call_made_in_a_step_resumes_every_undo(procs: Procs) -> None:
+    """SIGKILL in cancel_room, run_workflow again in a new process: it is re-driven, then return_car runs."""
+    first = _drive(procs, "step_trip", "t1", "s1")
+    try:
+        wait_for(lambda: procs.bodies(tool="cancel_room"), 30, "the undo to start")
+    finally:
+        first.kill()
+        first.communicate()
+    (procs.tmp / "go").touch()
+    again = _drive(procs, "step_trip", "t1", "s1")
+    out, err = again.communicate(timeout=120)
+    assert json.loads(out) == {"error": "NonRetryableError"}, err
+    st = procs.status("s1")
+    assert st.status == "failed"
+    assert st.compensated == ["compensate:reserve.tool:book_room#1", "compensate:reserve.tool:rent_car#0"]
+    rooms = procs.bodies(tool="cancel_room")
+    assert len(rooms) == 2  # cut mid-call and idempotent: re-driven with its key
+    assert rooms[0]["key"] == rooms[1]["key"] == "s1:compensate:reserve.tool:book_room#1"
+    assert [b["result"] for b in procs.bodies(tool="return_car")] == ["car-t1"]
+    assert len(procs.bodies(tool="book_room")) == len(procs.bodies(tool="rent_car")) == 1
+
+
+def test_a_worker_killed_inside_an_undo_of_a_call_made_in_a_step_is_finished_by_the_next(
+    procs: Procs,
+) -> None:
+    """The same under a worker: the next worker replays the step whole and still runs both undos."""
+    from tests.helpers.procs import saga_app
+
+    w = procs.worker(SAGAS)
+    h = durable.start_workflow(saga_app.step_trip, "t2", world=procs.world, queue=saga_app.sagas)
+    wait_for(lambda: procs.bodies(tool="cancel_room"), 30, "the undo to start")
+    procs.kill(w)
+    (procs.tmp / "go").touch()
+    procs.worker(SAGAS)
+    st = procs.ends(h.run_id, 30)
+    assert st.status == "failed"
+    assert st.compensated == ["compensate:reserve.tool:book_room#1", "compensate:reserve.tool:rent_car#0"]
+    assert len(procs.bodies(tool="cancel_room")) == 2
+    assert [b["result"] for b in procs.bodies(tool="return_car")] == ["car-t2"]
