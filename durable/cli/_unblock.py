@@ -42,7 +42,8 @@ def _after(world: WorldCore, run_id: str, status: str) -> dict[str, Any]:
 def _resolve_args(p: argparse.ArgumentParser) -> None:
     run_id_arg(p)
     p.add_argument(
-        "key", help="the key of the unconfirmed tool call, as `little doctor` or the error names it"
+        "key",
+        help="the key of the unconfirmed tool call or compensation, as `little doctor` or the error names it",
     )
     p.add_argument("--happened", action="store_true", help="the call took place: --result is its receipt")
     p.add_argument("--not-happened", action="store_true", help="the call did not take place: call it again")
@@ -64,7 +65,8 @@ def _check_resolve(a: argparse.Namespace) -> None:
 
 @command(
     "resolve",
-    "decide an unknown commit of a blocked run: --happened [--result JSON] or --not-happened",
+    "decide an unknown commit or a compensation of a blocked run: --happened [--result JSON] "
+    "or --not-happened",
     _resolve_args,
     check=_check_resolve,
 )

@@ -26,6 +26,7 @@ from ._budget import runs_usage as runs_usage
 from ._call_inputs import apply_delta as apply_delta
 from ._capabilities import reachable as reachable
 from ._compatible import step_additions as step_additions
+from ._compensation import open_compensations as open_compensations
 from ._compensation import undo_pending as undo_pending
 from ._context import CURRENT as CURRENT
 from ._context import EFFECT_KEY as EFFECT_KEY

@@ -7,8 +7,9 @@ starting at the workflow function and its ``uses=`` declarations, the walk
 follows the names each function refers to (globals, closures, defaults,
 attributes of referenced modules), into the user's own helper functions and
 classes, and collects every ``@step``, ``@tool``, ``@model_call`` and
-``@workflow`` it meets (a child workflow's body belongs to the child's own
-manifest and is not walked). Library code (the standard library, installed
+``@workflow`` it meets, and the ``compensate=`` tool of each tool it meets
+(a child workflow's body belongs to the child's own manifest and is not
+walked). Library code (the standard library, installed
 packages, durable itself) is not walked into.
 
 Whatever the walk cannot see (a tool reached only through an object built
@@ -88,6 +89,8 @@ class _Walk:
             self.function(spec.fn)
             for used in spec.uses:
                 self.visit(used)
+            if spec.compensate is not None:  # the undo runs in the run too (when it fails or is cancelled)
+                self.visit(spec.compensate)
         elif isinstance(obj, staticmethod | classmethod):
             self.visit(obj.__func__)
         elif isinstance(obj, functools.partial):

@@ -55,23 +55,21 @@ def note_undoable(run: RunContext, spec: Spec) -> None:
     run.undoable[spec.name] = spec
 
 
-def _marked(manifest: dict[str, Any] | None, listed: str) -> set[str]:
-    """The names of the tools a manifest's ``listed`` section describes with ``compensate=``."""
-    entries = (manifest or {}).get(listed) or {}
-    described = entries.values() if isinstance(entries, dict) else entries
+def _undos(rec: Recorded) -> dict[str, str]:
+    """The undo's name of each tool the run's manifests (its own, its sessions') record with one."""
+    described = list((((rec.started or {}).get("manifest") or {}).get("tools") or {}).values())
+    for session in rec.sessions.values():
+        described += (session.get("manifest") or {}).get("availableTools") or []
     return {
-        str(d.get("name"))
+        str(d.get("name")): undo
         for d in described
-        if isinstance(d, dict) and (d.get("options") or {}).get("compensate")
+        if isinstance(d, dict) and isinstance(undo := (d.get("options") or {}).get("compensate"), str)
     }
 
 
 def undoable_names(rec: Recorded) -> set[str]:
     """The tools the run's manifests (its own, its agent sessions') record with ``compensate=``."""
-    names = _marked((rec.started or {}).get("manifest"), "tools")
-    for session in rec.sessions.values():
-        names |= _marked(session.get("manifest"), "availableTools")
-    return names
+    return set(_undos(rec))
 
 
 def compensated_keys(receipts: dict[str, Any]) -> list[str]:
@@ -105,9 +103,20 @@ def undo_pending(rec: Recorded) -> list[str]:
     ]
 
 
+def open_compensations(rec: Recorded) -> dict[str, str]:
+    """The compensations a person may decide about, by key: the name of the undo tool of each.
+
+    Those of confirmed calls whose undo is not confirmed: cut mid-call, failed
+    for good, or not begun (the run waits for a person before it could).
+    """
+    undos = _undos(rec)
+    return {COMPENSATE + key: undos[rec.intents[key]["name"]] for key in undo_pending(rec)}
+
+
 def _code_undoes(workflow: Spec) -> bool:
     """Whether the workflow's code reaches a tool with ``compensate=`` (its manifest, computed once)."""
-    return bool(_marked(run_manifest(workflow, {}), "tools"))
+    tools = run_manifest(workflow, {}).get("tools") or {}
+    return any((d.get("options") or {}).get("compensate") for d in tools.values())
 
 
 async def compensate(run: RunContext, workflow: Spec) -> list[str]:

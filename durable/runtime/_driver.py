@@ -390,8 +390,9 @@ def say_blocked(world: WorldCore, run_id: str, reason: str, exc: BaseException |
 
 
 def _recorded_failure(world: WorldCore, run_id: str) -> bool:
+    """Whether the run's log records its end (a drive that cancels a waiting run has none yet)."""
     info = world.log.info(run_id)
-    return info is not None and info.status != "running"
+    return info is not None and info.status not in ("running", "interrupted")
 
 
 def default_driver(world: WorldCore) -> Driver:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 from collections.abc import AsyncIterator, Generator, Iterable
 from typing import Any
@@ -188,13 +187,18 @@ class RunHandle:
         ``happened=True`` records ``result`` (checked against the tool's return
         type) as the call's receipt, so the run goes on as if the call had
         returned it; ``happened=False`` lets the call execute again with the
-        same idempotency key. The decision is recorded in the log (``run.resolved``,
-        with ``by`` and when), and the run continues: back on its queue, or in
-        the background of this process when it knows the workflow (else a
-        worker that knows it drives it).
+        same idempotency key. A compensation (``compensate:<key>``) that was cut
+        mid-call, failed for good or was not begun is decided the same way:
+        ``happened=True`` takes the undo as done (by hand, say), and the run
+        goes on with the older compensations; ``happened=False`` calls it again.
+        The decision is recorded in the log (``run.resolved``, with ``by`` and
+        when), and the run continues: back on its queue, or in the background
+        of this process when it knows the workflow (else a worker that knows it
+        drives it).
 
         Args:
-            key: The key the ``UnknownCommitError`` printed (``status_detail().error["key"]``).
+            key: The key the ``UnknownCommitError`` or ``CompensationFailedError`` printed
+                (``status_detail().error["key"]``).
             happened: Whether the call took place in the external system.
             result: With ``happened=True``: what the tool returned, as JSON data.
             workflows: The ``@workflow`` functions, when this process did not start or serve the run.
@@ -348,18 +352,22 @@ def _drive_to_cancel(world: WorldCore, run_id: str, reason: str, lock: object) -
 
     The drive replays the confirmed calls, meets the cancellation at the
     first call the log does not hold (an unanswered interrupt included),
-    runs the compensations and records ``run.cancelled``.
+    runs the compensations and records ``run.cancelled``. The run's record
+    says who drives it and keeps the cancellation, so a drive that blocks
+    (an undo cut or failed for good) goes on cancelling after the decision.
     """
-    rec = control_of(world).get(run_id)
+    ctl = control_of(world)
     info = world.log.info(run_id)
     spec = runtime_of(world).known.get(info.workflow) if info is not None else None
-    if rec is None or spec is None:
+    if ctl.get(run_id) is None or spec is None:
         return False
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no event loop here to drive it in
         return False
-    default_driver(world).spawn(spec, dataclasses.replace(rec, cancel_reason=reason), lock)
+    driver = default_driver(world)
+    ctl.adopt(run_id, spec.name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
+    driver.spawn(spec, ctl.request_cancel(run_id, reason, world.clock()), lock)
     return True
 
 

@@ -171,6 +171,10 @@ def fixes(
         ]
     if reason == BUDGET:
         return [f"little resume {rid} --budget JSON{here}{w}", cancel]
+    if reason == COMPENSATION_FAILED and data.get("key"):  # resumed, it is called again
+        key = shlex.quote(str(data["key"]))
+        done_by_hand = f"little resolve {rid} {key} --happened --result JSON{code}{w}"
+        return [f"little resume {rid}{here}{w}", done_by_hand]
     return [f"little resume {rid}{here}{w}", cancel]
 
 

@@ -21,6 +21,7 @@ from ..engine import (
     RunContext,
     Spec,
     WorldCore,
+    open_compensations,
     reachable,
     recover_log,
     to_json,
@@ -100,9 +101,10 @@ def _tool_spec(workflow: Spec | None, name: str) -> Spec | None:
     return None
 
 
-def _receipt_result(run_id: str, key: str, rec: Recorded, workflow: Spec | None, result: Any) -> Any:
-    """``result`` checked against the tool's return type, as the receipt stores it."""
-    name = rec.intents[key]["name"]
+def _receipt_result(
+    run_id: str, key: str, name: str, rec: Recorded, workflow: Spec | None, result: Any
+) -> Any:
+    """``result`` checked against the return type of the tool ``name``, as the receipt stores it."""
     tool = _tool_spec(workflow, name)
     if tool is None:
         wf = (rec.started or {}).get("workflow")
@@ -146,7 +148,8 @@ def resolve_commit(
     held = _Held(world, run_id)
     with held as run:
         rec = run.recorded
-        open_ = rec.unconfirmed()
+        # An unknown commit, or a compensation not confirmed (cut, failed for good, not begun).
+        open_ = {k: rec.intents[k]["name"] for k in rec.unconfirmed()} | open_compensations(rec)
         if key not in open_:
             listed = ", ".join(repr(k) for k in open_) or "none"
             raise ConfigurationError(
@@ -154,7 +157,7 @@ def resolve_commit(
                 "`little doctor` names the key of a blocked run. Nothing was written."
             )
         spec = find_workflow(world, (rec.started or {}).get("workflow", ""), workflows)
-        data = _receipt_result(run_id, key, rec, spec, result) if happened else None
+        data = _receipt_result(run_id, key, open_[key], rec, spec, result) if happened else None
         decision = "happened" if happened else "not_happened"
         run.record(
             RUN_RESOLVED, ev.run_resolved(decision, decided_by(by), world.clock(), key=key, result=data)

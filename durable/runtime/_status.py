@@ -80,8 +80,8 @@ def reconciled(logged: str | None, rec: ControlRecord | None) -> str:
         return {"claimed": "running", "done": "failed"}.get(rec.state, rec.state)
     if rec is not None and rec.resume == logged and rec.state in ("enqueued", "claimed"):
         return "enqueued" if rec.state == "enqueued" else "running"  # resume_run asked
-    if rec is not None and rec.state == "blocked" and logged == "running":
-        return "blocked"
+    if rec is not None and rec.state == "blocked" and logged in ("running", "interrupted"):
+        return "blocked"  # an interrupted run blocks when the drive that cancels it cannot undo it
     if rec is not None and rec.state == "enqueued" and logged == "running":
         return "enqueued"  # answered or resolved: back on its queue
     return logged

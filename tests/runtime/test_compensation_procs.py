@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -168,3 +169,66 @@ def test_a_worker_killed_inside_an_undo_of_a_call_made_in_a_step_is_finished_by_
     assert st.compensated == ["compensate:reserve.tool:book_room#1", "compensate:reserve.tool:rent_car#0"]
     assert len(procs.bodies(tool="cancel_room")) == 2
     assert [b["result"] for b in procs.bodies(tool="return_car")] == ["car-t2"]
+
+
+def _blocked_in_release(
+    procs: Procs, wf: str, trip: str, cancel: bool
+) -> tuple[durable.RunHandle, durable.RunStatus]:
+    """A saga whose worker is SIGKILLed inside its plain release_room; the next worker blocks it."""
+    from tests.helpers.procs import saga_app
+
+    w = procs.worker(SAGAS)
+    h = durable.start_workflow(getattr(saga_app, wf), trip, world=procs.world, queue=saga_app.sagas)
+    if cancel:
+        wait_for(lambda: procs.bodies(tool="hold_room"), 30, "the room to be held")
+        asyncio.run(h.cancel())
+    wait_for(lambda: procs.bodies(tool="release_room"), 30, "the undo to start")
+    procs.kill(w)
+    (procs.tmp / "go").touch()
+    procs.worker(SAGAS)
+    st = procs.ends(h.run_id, 30)
+    assert (st.status, st.reason) == ("blocked", "unknown_commit")
+    assert st.error is not None and st.error["key"] == "compensate:tool:hold_room#1"
+    return h, st
+
+
+@pytest.mark.parametrize("happened", [False, True], ids=["not_happened", "happened"])
+def test_a_cancelled_run_whose_plain_undo_was_cut_ends_cancelled_once_resolved(
+    procs: Procs, happened: bool
+) -> None:
+    """Resolved from the shell, the cut undo runs again (or is taken as done), then the older one."""
+    h, st = _blocked_in_release(procs, "waiting_trip", "t3", cancel=True)
+    key = shlex.quote(st.error["key"])  # type: ignore[index]
+    decision = (
+        f"--happened --result {shlex.quote(json.dumps('released by hand'))} --workflow {SAGAS}:waiting_trip"
+        if happened
+        else "--not-happened"
+    )
+    done = procs.little(*shlex.split(f"resolve {h.run_id} {key} {decision}"))
+    assert done.returncode == 0, done.stderr
+    st = procs.ends(h.run_id, 30)
+    assert st.status == "cancelled"
+    assert st.compensated == ["compensate:tool:hold_room#1", "compensate:tool:rent_car#0"]
+    assert len(procs.bodies(tool="release_room")) == (1 if happened else 2)
+    assert [b["result"] for b in procs.bodies(tool="return_car")] == ["car-t3"]
+    assert not [e for e in procs.world.events(h.run_id) if e.type == "run.completed"]
+
+
+def test_the_printed_fix_resolves_a_cut_undo_as_happened(procs: Procs) -> None:
+    """`little resolve RUN compensate:... --happened --result JSON --workflow ...`, as printed, works."""
+    h, st = _blocked_in_release(procs, "failed_trip", "t4", cancel=False)
+    assert st.fixes[0].startswith(f"little resolve {h.run_id} ")
+    assert " --workflow tests.helpers.procs.saga_app:failed_trip" in st.fixes[0]
+    done = procs.little_line(st.fixes[0].replace("JSON", shlex.quote(json.dumps("released held-t4"))))
+    assert done.returncode == 0, done.stderr
+    st = procs.ends(h.run_id, 30)
+    assert st.status == "failed"
+    assert st.compensated == ["compensate:tool:hold_room#1", "compensate:tool:rent_car#0"]
+    assert len(procs.bodies(tool="release_room")) == 1  # taken as done: not called again
+    assert [b["result"] for b in procs.bodies(tool="return_car")] == ["car-t4"]
+    receipt = [e for e in procs.world.events(h.run_id) if e.type == "run.resolved"][-1]
+    assert (receipt.decision, receipt.key, receipt.result) == (
+        "happened",
+        "compensate:tool:hold_room#1",
+        "released held-t4",
+    )  # type: ignore[union-attr]

@@ -92,14 +92,20 @@ def claimed_by(old: ControlRecord, owner: str, pid: int, host: str, now: float) 
 
 
 def reopened(old: ControlRecord, state: str, resume: str | None) -> ControlRecord:
-    """``old`` put back by ``reopen``: nobody drives it, nothing blocks it, no drive is counted."""
+    """``old`` put back by ``reopen``: nobody drives it, nothing blocks it, no drive is counted.
+
+    A pending cancellation stays, unless ``resume`` continues the run: a
+    decision about one call (an unknown commit resolved, a compensation's
+    failure fixed) does not take the cancellation back, and the next drive
+    goes on undoing the run.
+    """
     return changed(
         old,
         state=state,
         owner=None,
         pid=None,
         host=None,
-        cancel_reason=None,
+        cancel_reason=old.cancel_reason if resume is None else None,
         resume=resume,
         drives=0,
         blocked=None,
@@ -307,7 +313,8 @@ class RunControl(Protocol):
     def reopen(self, run_id: str, resume: str | None) -> ControlRecord | None:
         """Put a finished or blocked run back: on its queue (``enqueued``), or ``claimed`` by nobody.
 
-        Its count of drives starts again from zero.
+        Its count of drives starts again from zero. A pending cancellation stays
+        unless ``resume`` (``cancelled`` or ``failed``) continues the run.
         """
 
     def claimed(self) -> list[ControlRecord]:
