@@ -267,12 +267,18 @@ class _Sealer(EncryptedLog):
 
 
 def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
-    """Rewrite the queued inputs and schedule inputs of ``runtime.db`` in one transaction, then vacuum it."""
+    """Rewrite the queued inputs, blocked runs' errors and schedule inputs of ``runtime.db``, then vacuum it.
+
+    One transaction: the file holds them all in one form, old or new.
+    """
     path = root / "runtime.db"
     if not path.is_file():
         return 0
-    from ..security import open_control_input, seal_control_input
+    from ..security import input_binding, open_control, seal_control
     from ..store import open_text, schedule_ad, seal_text
+
+    def reseal(field: str, binding: str, text: str, what: str) -> str:
+        return seal_control(new, field, binding, open_control(old, field, binding, text, what))
 
     db = sqlite3.connect(path, isolation_level=None)
     n = 0
@@ -282,12 +288,20 @@ def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
         try:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             if "control" in tables:
-                for run_id, text in db.execute("SELECT run_id, input FROM control").fetchall():
-                    plain = open_control_input(old, run_id, text)
-                    db.execute(
-                        "UPDATE control SET input = ? WHERE run_id = ?",
-                        (seal_control_input(new, run_id, plain), run_id),
-                    )
+                have = {r[1] for r in db.execute("PRAGMA table_info(control)")}  # an older file lacks some
+                cols = [c if c in have else "NULL" for c in ("queue", "debounce_key", "input", "blocked")]
+                rows = db.execute(f"SELECT run_id, {', '.join(cols)} FROM control").fetchall()
+                for run_id, queue, debounce_key, text, blocked in rows:
+                    binding = input_binding(run_id, queue, debounce_key)
+                    text = reseal("input", binding, text, f"the queued input of run {run_id!r}")
+                    why = json.loads(blocked) if blocked else None
+                    if isinstance(why, dict) and isinstance(why.get("error_message"), str):
+                        what = f"the error of blocked run {run_id!r}"
+                        why["error_message"] = reseal("error", run_id, why["error_message"], what)
+                        blocked = json.dumps(why)
+                    db.execute("UPDATE control SET input = ? WHERE run_id = ?", (text, run_id))
+                    if blocked is not None:
+                        db.execute("UPDATE control SET blocked = ? WHERE run_id = ?", (blocked, run_id))
                     n += 1
             if "schedules" in tables:
                 for name, text in db.execute("SELECT name, input FROM schedules").fetchall():

@@ -40,7 +40,7 @@ from ..errors import ConfigurationError, FencedError, RunCancelled, RunCancelled
 from ..security import open_control_input, seal_control_input
 from ..store import ControlRecord, MemoryControl, RunControl, SqliteControl
 from ._guard import RunGuard, WorkerStopping
-from ._outcome import BLOCKED, FAILED, blocked_error, blocked_text, classify, record_failed
+from ._outcome import BLOCKED, FAILED, blocked_error, blocked_fields, blocked_text, classify, record_failed
 
 log = logging.getLogger("durable.runtime")
 
@@ -106,22 +106,28 @@ def waker(event: asyncio.Event) -> Callable[[], None]:
     return wake
 
 
-def seal_input(world: WorldCore, run_id: str, text: str) -> str:
+def seal_input(
+    world: WorldCore, run_id: str, text: str, queue: str | None = None, debounce_key: str | None = None
+) -> str:
     """The input's JSON text as the control store keeps it: encrypted under an encrypted world's codec.
 
     The run id is bound as associated data, so a sealed input moved to
-    another run's record does not decrypt.
+    another run's record does not decrypt; a debounced start's input is
+    bound to its queue and debounce key instead (a later start of the burst
+    puts it in the record of the first).
     """
-    return seal_control_input(world.codec, run_id, text)
+    return seal_control_input(world.codec, run_id, text, queue=queue, debounce_key=debounce_key)
 
 
-def open_input(world: WorldCore, run_id: str, text: str) -> str:
+def open_input(world: WorldCore, rec: ControlRecord) -> str:
     """The input's JSON text from a control record (see ``seal_input``).
 
     Raises:
-        CodecError: The input is sealed and this world has no codec.
+        CodecError: The input is sealed and this world has no codec, or it does not decrypt there.
     """
-    return open_control_input(world.codec, run_id, text)
+    return open_control_input(
+        world.codec, rec.run_id, rec.input, queue=rec.queue, debounce_key=rec.debounce_key
+    )
 
 
 def control_of(world: WorldCore) -> RunControl:
@@ -223,11 +229,7 @@ class Driver:
             if started is UNREAD:
                 started = first_started(world, rid)  # the first row, not the whole log
             recorded = started
-            value = (
-                recorded.get("input")
-                if recorded is not None
-                else json.loads(open_input(world, rid, rec.input))
-            )
+            value = recorded.get("input") if recorded is not None else json.loads(open_input(world, rec))
             models = recorded.get("models", {}) if recorded is not None else json.loads(rec.models)
             await drive(
                 spec,
@@ -295,7 +297,7 @@ class Driver:
                     return "done"
             elif kind == BLOCKED:
                 assert reason is not None
-                self.control.block(rid, blocked_text(reason, exc))
+                self.control.block(rid, blocked_text(world, rid, reason, exc))
                 say_blocked(world, rid, reason, exc)
                 return BLOCKED
         except Exception as again:  # the store cannot take the outcome now: the drive counts as cut
@@ -383,7 +385,7 @@ class Driver:
 
 def say_blocked(world: WorldCore, run_id: str, reason: str, exc: BaseException | None) -> None:
     """The one warning a run gets when it becomes ``blocked``: why, and the commands that unblock it."""
-    data = json.loads(blocked_text(reason, exc))
+    data = blocked_fields(reason, exc)
     rec = runtime_of(world).control.get(run_id)
     count_run("blocked", rec.workflow if rec is not None else "")
     log.warning("%s", blocked_error(world, run_id, data, rec.queue if rec is not None else None))

@@ -150,7 +150,7 @@ class RunHandle:
             raise blocked_error(
                 self.world,
                 rid,
-                blocked_data(ctl.blocked if ctl is not None else None),
+                blocked_data(self.world, rid, ctl.blocked if ctl is not None else None),
                 ctl.queue if ctl is not None else None,
             )
         terminal = outcome_of(self.world.log, rid)

@@ -32,6 +32,7 @@ from ..errors import (
     UnknownCommitError,
 )
 from ..events import RUN_STARTED
+from ..security import open_control, seal_control
 
 UNKNOWN_COMMIT = "unknown_commit"
 NONDETERMINISM = "nondeterminism"
@@ -81,8 +82,8 @@ def record_failed(world: WorldCore, run_id: str, exc: BaseException) -> bool:
     return True
 
 
-def blocked_text(reason: str, exc: BaseException | None) -> str:
-    """What a blocked record keeps (``ControlRecord.blocked``): the reason and the error as JSON."""
+def blocked_fields(reason: str, exc: BaseException | None) -> dict[str, Any]:
+    """Why a run is blocked: the reason, and the error's type, message and key."""
     out: dict[str, Any] = {"reason": reason}
     if exc is not None:
         out["error_type"] = error_type(exc)
@@ -90,16 +91,39 @@ def blocked_text(reason: str, exc: BaseException | None) -> str:
         key = getattr(exc, "key", None) or getattr(exc, "path", None)
         if key is not None:
             out["key"] = key
+    return out
+
+
+def blocked_text(world: WorldCore, run_id: str, reason: str, exc: BaseException | None) -> str:
+    """What a blocked record keeps (``ControlRecord.blocked``): ``blocked_fields`` as JSON.
+
+    The error's message can hold the values of the run (an exception's text),
+    so an encrypted world seals it, bound to the run id; the reason, the
+    error's type and the call's key are names, and stay readable.
+    """
+    out = blocked_fields(reason, exc)
+    if "error_message" in out:
+        out["error_message"] = seal_control(world.codec, "error", run_id, out["error_message"])
     return json.dumps(out)
 
 
-def blocked_data(text: str | None) -> dict[str, Any]:
-    """``blocked_text`` read back (an unreadable one as ``recovery_exhausted`` with no error)."""
+def blocked_data(world: WorldCore, run_id: str, text: str | None) -> dict[str, Any]:
+    """``blocked_text`` read back (an unreadable one as ``recovery_exhausted`` with no error).
+
+    Raises:
+        CodecError: The error's message is sealed and does not decrypt in this world.
+    """
     try:
         data = json.loads(text or "")
     except ValueError:
         data = None
-    return data if isinstance(data, dict) else {"reason": RECOVERY_EXHAUSTED}
+    if not isinstance(data, dict):
+        return {"reason": RECOVERY_EXHAUSTED}
+    message = data.get("error_message")
+    if isinstance(message, str):
+        what = f"the error of blocked run {run_id!r}"
+        data["error_message"] = open_control(world.codec, "error", run_id, message, what)
+    return data
 
 
 def cause_of(run_id: str, data: dict[str, Any]) -> BaseException | None:

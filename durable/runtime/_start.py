@@ -157,7 +157,7 @@ def start_workflow(
     rec = ControlRecord(
         rid,
         spec.name,
-        input=seal_input(world, rid, json.dumps(data)),
+        input=seal_input(world, rid, json.dumps(data), qname, dkey),
         models=models_text,
         queue=qname,
         partition_key=partition_key,
@@ -183,7 +183,7 @@ def start_workflow(
     if got.run_id != rid or {**got.__dict__, "seq": rec.seq} != rec.__dict__:  # seq aside, not ours
         if got.run_id == rid and not _existing(world, spec, rid, data, input_hash):
             # enqueued (or claimed) with this id and not started yet: its record holds its input
-            given = json.loads(open_input(world, rid, got.input))
+            given = json.loads(open_input(world, got))
             check_same_run(spec, rid, got.workflow, value_hash(given), data, input_hash)
         return RunHandle(got.run_id, world, spec)  # a dedup hit, or a run that exists
     if qname is None:
@@ -445,7 +445,7 @@ def recovery_pass(
 
 def _exhausted(driver: Driver, run_id: str, drives: int) -> None:
     """Block a run whose drives were cut too often (``recovery_exhausted``), with its one warning."""
-    driver.control.block(run_id, blocked_text(RECOVERY_EXHAUSTED, None))
+    driver.control.block(run_id, blocked_text(driver.world, run_id, RECOVERY_EXHAUSTED, None))
     say_blocked(driver.world, run_id, RECOVERY_EXHAUSTED, None)
 
 

@@ -107,7 +107,7 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
             reason = rec.cancel_reason if rec else None
     elif status == "blocked":
         assert rec is not None
-        why = blocked_data(rec.blocked)
+        why = blocked_data(world, run_id, rec.blocked)
         reason = why.get("reason")
         error = {k: why[k] for k in ("error_type", "error_message", "key") if k in why} or None
     elif status == "failed" and info is not None:

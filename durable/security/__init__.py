@@ -1,4 +1,4 @@
-"""Security: payload codecs, keys from the environment, and run inputs sealed for the control store.
+"""Security: payload codecs, keys from the environment, and values sealed for the control store.
 
 ``EncryptionCodec`` (AES-256-GCM) is the codec that ships. The lowest part of the package: it
 imports only ``errors``; the encrypted stores that use it live in ``durable.store.encrypted``.
@@ -12,5 +12,8 @@ from ._codecs import KEY_FILE_ENV as KEY_FILE_ENV
 # The door: what the other parts of the package use (not public API).
 from ._codecs import Codec as Codec
 from ._codecs import codec_from_env as codec_from_env
+from ._sealed_inputs import input_binding as input_binding
+from ._sealed_inputs import open_control as open_control
 from ._sealed_inputs import open_control_input as open_control_input
+from ._sealed_inputs import seal_control as seal_control
 from ._sealed_inputs import seal_control_input as seal_control_input

@@ -17,7 +17,9 @@ from ..store import (
     ArtifactStore,
     EncryptedArtifacts,
     EncryptedLog,
+    EncryptedSchedules,
     EventLog,
+    ScheduleStore,
     refuse_plain_open,
 )
 from ._local import World, check_codec
@@ -114,8 +116,9 @@ def postgres_world(
         artifact_threshold: Step outputs whose JSON is longer than this many
             characters are stored as artifacts (rows of their own) and referenced from the log.
         codec: Encrypts every payload at rest, as in ``local_world``
-            (``durable.EncryptionCodec(key)``): event payloads, artifacts and
-            outer-loop manifests are ciphertext in the database.
+            (``durable.EncryptionCodec(key)``): event payloads, artifacts,
+            outer-loop manifests, messages, outbox entries, queued and schedule
+            inputs are ciphertext in the database.
 
     Returns:
         The world. Close it with ``world.close()`` or use it as a context manager.
@@ -189,5 +192,6 @@ def postgres_world(
     world.lease = float(lease)
     world.outer_loop_manifests = PostgresDocuments(db, "outer_loops")
     world.control_store = PostgresControl(db, dsn)
-    world.schedule_store = PostgresSchedules(db)
+    schedules: ScheduleStore = PostgresSchedules(db)
+    world.schedule_store = schedules if codec is None else EncryptedSchedules(schedules, codec)
     return world

@@ -166,3 +166,22 @@ def test_a_stopped_rekey_refuses_another_target_until_it_is_finished(
     monkeypatch.delenv("LITTLE_OLD_KEYS")
     assert main(["rekey", "--data-dir", str(tmp_path)]) == 0
     assert _plaintext_files(tmp_path) == []
+
+
+def test_a_rotated_data_directory_reads_whole_under_the_new_key_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every value ``fill`` marks (blocked errors, debounced inputs, memory) reads with the new key alone."""
+    from tests.helpers.audit_world import MARKS, fill, goes_on
+
+    with durable.local_world(tmp_path, codec=durable.EncryptionCodec(KEY), artifact_threshold=256) as world:
+        fill(world, memory=True)
+    monkeypatch.setenv("LITTLE_KEY", NEW.hex())
+    monkeypatch.setenv("LITTLE_OLD_KEYS", KEY.hex())
+    assert main(["rekey", "--data-dir", str(tmp_path)]) == 0
+    files = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
+    assert [m for m in MARKS.values() if any(m.encode() in f for f in files)] == []
+    with pytest.raises(durable.KeyMismatchError):
+        durable.local_world(tmp_path, codec=durable.EncryptionCodec(KEY))
+    new = durable.EncryptionCodec(NEW)
+    goes_on(lambda clock: durable.local_world(tmp_path, codec=new, clock=clock), memory=True)
