@@ -16,6 +16,7 @@ from ._dry_resume import replay_recorded as replay_recorded
 from ._lint import lint_files as lint_files
 from ._lint import lint_paths as lint_paths
 from ._rekey import rekey as rekey
+from ._rekey_postgres import rekey_postgres as rekey_postgres
 from ._run_calls import read_calls as read_calls
 from ._run_diff import DIFF_STATUSES as DIFF_STATUSES
 from ._run_diff import Call as Call

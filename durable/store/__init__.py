@@ -46,9 +46,12 @@ from .encrypted._log import key_check as key_check
 from .encrypted._log import open_manifest as open_manifest
 from .encrypted._log import recorded_key_id as recorded_key_id
 from .encrypted._log import refuse_plain_open as refuse_plain_open
+from .encrypted._log import row_ad as row_ad
 from .encrypted._log import verify_key_check as verify_key_check
 from .encrypted._messages import EncryptedSchedules as EncryptedSchedules
+from .encrypted._messages import message_ad as message_ad
 from .encrypted._messages import open_text as open_text
+from .encrypted._messages import outbox_ad as outbox_ad
 from .encrypted._messages import rekey_talk as rekey_talk
 from .encrypted._messages import schedule_ad as schedule_ad
 from .encrypted._messages import seal_text as seal_text
@@ -68,8 +71,14 @@ from .messages._protocol import MemoryMessages, Message, MessageStore
 from .messages._sqlite import SqliteMessages
 from .outbox._protocol import MemoryOutbox, OutboxEntry, OutboxStore
 from .outbox._sqlite import SqliteOutbox
+from .postgres._schema import REKEY_JOURNAL as REKEY_JOURNAL
 from .postgres._schema import Database as Database
+from .postgres._schema import check_schema_name as check_schema_name
 from .postgres._schema import connect as connect
+from .postgres._schema import describe_dsn as describe_dsn
+from .postgres._schema import quote as quote
+from .postgres._schema import recognise_world as recognise_world
+from .postgres._schema import world_lock as world_lock
 from .schedules._postgres import PostgresSchedules as PostgresSchedules
 from .schedules._protocol import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
 

@@ -124,8 +124,9 @@ def postgres_world(
         The world. Close it with ``world.close()`` or use it as a context manager.
 
     Raises:
-        ConfigurationError: psycopg is not installed, or an option is invalid.
-        LogUnavailableError: The server cannot be reached.
+        ConfigurationError: psycopg is not installed, or an option is invalid, or a
+            rekey of the schema was stopped before it finished (run it again to finish it).
+        LogUnavailableError: The server cannot be reached, or a rekey of the schema runs now.
         LogCorruptedError: The schema belongs to another application.
         LogFormatError: The schema was migrated by a newer durable.
         KeyMismatchError: The schema's log is encrypted and ``codec`` is missing or holds

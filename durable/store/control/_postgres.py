@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..log._protocol import RunInfo
 from ..postgres._notify import Notifier, notify
-from ..postgres._schema import Database
+from ..postgres._schema import Database, world_lock
 from ._postgres_claims import COLUMNS, FIELDS, claim_limited, claim_unlimited, queue_key, to_record
 from ._protocol import (
     ControlRecord,
@@ -386,7 +386,7 @@ class PostgresControl:
     def _listener(self) -> Notifier | None:
         """The listener, started on first use (a world that only runs workflows never opens it)."""
         if self.notifier is None and self.dsn is not None and not self._closed:
-            self.notifier = Notifier(self.dsn, self.db.channel)
+            self.notifier = Notifier(self.dsn, self.db.channel, world_lock(self.db.schema))
             self.notifier.wait_ready(5.0)
         return self.notifier
 

@@ -382,18 +382,22 @@ class EncryptedArtifacts:
 
     def write(self, data: bytes, manifest: dict[str, Any]) -> None:
         """Encrypt and store ``data`` under the current key, even when an older copy exists."""
+        self.inner.put(*self.sealed(data, manifest))
+
+    def sealed(self, data: bytes, manifest: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+        """What the inner store keeps of an artifact: its ciphertext, and the manifest naming it.
+
+        The stored manifest's ``sha256`` is the keyed hash of the payload's
+        sha256 under the current key, and holds the plain manifest encrypted.
+        """
         sha = manifest["sha256"]
-        ad = b"artifact|" + sha.encode()
         digest = self.codec.digests(sha.encode())[0]
         meta = self.codec.encrypt(json.dumps(manifest, sort_keys=True).encode(), manifest_ad(digest))
-        self.inner.put(
-            self.codec.encrypt(data, ad),
-            {
-                "sha256": "sha256:" + digest,
-                "key_id": self.codec.key_id,
-                "manifest": PREFIX + base64.b64encode(meta).decode("ascii"),
-            },
-        )
+        return self.codec.encrypt(data, b"artifact|" + sha.encode()), {
+            "sha256": "sha256:" + digest,
+            "key_id": self.codec.key_id,
+            "manifest": PREFIX + base64.b64encode(meta).decode("ascii"),
+        }
 
     def get(self, sha256: str) -> bytes | None:
         for digest in self.codec.digests(sha256.encode()):

@@ -126,12 +126,14 @@ class Notifier(Announcements):
     Args:
         dsn: The connection string (the listener has a connection of its own, outside the pool).
         channel: The channel (``Database.channel``).
+        lock: The world's advisory lock, held shared by the listener's session as by the pool's.
     """
 
-    def __init__(self, dsn: str, channel: str):
+    def __init__(self, dsn: str, channel: str, lock: int | None = None):
         super().__init__()
         self.dsn = dsn
         self.channel = channel
+        self.lock = lock
         self._closing = False
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="durable-listen", daemon=True)
@@ -149,6 +151,8 @@ class Notifier(Announcements):
         while not self._closing:
             try:
                 with psycopg.connect(self.dsn, autocommit=True, connect_timeout=5) as conn:
+                    if self.lock is not None:
+                        conn.execute("SELECT pg_try_advisory_lock_shared(%s)", (self.lock,))
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
                     self._bump(None)  # anything may have happened while nobody listened
                     self._ready.set()

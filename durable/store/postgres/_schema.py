@@ -17,6 +17,7 @@ passes, then surfaces as ``LogUnavailableError``.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -57,9 +58,22 @@ def quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _lock_key(schema: str) -> int:
-    """A stable 63-bit key for the schema's migration advisory lock."""
-    return int.from_bytes(hashlib.sha256(f"durable-migrate:{schema}".encode()).digest()[:8], "big") >> 1
+def _lock_key(schema: str, purpose: str = "migrate") -> int:
+    """A stable 63-bit key for one of the schema's advisory locks (``migrate``, ``world``)."""
+    return int.from_bytes(hashlib.sha256(f"durable-{purpose}:{schema}".encode()).digest()[:8], "big") >> 1
+
+
+REKEY_JOURNAL = "rekey"
+"""The key, in the ``meta`` namespace of ``documents``, of the journal of a rekey not finished yet."""
+
+
+def world_lock(schema: str) -> int:
+    """The advisory lock of a world: every session of a process with it open holds it shared.
+
+    ``little rekey --dsn`` takes it exclusively, so it runs only when no
+    process has the world open, and no process opens it while it runs.
+    """
+    return _lock_key(schema, "world")
 
 
 class Database:
@@ -220,6 +234,44 @@ def _recognise(conn: Connection[Any], db: Database, tables: set[str]) -> int:
     return version
 
 
+def recognise_world(conn: Connection[Any], schema: str, where: str) -> None:
+    """Refuse a schema that holds no durable world, or one not at this durable's version (for maintenance).
+
+    Unlike ``connect``, nothing is created or migrated.
+
+    Raises:
+        ConfigurationError: The schema holds no durable world.
+        LogCorruptedError: It holds tables of another application.
+        LogFormatError: It is at another version than this durable's.
+    """
+    tables = {
+        r[0]
+        for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        )
+    }
+    if "durable_meta" not in tables:
+        raise ConfigurationError(
+            f"{where} holds no durable world: check --dsn and --schema (`little runs --dsn DSN "
+            "--schema NAME` lists a world's runs)."
+        )
+    row = conn.execute(f"SELECT app, version FROM {quote(schema)}.durable_meta LIMIT 1").fetchone()
+    if row is None or row[0] != APP or tables - OWN_TABLES:
+        raise LogCorruptedError(f"{where} holds tables of another application; nothing was changed.")
+    version = int(row[1])
+    if version != SCHEMA_VERSION or OWN_TABLES - tables:
+        newer = version > SCHEMA_VERSION
+        raise LogFormatError(
+            f"{where} is at version {version}, and this durable works on version {SCHEMA_VERSION}: "
+            + (
+                "upgrade little-workflow on this machine."
+                if newer
+                else "open the world once with this durable (`little runs --dsn DSN --schema NAME` "
+                "does), which migrates it, then run this again."
+            )
+        )
+
+
 def describe_dsn(dsn: str) -> str:
     """The DSN as messages show it: host, port and database, never the password."""
     from psycopg.conninfo import conninfo_to_dict
@@ -276,7 +328,7 @@ def connect(
         min_size=min_size,
         max_size=max_size,
         kwargs={"autocommit": True, "prepare_threshold": 0},  # every statement planned once per connection
-        configure=_configure(stale_after),
+        configure=_configure(stale_after, world_lock(schema)),
         open=False,
         name=f"durable:{schema}",
         timeout=connect_timeout,
@@ -293,13 +345,53 @@ def connect(
     db = Database(pool, schema, reconnect_timeout=reconnect_timeout, where=where)
     try:
         ensure_schema(db)
+        refuse_during_rekey(db)
     except BaseException:
         pool.close()
         raise
     return db
 
 
-def _configure(stale_after: float | None) -> Callable[[Any], None]:
+def refuse_during_rekey(db: Database) -> None:
+    """Refuse to open a world that a rekey rewrites now, or whose rekey was stopped before it finished.
+
+    Raises:
+        LogUnavailableError: A rekey of the schema runs now (it holds the world's lock).
+        ConfigurationError: A rekey was stopped: its journal says to which key, and
+            the world stays closed until a rerun finishes it.
+    """
+
+    def op(conn: Connection[Any], attempt: int) -> tuple[bool, str | None]:
+        row = conn.execute(
+            db.sql(
+                "SELECT pg_try_advisory_lock_shared(%s), "
+                "(SELECT value FROM {s}.documents WHERE namespace = 'meta' AND key = %s)"
+            ),
+            (world_lock(db.schema), REKEY_JOURNAL),
+        ).fetchone()
+        assert row is not None
+        return bool(row[0]), row[1]
+
+    shared, journal = db.run(op)
+    if not shared:
+        raise LogUnavailableError(
+            f"a rekey of the schema {db.schema!r} of {db.where} runs now (`little rekey --dsn`); "
+            "the world opens again once it has finished."
+        )
+    if journal is not None:
+        try:
+            to = json.loads(journal).get("to_key_id")
+        except (ValueError, AttributeError):
+            to = "(unreadable)"
+        key = f"LITTLE_KEY set to the key of id {to}" if to else "the current key in LITTLE_KEY and --decrypt"
+        raise ConfigurationError(
+            f"a rekey of the schema {db.schema!r} of {db.where} was stopped before it finished, so "
+            f"its rows are under two keys: run `little rekey --dsn DSN --schema {db.schema}` again "
+            f"with {key} (and the old key in LITTLE_OLD_KEYS) to finish it. Nothing was read or written."
+        )
+
+
+def _configure(stale_after: float | None, lock: int) -> Callable[[Any], None]:
     """A pool ``configure`` hook: how each session of the pool plans and times out.
 
     Every statement is planned once per session and its plan kept
@@ -308,6 +400,8 @@ def _configure(stale_after: float | None) -> Callable[[Any], None]:
     the planner would otherwise plan anew at every execution, which costs
     the server more than running it. With ``stale_after`` (the world's
     lease) the server also ends this session's transactions idle past it.
+    Each session holds the world's lock shared (``world_lock``) until it
+    closes, so a rekey knows the world is open.
     """
     ms = None if stale_after is None else max(int(stale_after * 1000), 1)
 
@@ -315,6 +409,7 @@ def _configure(stale_after: float | None) -> Callable[[Any], None]:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         if ms is not None:
             conn.execute(f"SET idle_in_transaction_session_timeout = {ms}")
+        conn.execute("SELECT pg_try_advisory_lock_shared(%s)", (lock,))
 
     return configure
 
