@@ -19,6 +19,7 @@ caller can do next. The tree::
     ├── RunFinishedError            the run has finished: it can take no message
     ├── CapabilityDriftError        the code or configuration changed under a resumed run
     ├── ArtifactIntegrityError      an artifact's payload no longer matches its hash
+    ├── DataDirectoryError          a folder or file of a data directory is a link (it would lead out)
     ├── CheckpointNotFoundError     no checkpoint with that seq in the run
     ├── LogCorruptedError           the log file is damaged or is not a durable log
     ├── LogFormatError              the log was written by an incompatible SDK
@@ -51,6 +52,7 @@ __all__ = [
     "CodecError",
     "CompensationFailedError",
     "ConfigurationError",
+    "DataDirectoryError",
     "DriftChange",
     "DurableControl",
     "DurableError",
@@ -319,6 +321,15 @@ class ArtifactIntegrityError(DurableError):
         self.artifact = artifact
         self.expected = expected
         self.actual = actual
+
+
+class DataDirectoryError(DurableError):
+    """A folder or file of a data directory is a symbolic link, so using it would leave the directory.
+
+    durable follows no link inside a data directory (the directory itself may
+    be one): nothing was written, read or deleted through it. ``path`` names
+    the link.
+    """
 
 
 class CheckpointNotFoundError(DurableError):

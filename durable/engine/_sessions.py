@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
@@ -26,6 +27,7 @@ from typing import Any
 
 from ..errors import ConfigurationError, DriftChange
 from ..events import DRIFT_ACCEPTED, SESSION_COMPLETED, SESSION_STARTED
+from ..security import open_folder
 from . import _event_writer as ev
 from ._claim import Claim
 from ._context import CURRENT, NOTHING, RunContext, Scope, check_awaited
@@ -93,8 +95,14 @@ class Session:
     def scratch_dir(self) -> Path:
         """The session's folder ``<data_dir>/runs/<run_id>/harness/<path>/`` (created on use).
 
+        Each folder on the way is made and opened without following a link.
+        What your code writes in the folder afterwards goes through this path:
+        a process that can write the data directory could still swap a link
+        in between.
+
         Raises:
             ConfigurationError: Outside a run, or in a world without a data directory.
+            DataDirectoryError: A folder on the way is a symbolic link.
         """
         if self.path is None or self.run_id is None:
             raise ConfigurationError("a session's scratch_dir exists only inside a durable run.")
@@ -103,9 +111,11 @@ class Session:
                 f"run {self.run_id!r}: session {self.path!r} has no scratch folder because its "
                 "world keeps no files (memory_world); use local_world(data_dir) for scratch files."
             )
-        folder = self._data_dir / "runs" / folder_name(self.run_id) / "harness" / folder_name(self.path)
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
+        rel = ("runs", folder_name(self.run_id), "harness", folder_name(self.path))
+        fd = open_folder(self._data_dir, rel, create=True)  # a link on the way is refused, not followed
+        assert fd is not None
+        os.close(fd)
+        return self._data_dir.joinpath(*rel)
 
     def __repr__(self) -> str:
         return f"<durable session {self.role!r} at {self.path!r} model={self.model!r}>"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import MemoryStoreError
+from ..security import refuse_linked_database
 
 Driver = Literal["auto", "sqlite3", "apsw"]
 
@@ -65,6 +66,8 @@ class VecDb:
 
     def __init__(self, path: Path | None, *, driver: Driver = "auto"):
         self.path = str(path) if path is not None else ":memory:"
+        if path is not None:
+            refuse_linked_database(Path(path).parent, (), Path(path).name)
         vec = _vec_path()
         self._errors: tuple[type[BaseException], ...]
         if driver == "sqlite3" and not stdlib_can_load_extensions():

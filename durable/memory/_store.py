@@ -17,6 +17,7 @@ is used directly.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..engine import CURRENT, EFFECT_KEY, make_decorator
 from ..errors import MemoryStoreError
-from ..security import Codec
+from ..security import Codec, open_folder, refuse_linked_database
 from ._db import Driver, VecDb
 from ._embedders import Embedder, EmbedFn
 from ._filter import compile_filter
@@ -455,6 +456,10 @@ class MemoryStore:
         return self._rows.count(namespace)
 
 
+FOLDER = "memory"
+"""The folder of a data directory that holds the memory store (``memory.db``)."""
+
+
 def open_world_memory(world: WorldCore) -> MemoryStore:
     """The world's memory store, opened on first use and kept with the world."""
     found = world.memory_store
@@ -462,9 +467,12 @@ def open_world_memory(world: WorldCore) -> MemoryStore:
         return found
     path: Path | None = None
     if world.data_dir is not None:
-        folder = Path(world.data_dir) / "memory"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "memory.db"
+        root = Path(world.data_dir)
+        fd = open_folder(root, (FOLDER,), create=True)  # a link at memory/ is refused, not followed
+        assert fd is not None
+        os.close(fd)
+        refuse_linked_database(root, (FOLDER,), "memory.db")
+        path = root / FOLDER / "memory.db"
     store = MemoryStore(path, clock=world.clock, codec=getattr(world, "codec", None))
     world.memory_store = store
     return store

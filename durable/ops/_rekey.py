@@ -21,16 +21,14 @@ transaction is all old or all new), so a rerun opens whichever form it finds.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..errors import CodecError, ConfigurationError
-from ..security import Codec
+from ..security import Codec, list_folder, read_file, refuse_linked_database, remove_file, write_file
 from ..store import (
     META_KEY,
     PREFIX,
@@ -45,6 +43,9 @@ from ..store import (
     sha256_of,
     verify_key_check,
 )
+
+OUTER_FOLDER = "outer-loops"
+"""The outer loops' folder of a data directory (named by ``durable.outer``, a layer above)."""
 
 
 def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[str, Any]:
@@ -68,6 +69,8 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
             must be finished first (its journal names the key).
     """
     root = Path(data_dir)
+    for rel, name in (((), "events.db"), ((), "runtime.db"), (("memory",), "memory.db")):
+        refuse_linked_database(root, rel, name)
     target = None if new is None else new.key_id
     # A part already rewritten by a stopped rekey is under the new key: the new codec reads it too.
     reading = old if old is not None else new
@@ -127,13 +130,14 @@ class _Journal:
             ConfigurationError: A stopped rekey went to another target; or its journal is damaged.
         """
         path = root / cls.NAME
-        try:
-            stored = json.loads(path.read_bytes())
-            journal = cls(path, stored["from_key_id"], stored["to_key_id"], dict(stored["done"]))
-        except FileNotFoundError:
+        text = read_file(root, (), cls.NAME)
+        if text is None:
             journal = cls(path, was, target, {})
             journal._write()
             return journal
+        try:
+            stored = json.loads(text)
+            journal = cls(path, stored["from_key_id"], stored["to_key_id"], dict(stored["done"]))
         except (ValueError, KeyError, TypeError):
             raise ConfigurationError(
                 f"the rekey journal {str(path)!r} is damaged. Run the rekey again from the key of "
@@ -154,17 +158,12 @@ class _Journal:
         self._write()
 
     def _write(self) -> None:
-        tmp = self.path.with_name("." + self.NAME + ".tmp")
         body = {"from_key_id": self.from_key_id, "to_key_id": self.to_key_id, "done": self.done}
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(body, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_file(self.path.parent, (), self.NAME, json.dumps(body).encode(), fsync=True)
 
     def close(self) -> None:
         """The rekey is complete: the journal goes."""
-        self.path.unlink()
+        remove_file(self.path.parent, (), self.NAME)
 
 
 def _check_memory_key(root: Path, old: Codec | None) -> None:
@@ -323,23 +322,14 @@ def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
     return n
 
 
-def _artifact_files(root: Path) -> list[Path]:
-    folder = root / "artifacts"
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("??/*.json") if not p.name.startswith("."))
-
-
 def _rewrite_artifacts(root: Path, old: Codec | None, new: Codec | None) -> int:
     plain = FileArtifacts(root)
     reading: Any = EncryptedArtifacts(plain, old) if old is not None else plain
     writing: Any = EncryptedArtifacts(plain, new) if new is not None else plain
     n = 0
-    for leftover in root.glob("artifacts/??/.tmp-*"):  # a write a stopped rekey did not finish
-        leftover.unlink()
-    for meta_file in _artifact_files(root):
-        digest = meta_file.stem
-        stored = json.loads(meta_file.read_bytes())
+    plain.remove_leftovers()  # the writes a stopped rekey did not finish
+    for digest, text in plain.manifests():
+        stored = json.loads(text)
         sealed = isinstance(stored.get("manifest"), str)  # a stopped rekey leaves both forms
         if sealed and old is None:
             raise CodecError(f"artifact file {digest} is encrypted: give its key; rekey stopped")
@@ -351,40 +341,33 @@ def _rewrite_artifacts(root: Path, old: Codec | None, new: Codec | None) -> int:
                 f"artifact {manifest.get('name')!r} ({sha}) is missing or damaged; rekey stopped"
             )
         manifest.pop("path", None)
-        blob = meta_file.with_name(digest)
         if new is not None:
             writing.write(data, manifest)
         else:
             writing.put(data, manifest)
         new_name = sha.partition(":")[2] if new is None else new.digests(sha.encode())[0]
         if new_name != digest:  # the new copy has another name: the old one goes
-            for f in (blob, meta_file):
-                with contextlib.suppress(FileNotFoundError):
-                    f.unlink()
-            with contextlib.suppress(OSError):  # the folder, once empty
-                blob.parent.rmdir()
+            plain.remove(digest)
         n += 1
     return n
 
 
 def _rewrite_outer(root: Path, old: Codec | None, new: Codec | None) -> int:
-    folder = root / "outer-loops"
-    if not folder.is_dir():
-        return 0
     n = 0
-    for f in sorted(folder.glob("*.json")):
-        ad = f"outer-loop|{f.stem}".encode()
-        text = f.read_text(encoding="utf-8")
+    for name in list_folder(root, (OUTER_FOLDER,)):
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        ad = f"outer-loop|{name[: -len('.json')]}".encode()
+        raw = read_file(root, (OUTER_FOLDER,), name)
+        if raw is None:
+            continue
+        text = raw.decode("utf-8")
         if text.startswith(PREFIX):  # a stopped rekey leaves manifests of both forms
             if old is None:
-                raise CodecError(
-                    f"the outer-loop manifest {f.name!r} is encrypted: give its key; rekey stopped"
-                )
+                raise CodecError(f"the outer-loop manifest {name!r} is encrypted: give its key; stopped")
             text = old.decrypt(base64.b64decode(text[len(PREFIX) :], validate=True), ad).decode()
         if new is not None:
             text = PREFIX + base64.b64encode(new.encrypt(text.encode(), ad)).decode("ascii")
-        tmp = f.with_name(f".{f.name}.rekey")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(f)
+        write_file(root, (OUTER_FOLDER,), name, text.encode("utf-8"))
         n += 1
     return n

@@ -5,7 +5,8 @@ directory; a memory world keeps the same JSON text in
 ``world.outer_loop_manifests``. A file is replaced atomically (written
 to a temporary file in the same folder, fsynced, renamed over the old one,
 and the folder fsynced), so a kill leaves either the old manifest or the new
-one, never half of one.
+one, never half of one; the folder and the file are opened without following
+a link (``DataDirectoryError``).
 
 The manifest is an index, not the authority: each cycle's
 ``outer_loop.cycle_completed`` event in the cycle run's log is. A manifest
@@ -15,11 +16,8 @@ that lags behind the logs is brought up to date from them.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
 import re
-import tempfile
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -27,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_serializer
 
 from ..errors import CodecError, ConfigurationError, KeyMismatchError, OuterLoopError
+from ..security import read_file, write_file
 
 if TYPE_CHECKING:
     from pydantic import SerializerFunctionWrapHandler
@@ -150,9 +149,10 @@ class ManifestStore:
                 return None
         else:
             try:
-                text = self.path.read_text(encoding="utf-8")
-            except FileNotFoundError:
-                return None
+                raw = read_file(self.path.parent.parent, (FOLDER,), self.path.name)
+                if raw is None:
+                    return None
+                text = raw.decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise self._corrupt(f"it cannot be read ({exc})") from exc
         codec = getattr(self._world, "codec", None)
@@ -184,7 +184,7 @@ class ManifestStore:
             self._memory()[self.outer_loop_id] = text
             return
         try:
-            _write_atomic(self.path, text)
+            write_file(self.path.parent.parent, (FOLDER,), self.path.name, text.encode("utf-8"), fsync=True)
         except OSError as exc:
             raise OuterLoopError(
                 f"cannot write the {self.where()}: {exc}. The previous manifest is unchanged; "
@@ -212,31 +212,3 @@ class ManifestStore:
             "was run and nothing was written. The cycles' runs are still in the event log; restore "
             "the file from a backup, or move it aside and use a new outer_loop_id."
         )
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a crash leaves the old or the new content, whole."""
-    folder = path.parent
-    if not folder.is_dir():
-        folder.mkdir(parents=True, exist_ok=True)
-        _fsync_dir(folder.parent)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(folder)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..engine import Durability, WorldCore
 from ..errors import ConfigurationError
 from ..memory import MemoryStore, open_world_memory
-from ..security import Codec
+from ..security import Codec, refuse_links
 from ..store import (
     DEFAULT_THRESHOLD,
     EncryptedLog,
@@ -73,6 +73,15 @@ class World(WorldCore):
         return self
 
 
+LAYOUT = ("artifacts", "bells", "locks", "memory", "outer-loops", "runs", "rekey-journal.json")
+"""The folders and files a data directory holds beside its databases (``events.db``, ``runtime.db``).
+
+None of them may be a symbolic link: ``local_world`` refuses to open a
+directory that has one (``DataDirectoryError``), and every part opens its
+files without following a link, so a link planted later is refused too.
+"""
+
+
 def local_world(
     data_dir: str | os.PathLike[str] = ".little-workflow",
     *,
@@ -101,6 +110,7 @@ def local_world(
 
     Raises:
         ConfigurationError: The folder cannot be created or written.
+        DataDirectoryError: A folder or file of the data directory is a symbolic link.
         LogCorruptedError: ``events.db`` exists but is not a durable log.
         KeyMismatchError: ``events.db`` is encrypted and ``codec`` is missing or holds
             another key (nothing is read or written then).
@@ -127,6 +137,7 @@ def local_world(
             f"the data directory {str(path)!r} is not writable; choose a folder you can write to "
             "or fix its permissions."
         )
+    refuse_links(path, (), LAYOUT)
     sqlite = SqliteLog(path / "events.db", durability=durability)
     try:
         log = _with_codec(sqlite, codec, f"the event log {str(path / 'events.db')!r}")

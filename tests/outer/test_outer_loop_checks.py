@@ -201,10 +201,10 @@ def test_failed_manifest_write_keeps_the_old_file(tmp_path: Any, monkeypatch: py
         path = tmp_path / "outer-loops" / "ol_test.json"
         before = path.read_text()
 
-        def broken(src: Any, dst: Any) -> None:
+        def broken(src: Any, dst: Any, **kwargs: Any) -> None:
             raise OSError(28, "No space left on device")
 
-        monkeypatch.setattr("durable.outer._manifest.os.replace", broken)
+        monkeypatch.setattr("durable.security._confined.os.replace", broken)
         with pytest.raises(OuterLoopError, match="cannot write"):
             run(Harness().run(world, outer_loop_id="ol_test", description="now described"))
     assert path.read_text() == before

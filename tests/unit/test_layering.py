@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "events",
     ),  # leaves: the logger's records, the error tree, the log's schema
     ("_clock",),  # the clock every part reads (real, or virtual under testing.virtual_time)
-    ("security",),  # codecs and keys
+    ("security",),  # codecs, keys, files opened without following links
     ("store",),  # the stores by kind, with the encrypted ones
     ("engine",),  # decorators, claim/decide/record, replay, the runner
     ("memory",),  # the memory store

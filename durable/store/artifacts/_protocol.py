@@ -6,16 +6,14 @@ live in ``_artifacts``.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Protocol
 
 from ...errors import ArtifactIntegrityError
+from ...security import list_folder, read_file, refuse_links, remove_file, remove_folder, write_file
 
 DEFAULT_THRESHOLD = 256 * 1024
 """Step outputs whose JSON text is longer than this (in characters) become artifacts."""
@@ -94,51 +92,74 @@ class ArtifactStore(Protocol):
 
 
 class FileArtifacts:
-    """Artifacts in a folder, one file per content plus a JSON manifest beside it."""
+    """Artifacts in a folder, one file per content plus a JSON manifest beside it.
+
+    Every file is opened relative to its folder without following a link
+    (``durable.security``): a link planted at ``artifacts/``, at one of its
+    folders or at a file raises ``DataDirectoryError`` instead of reading,
+    writing or deleting what it points at.
+    """
+
+    FOLDER = "artifacts"
+    """The folder of the data directory that holds the artifacts."""
 
     def __init__(self, data_dir: Path, *, fsync: bool = False):
         self.data_dir = data_dir
-        self.root = data_dir / "artifacts"
+        self.root = data_dir / self.FOLDER
         self.fsync = fsync
 
     def _blob(self, hexdigest: str) -> Path:
         return self.root / hexdigest[:2] / hexdigest
 
-    def _write(self, target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                if self.fsync:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+    def _folder(self, hexdigest: str) -> tuple[str, str]:
+        return (self.FOLDER, hexdigest[:2])
 
     def put(self, data: bytes, manifest: dict[str, Any]) -> str | None:
         hexdigest = hex_of(manifest["sha256"])
-        blob = self._blob(hexdigest)
+        where = self._folder(hexdigest)
         if self.get(manifest["sha256"]) != data:  # absent, or damaged: (re)write it
-            self._write(blob, data)
-        meta = blob.with_name(hexdigest + ".json")
-        if not meta.exists():
-            self._write(meta, json.dumps(manifest, indent=2, sort_keys=True).encode())
-        return blob.relative_to(self.data_dir).as_posix()
+            write_file(self.data_dir, where, hexdigest, data, fsync=self.fsync)
+        if read_file(self.data_dir, where, hexdigest + ".json") is None:
+            text = json.dumps(manifest, indent=2, sort_keys=True).encode()
+            write_file(self.data_dir, where, hexdigest + ".json", text, fsync=self.fsync)
+        return self._blob(hexdigest).relative_to(self.data_dir).as_posix()
 
     def get(self, sha256: str) -> bytes | None:
-        try:
-            return self._blob(hex_of(sha256)).read_bytes()
-        except FileNotFoundError:
-            return None
+        hexdigest = hex_of(sha256)
+        return read_file(self.data_dir, self._folder(hexdigest), hexdigest)
 
     def delete(self, sha256: str) -> None:
-        blob = self._blob(hex_of(sha256))
-        for path in (blob, blob.with_name(blob.name + ".json")):
-            path.unlink(missing_ok=True)
+        hexdigest = hex_of(sha256)
+        for name in (hexdigest, hexdigest + ".json"):
+            remove_file(self.data_dir, self._folder(hexdigest), name)
+
+    def manifests(self) -> list[tuple[str, bytes]]:
+        """Every stored manifest: the file name it is stored under (a digest) and its bytes."""
+        out = []
+        for sub in list_folder(self.data_dir, (self.FOLDER,)):
+            if len(sub) != 2 or sub.startswith("."):
+                continue
+            for name in list_folder(self.data_dir, (self.FOLDER, sub)):
+                if name.endswith(".json") and not name.startswith("."):
+                    text = read_file(self.data_dir, (self.FOLDER, sub), name)
+                    if text is not None:
+                        out.append((name[: -len(".json")], text))
+        return out
+
+    def remove(self, digest: str) -> None:
+        """Delete the payload and the manifest stored under ``digest``, and their folder once empty."""
+        where = (self.FOLDER, digest[:2])
+        for name in (digest, digest + ".json"):
+            remove_file(self.data_dir, where, name)
+        remove_folder(self.data_dir, where)
+
+    def remove_leftovers(self) -> None:
+        """Delete the temporary files a write cut by a kill left behind."""
+        for sub in list_folder(self.data_dir, (self.FOLDER,)):
+            if len(sub) == 2:
+                for name in list_folder(self.data_dir, (self.FOLDER, sub)):
+                    if name.startswith(".tmp-"):
+                        remove_file(self.data_dir, (self.FOLDER, sub), name)
 
     def resolve(self, location: str | None) -> Path | None:
         if location is None:
@@ -149,6 +170,8 @@ class FileArtifacts:
                 "that holds it was edited or crafted. Run `little verify` on the run.",
                 artifact=location,
             )
+        _, sub, name = location.split("/")
+        refuse_links(self.data_dir, (self.FOLDER, sub), [name])
         return self.data_dir / location
 
 

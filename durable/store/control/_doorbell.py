@@ -26,6 +26,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from ...errors import DataDirectoryError
+from ...security import open_folder, remove_file
 from ._protocol import KINDS
 
 MAX_PATH = 100
@@ -108,8 +110,8 @@ class Doorbell:
             try:
                 out.sendto(data, os.path.join(folder, name))
             except ConnectionRefusedError:  # nobody bound: its process died
-                with contextlib.suppress(OSError):
-                    os.unlink(self.folder / name)
+                with contextlib.suppress(OSError, DataDirectoryError):  # a link is left alone
+                    remove_file(self.folder.parent, (self.folder.name,), name)
             except OSError:  # a full queue already holds a ring; a vanished file needs none
                 pass
 
@@ -174,21 +176,33 @@ class _Ear:
 
     @classmethod
     def bind(cls, folder: Path, short: bool, loop: asyncio.AbstractEventLoop) -> _Ear | None:
+        """Bind a socket in ``folder``, through a descriptor of it opened without following a link.
+
+        ``None`` when no bell can be bound there (the caller polls): no address
+        fits, the folder cannot be written, or it is a link (nothing is made
+        where it points).
+        """
         path = folder / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.sock"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        fd: int | None = None
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            if short:
+            folder.parent.mkdir(parents=True, exist_ok=True)  # the data directory: the caller's to name
+            fd = open_folder(folder.parent, (folder.name,), create=True)
+            assert fd is not None
+            via = f"{FD_ROOT}/{fd}"
+            if _fits(via) and os.path.isdir(via):
+                sock.bind(f"{via}/{path.name}")
+            elif short:  # no /proc: the path, checked just before
                 sock.bind(os.fspath(path))
-            else:
-                with through_descriptor(folder) as via:
-                    if via is None:  # no address fits: the caller polls
-                        raise OSError(f"no Unix socket address fits {folder}")
-                    sock.bind(f"{via}/{path.name}")
+            else:  # no address fits: the caller polls
+                raise OSError(f"no Unix socket address fits {folder}")
             sock.setblocking(False)
-        except OSError:
+        except (OSError, DataDirectoryError):
             sock.close()
             return None
+        finally:
+            if fd is not None:
+                os.close(fd)
         ear = cls(sock, path, loop)
         loop.add_reader(sock.fileno(), ear.drain)
         return ear

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import LogCorruptedError, LogFormatError, LogUnavailableError
+from ...security import refuse_linked_database
 from ._doorbell import Doorbell
 from ._protocol import (
     ControlRecord,
@@ -112,6 +113,7 @@ class SqliteControl:
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: int = 10_000):
         self.path = Path(path)
+        refuse_linked_database(self.path.parent, (), self.path.name)
         self._bell = Doorbell(self.path.parent / "bells")
         self._busy_ms = int(busy_timeout)
         self._lock = threading.Lock()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..._logging import INFO, WARNING, note
+from ...security import open_file, read_file
 
 _POLL_MIN = 0.001
 _POLL_MAX = 0.05
@@ -78,6 +79,9 @@ def _range(kind: int, byte: int) -> bytes:
 class FileLocks:
     """OS locks in a folder (``locks/`` under the data directory), freed by the kernel at exit.
 
+    The lock files are opened without following a link: a link planted at the
+    folder or at a lock file raises ``DataDirectoryError``.
+
     On Linux a lock is one byte of one shared file, locked with
     ``F_OFD_SETLK``: taking or giving back a lock is one system call on a
     file opened once, where a file of its own per run would be created
@@ -102,8 +106,7 @@ class FileLocks:
                 return None
             fd = self._fd
             if fd is None:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                fd = self._fd = os.open(self.folder / SHARED_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = self._fd = self._open(SHARED_FILE)
             try:
                 fcntl.fcntl(fd, _OFD, _range(fcntl.F_WRLCK, byte))
             except (BlockingIOError, PermissionError):  # EAGAIN or EACCES: another holder has it
@@ -111,9 +114,12 @@ class FileLocks:
             self._held[byte] = name
             return _Held(byte)
 
+    def _open(self, name: str) -> int:
+        """The lock file ``name`` (made when missing); a link there or at the folder is refused."""
+        return open_file(self.folder.parent, (self.folder.name,), name, os.O_RDWR | os.O_CREAT)
+
     def _try_flock(self, name: str) -> object | None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / _file_name(name), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._open(_file_name(name))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -136,9 +142,10 @@ class FileLocks:
         if _OFD is not None:
             return None
         try:
-            text = (self.folder / _file_name(name)).read_text().strip()
+            raw = read_file(self.folder.parent, (self.folder.name,), _file_name(name))
         except OSError:
             return None
+        text = (raw or b"").decode("ascii", "replace").strip()
         return int(text) if text.isdigit() else None
 
     def release(self, handle: object) -> None:

@@ -17,6 +17,7 @@ from typing import TypeVar
 
 from ..._clock import wall
 from ...errors import ConfigurationError, FencedError
+from ...security import refuse_linked_database
 from ._fresh import FreshRuns
 from ._protocol import Append, Row, _stale, _taken
 from ._sqlite_errors import failure
@@ -83,6 +84,7 @@ class SqliteLog(SqliteReads):
         if durability not in DURABILITY_SYNC:
             raise ConfigurationError(f"durability must be 'process' or 'power', not {durability!r}")
         self.path = Path(path)
+        refuse_linked_database(self.path.parent, (), self.path.name)
         self.durability = durability
         self._lock = threading.RLock()  # re-entered by an unsynced append
         self._inserts: dict[int, str] = {}

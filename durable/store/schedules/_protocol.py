@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...errors import LogCorruptedError, LogUnavailableError
+from ...security import refuse_linked_database
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ class SqliteSchedules:
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: int = 10_000):
         self.path = Path(path)
+        refuse_linked_database(self.path.parent, (), self.path.name)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout)}")
