@@ -111,6 +111,20 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
     return {"from_key_id": journal.from_key_id, "to_key_id": target, **done}
 
 
+def refuse_other_target(stopped: str | None, target: str | None, where: str) -> None:
+    """Refuse a rekey towards ``target`` while one towards ``stopped`` is not finished.
+
+    Raises:
+        ConfigurationError: The targets differ; the message names the key id that finishes it.
+    """
+    if stopped != target:
+        to = stopped or "(none: --decrypt)"
+        raise ConfigurationError(
+            f"a rekey of {where} to key id {to} was stopped before it finished: run `little rekey` "
+            "again with that key in LITTLE_KEY (and --decrypt if it was a decrypt) to finish it first."
+        )
+
+
 class _Journal:
     """What a rekey has done so far, in ``rekey-journal.json`` (removed once the rekey is complete)."""
 
@@ -143,13 +157,7 @@ class _Journal:
                 f"the rekey journal {str(path)!r} is damaged. Run the rekey again from the key of "
                 "each part (LITTLE_OLD_KEYS can hold both) after removing the journal."
             ) from None
-        if journal.to_key_id != target:
-            to = journal.to_key_id or "(none: --decrypt)"
-            raise ConfigurationError(
-                f"a rekey of this data directory to key id {to} was stopped before it finished: run "
-                "`little rekey` again with that key in LITTLE_KEY (and --decrypt if it was a decrypt) "
-                "to finish it first."
-            )
+        refuse_other_target(journal.to_key_id, target, "this data directory")
         return journal
 
     def finish(self, **counts: int) -> None:

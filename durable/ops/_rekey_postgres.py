@@ -54,6 +54,7 @@ from ..store import (
     verify_key_check,
     world_lock,
 )
+from ._rekey import refuse_other_target
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -382,13 +383,7 @@ class _Journal:
                 "Delete that row and run the rekey again from the key of each value (LITTLE_OLD_KEYS "
                 "can hold both)."
             ) from None
-        if journal.to_key_id != target:
-            to = journal.to_key_id or "(none: --decrypt)"
-            raise ConfigurationError(
-                f"a rekey of {where} to key id {to} was stopped before it finished: run `little "
-                "rekey` again with that key in LITTLE_KEY (and --decrypt if it was a decrypt) to "
-                "finish it first."
-            )
+        refuse_other_target(journal.to_key_id, target, where)
         return journal
 
     def save(self, conn: Connection[Any]) -> None:
