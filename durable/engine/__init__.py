@@ -25,7 +25,6 @@ from ._budget import run_usage as run_usage
 from ._budget import runs_usage as runs_usage
 from ._call_inputs import apply_delta as apply_delta
 from ._capabilities import reachable as reachable
-from ._compatible import step_additions as step_additions
 from ._compensation import open_compensations as open_compensations
 from ._compensation import undo_pending as undo_pending
 from ._context import CURRENT as CURRENT
@@ -33,6 +32,8 @@ from ._context import EFFECT_KEY as EFFECT_KEY
 from ._context import RunContext as RunContext
 from ._context import Scope as Scope
 from ._decorators import make_decorator as make_decorator
+from ._drift import acceptance_blockers as acceptance_blockers
+from ._drift import blocked_advice as blocked_advice
 from ._drift import change_lines as change_lines
 from ._drift import drift_error as drift_error
 from ._drift import run_drift as run_drift
@@ -65,6 +66,7 @@ from ._metrics import record_queue_wait as record_queue_wait
 from ._nested_calls import effect_body_scope as effect_body_scope
 from ._nested_calls import in_effect_body as in_effect_body
 from ._outbox_call import OUTBOX_TOOLS as OUTBOX_TOOLS
+from ._rebind import signature_changes as signature_changes
 from ._recorded import Recorded as Recorded
 from ._retry_policy import RetryPolicy as RetryPolicy
 from ._retry_policy import decide as decide

@@ -37,6 +37,7 @@ from ._decide import (
 
 if TYPE_CHECKING:
     from ._context import RunContext, Scope
+    from ._rebind import SignatureChange
 
 Json = dict[str, Any]
 
@@ -121,9 +122,18 @@ class Claim:
         self.check_position(attempted)
 
     def effect(
-        self, attempted: Call, input_data: Any, *, redrivable: bool, reconcilable: bool
+        self,
+        attempted: Call,
+        input_data: Any,
+        *,
+        redrivable: bool,
+        reconcilable: bool,
+        signature: SignatureChange | None = None,
     ) -> tuple[Action, Json | None]:
-        """The decision for a replayed effect at ``attempted.key``, with the receipt it names."""
+        """The decision for a replayed effect at ``attempted.key``, with the receipt it names.
+
+        ``signature``: the function's earlier signatures in this run, for the error of a changed input.
+        """
         run = self.run
         rec = run.recorded
         key = attempted.key
@@ -138,6 +148,7 @@ class Claim:
                 receipt,
                 redrivable=redrivable,
                 reconcilable=reconcilable,
+                signature=signature,
             )
         except UnknownCommitError as exc:
             note(ERROR, run.run_id, key, "run %s: unknown commit at %s: %s", run.run_id, key, exc.args[0])

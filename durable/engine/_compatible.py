@@ -1,4 +1,4 @@
-"""Compatible changes: what a resume accepts of a changed manifest without calling it drift.
+"""Changed signatures: which change is compatible, and how a recorded call reads under a new one.
 
 One change is compatible: a **step** that gained parameters with default
 values, placed so that every call that bound to the old signature binds to
@@ -9,12 +9,19 @@ parameters are at their defaults: its input hash is compared without them.
 
 Tools, model calls and workflows stay strict: their signature is what the
 outside sees (an agent's tool schema, the system a re-driven call reaches),
-so any change of it is drift. Pure: texts in, data out.
+so any change of it is drift.
+
+Any other signature change that a person accepts (``accept_drift``), or
+that a deploy brought to a capability before the run used it, still leaves
+calls recorded under the earlier signature: ``rebinding`` says how such a
+call reads under the current one (a renamed parameter by its position, a
+new parameter at its default), or why it cannot. Pure: texts in, data out.
 """
 
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from typing import Any
 
 _Param = tuple[str, str, str | None]
@@ -112,3 +119,79 @@ def compatible_change(key: str, old: Any, new: Any) -> bool:
     if section != "steps" or not rest.endswith(".signature"):
         return False
     return isinstance(old, str) and isinstance(new, str) and bool(added_parameters(old, new))
+
+
+@dataclass(frozen=True)
+class Rebinding:
+    """How a call recorded under an earlier signature reads under the current one.
+
+    Attributes:
+        order: The earlier signature's parameters in order: the keys of a recorded input.
+        names: The current name of each earlier parameter: by position for the positional
+            ones (a renamed parameter passed positionally), by name for the others.
+        added: The current parameters the earlier signature had no counterpart of; each
+            has a default (a new ``*args`` or ``**kwargs``: empty), which a recorded call
+            stands for.
+    """
+
+    order: tuple[str, ...]
+    names: dict[str, str]
+    added: tuple[str, ...]
+
+
+def _each(args: ast.arguments) -> tuple[list[ast.arg], list[ast.arg]]:
+    """The positional parameters and the keyword-only ones of a parsed signature."""
+    return [*args.posonlyargs, *args.args], list(args.kwonlyargs)
+
+
+def _has_default(args: ast.arguments, name: str) -> bool:
+    positional, keyword = _each(args)
+    first_default = len(positional) - len(args.defaults)
+    for i, a in enumerate(positional):
+        if a.arg == name:
+            return i >= first_default
+    return any(a.arg == name and d is not None for a, d in zip(keyword, args.kw_defaults, strict=True))
+
+
+def rebinding(old: str, new: str) -> Rebinding | str:
+    """How a call recorded under the signature ``old`` binds to ``new``, or why it does not.
+
+    A positional parameter binds to the current parameter at its position (a
+    rename keeps its value); a keyword-only one, or one past the current
+    positional parameters, to the current parameter of its name; ``*args``
+    and ``**kwargs`` to their kind. A current parameter left over needs a
+    default: a recorded call stands for a call that leaves it there.
+
+    Args:
+        old: The signature text the call was recorded under, e.g. ``(order_id: str) -> str``.
+        new: The current one, e.g. ``(oid: str, priority: int = 0) -> str``.
+
+    Returns:
+        The ``Rebinding``, or a sentence saying which parameter does not bind.
+    """
+    a, b = _parse(old), _parse(new)
+    if a is None or b is None:
+        return "a signature is not Python text (an unreadable default): its parameters are unknown"
+    old_pos, old_kw = _each(a)
+    new_pos, new_kw = _each(b)
+    names = {p.arg: q.arg for p, q in zip(old_pos, new_pos, strict=False)}
+    free = [p.arg for p in [*new_pos[len(old_pos) :], *new_kw]]
+    for name in [p.arg for p in old_pos[len(new_pos) :]] + [p.arg for p in old_kw]:
+        if name not in free:
+            return f"the recorded parameter {name!r} has no place in {new}"
+        names[name] = name
+        free.remove(name)
+    for name in free:
+        if not _has_default(b, name):
+            return f"the parameter {name!r} of {new} has no default, and the recorded calls pass none"
+    for kind, was, now in (("*", a.vararg, b.vararg), ("**", a.kwarg, b.kwarg)):
+        if was is not None and now is None:
+            return f"the recorded {kind}{was.arg} has no place in {new}"
+        if was is not None and now is not None:
+            names[was.arg] = now.arg
+        elif now is not None:
+            free.append(now.arg)  # empty in every recorded call
+    star = [a.vararg.arg] if a.vararg else []
+    stars = [a.kwarg.arg] if a.kwarg else []
+    order = (*(p.arg for p in old_pos), *star, *(p.arg for p in old_kw), *stars)
+    return Rebinding(order, names, tuple(free))

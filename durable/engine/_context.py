@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._clock import VIRTUAL, poll_sleep
 from ..errors import ConfigurationError, DriftChange
+from ..events import DRIFT_ACCEPTED
 from ..store import Append, EventLog, Row
 from ._event_writer import encode
 from ._keys import branch_segment
@@ -29,6 +30,7 @@ from ._recorded import Recorded
 if TYPE_CHECKING:
     from ._budget import Account
     from ._metrics import Meters
+    from ._rebind import SignatureChange
     from ._spec import Spec
     from ._tracing import Tracing
     from ._world import WorldCore
@@ -71,7 +73,6 @@ class RunContext:
         "accept_drift",
         "account",
         "active",
-        "added_params",
         "broken",
         "buffer",
         "children",
@@ -86,8 +87,10 @@ class RunContext:
         "replaying",
         "run_id",
         "seq",
+        "signatures",
         "sleep",
         "state_version",
+        "takeover",
         "token",
         "tracer",
         "undoable",
@@ -120,8 +123,11 @@ class RunContext:
         self._flush_scheduled = False
         self.broken: BaseException | None = None
         self.accept_drift: frozenset[str] = frozenset()
-        # Steps that gained parameters with defaults since the run started (``_compatible``).
-        self.added_params: dict[str, tuple[str, ...]] = {}
+        # Capabilities whose signature changed under the run, by key (``_rebind``).
+        self.signatures: dict[str, SignatureChange] = {}
+        # The ``drift.accepted`` by which this code takes the run's manifest over, written with
+        # its first write (``_run_open.check_resume``): a drive that only replays writes nothing.
+        self.takeover: dict[str, Any] | None = None
         self.guard: Guard | None = None
         self.tracer: Tracing | None = None  # set by the runner when tracing is on
         self.meters: Meters | None = None  # set by the runner when metrics are on
@@ -230,13 +236,25 @@ class RunContext:
         await self.group.commit(self, append)
 
     def _take_rows(self) -> list[Row]:
-        """The buffered events as rows, taken out of the buffer."""
+        """The buffered events as rows, taken out of the buffer (after a pending ``takeover``)."""
         buffered, self.buffer = self.buffer, []
+        if self.takeover is not None and buffered:
+            buffered = self._taken_over(buffered)
         if len(buffered) == 1 and type(buffered[0][2]) is str:
             return buffered  # type: ignore[return-value]  # one encoded event (a step's end): its row
         return [
             (seq, type_, data if isinstance(data, str) else encode(data)) for seq, type_, data in buffered
         ]
+
+    def _taken_over(
+        self, buffered: list[tuple[int, str, dict[str, Any] | str]]
+    ) -> list[tuple[int, str, dict[str, Any] | str]]:
+        """``buffered`` after the run's ``takeover``, which takes the first seq; indexed at once."""
+        data, self.takeover = self.takeover, None
+        assert data is not None
+        self.seq += 1
+        self.recorded.note(DRIFT_ACCEPTED, data)
+        return [(buffered[0][0], DRIFT_ACCEPTED, data), *((seq + 1, t, d) for seq, t, d in buffered)]
 
     def take_append(self) -> Append:
         """The buffered events as one ``Append``, taken out of the buffer.

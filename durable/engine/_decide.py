@@ -32,6 +32,7 @@ from ._keys import Call as Call  # the identity every decision compares
 from ._values import matches
 
 if TYPE_CHECKING:
+    from ._rebind import SignatureChange
     from ._recorded import Recorded
 
 Json = dict[str, Any]
@@ -64,9 +65,20 @@ EXECUTE, REPLAY, FAIL, REDRIVE, RECONCILE, RERUN = (
 )
 
 
-def mismatch(run_id: str, where: str, recorded: Call, attempted: Call) -> NondeterminismError:
-    """The error for a call that differs from the one the log recorded at the same place."""
-    if recorded.key == attempted.key and recorded.kind == attempted.kind and recorded.name == attempted.name:
+def mismatch(
+    run_id: str, where: str, recorded: Call, attempted: Call, signature: SignatureChange | None = None
+) -> NondeterminismError:
+    """The error for a call that differs from the one the log recorded at the same place.
+
+    ``signature``: the earlier signatures of the called function in this run, when it
+    has any; a changed input is then laid to the changed signature, not to the clock.
+    """
+    same_call = (
+        recorded.key == attempted.key and recorded.kind == attempted.kind and recorded.name == attempted.name
+    )
+    if same_call and signature is not None:
+        advice = signature.why(f"{attempted.kind} {attempted.name!r}")
+    elif same_call:
         advice = (
             "The code is the same, but the call's arguments differ from the recorded ones: an "
             "argument computed from the clock, randomness or the environment changes on every "
@@ -106,7 +118,13 @@ def _same_input(recorded: Json, attempted: Call, input_data: Any) -> bool:
 
 
 def decide_step(
-    rec: Recorded, run_id: str, name: str, input_hash: str, path: str, input_data: Any
+    rec: Recorded,
+    run_id: str,
+    name: str,
+    input_hash: str,
+    path: str,
+    input_data: Any,
+    signature: SignatureChange | None = None,
 ) -> tuple[Action, Json | None]:
     """What a step call does, given what the run's index holds at its path; with that record.
 
@@ -122,6 +140,7 @@ def decide_step(
         input_hash: The hash of the attempted input.
         path: The step's path.
         input_data: The attempted input as JSON (for hashes of older formats).
+        signature: The step's earlier signatures in this run (for the error), if any.
 
     Raises:
         NondeterminismError: The step at this path was recorded with another input.
@@ -137,7 +156,11 @@ def decide_step(
             if started.get("inherited"):
                 return RERUN, None
             raise mismatch(
-                run_id, f"step {path!r}", Call("step", name, rh, path), Call("step", name, input_hash, path)
+                run_id,
+                f"step {path!r}",
+                Call("step", name, rh, path),
+                Call("step", name, input_hash, path),
+                signature,
             )
     if completed is not None:
         return REPLAY, completed
@@ -156,6 +179,7 @@ def decide_effect(
     *,
     redrivable: bool,
     reconcilable: bool,
+    signature: SignatureChange | None = None,
 ) -> Action:
     """What an effect call does, given its key's recorded intent and receipt.
 
@@ -168,6 +192,7 @@ def decide_effect(
         redrivable: Calling it again with the same key is safe (a model call,
             a child workflow, an ``idempotent=True`` tool).
         reconcilable: The tool has a ``reconcile=`` function.
+        signature: The effect's earlier signatures in this run (for the error), if any.
 
     Raises:
         NondeterminismError: Another effect or another input was recorded at the key.
@@ -183,6 +208,7 @@ def decide_effect(
             f"effect {attempted.key!r}",
             Call(intent["kind"], intent["name"], intent["input_hash"], attempted.key),
             attempted,
+            signature,
         )
     if receipt is not None:
         return REPLAY if receipt["outcome"] == "ok" else FAIL

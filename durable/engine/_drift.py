@@ -14,7 +14,7 @@ from itertools import islice
 from typing import Any
 
 from ..errors import CapabilityDriftError, DriftChange
-from ._compatible import compatible_change
+from ._compatible import compatible_change, rebinding
 from ._keys import step_name
 from ._manifest import SECTIONS, output_schema_hash, run_manifest
 from ._module_name import module_of
@@ -242,17 +242,56 @@ def change_lines(changes: list[DriftChange]) -> str:
 
 
 def drift_error(
-    run_id: str, changes: list[DriftChange], what: str = "code or configuration"
+    run_id: str,
+    changes: list[DriftChange],
+    blockers: dict[str, str] | None = None,
+    what: str = "code or configuration",
 ) -> CapabilityDriftError:
-    """The ``CapabilityDriftError`` listing ``changes`` as ``key: old → new``."""
+    """The ``CapabilityDriftError`` listing ``changes`` as ``key: old → new``.
+
+    ``blockers`` (``acceptance_blockers``): the changes whose acceptance would not let
+    the run go on; the error then says so instead of advising ``accept_drift``.
+    """
     return CapabilityDriftError(
         f"Run {run_id!r} was started with a different {what}.\n\n"
         f"Changes detected:\n{change_lines(changes)}\n\n"
         "To resume cleanly, restore the prior code or configuration and resume.\n"
         "To start fresh, run with a new run_id.\n"
-        f"{accept_advice(changes)}",
+        f"{blocked_advice(blockers) if blockers else accept_advice(changes)}",
         run_id=run_id,
         changes=changes,
+    )
+
+
+def acceptance_blockers(changes: list[DriftChange], rec: Recorded) -> dict[str, str]:
+    """The changes that accepting would not get past, each with why: its recorded calls cannot replay.
+
+    A changed signature of a capability the log used whose recorded calls do
+    not bind to the new one (``_compatible.rebinding``), or a used capability
+    the code no longer has.
+    """
+    used = used_keys(rec)
+    out: dict[str, str] = {}
+    for c in changes:
+        section, _, rest = c.key.partition(".")
+        name, _, leaf = rest.partition(".")
+        if f"{section}.{name}" not in used or section not in ("steps", "tools", "model_calls"):
+            continue
+        if leaf == "" and c.old is not None and c.new is None:
+            out[c.key] = "the code has no such capability any more, and the run recorded calls of it"
+        elif leaf == "signature" and isinstance(c.old, str) and isinstance(c.new, str):
+            how = rebinding(c.old, c.new)
+            if isinstance(how, str):
+                out[c.key] = f"the run's recorded calls do not bind to the new signature: {how}"
+    return out
+
+
+def blocked_advice(blockers: dict[str, str]) -> str:
+    """What replaces the advice to accept drift when accepting would not help, and why."""
+    lines = "\n".join(f"- {key}: {why}" for key, why in sorted(blockers.items()))
+    return (
+        "Accepting this drift (accept_drift=[...]) would not help: the run would stop at the "
+        f"first call it recorded under the old code.\n{lines}"
     )
 
 

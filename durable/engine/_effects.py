@@ -26,13 +26,16 @@ from ._context import CURRENT, EFFECT_KEY, Scope
 from ._decide import EXECUTE, FAIL, RECONCILE, REPLAY, Action, Call
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import effect_key, idempotency_key
+from ._manifest import SECTIONS
 from ._metrics import record_attempt
 from ._nested_calls import body_recorded_calls
+from ._rebind import SignatureChange, earlier_input
 from ._spec import NEVER_HAPPENED as NEVER_HAPPENED
 from ._spec import Spec
 from ._values import stored_bytes, to_json
 
 if TYPE_CHECKING:
+    from ._context import RunContext
     from ._recorded import Recorded
     from ._tracing import Traced
 
@@ -87,11 +90,13 @@ def effect_begin(
         note_undoable(run, spec)
     action = EXECUTE
     if run.replaying:
+        asked, change = asked_hash(run, spec, key, inp, ih)
         action, receipt = call.effect(
-            Call(kind, spec.name, ih, key),
+            Call(kind, spec.name, asked, key),
             inp,
             redrivable=kind != "tool" or spec.idempotent or _body_replays(run.recorded, key),
             reconcilable=spec.reconcile is not None,
+            signature=change,
         )
         if action is REPLAY:
             assert receipt is not None
@@ -114,6 +119,22 @@ def effect_begin(
     if action is EXECUTE:
         call.emit_intent(None if child_run_id is None else child_run_id(key))
     return call, None
+
+
+def asked_hash(
+    run: RunContext, spec: Spec, key: str, inp: dict[str, Any], ih: str
+) -> tuple[str, SignatureChange | None]:
+    """The input hash to ask the log with, and the function's earlier signatures in this run.
+
+    A call recorded under an earlier signature of the function is asked
+    with the hash of its input as that signature recorded it (``_rebind``).
+    """
+    change = run.signatures.get(f"{SECTIONS[spec.kind]}.{spec.name}") if run.signatures else None
+    if change is not None:
+        intent = run.recorded.intents.get(key)
+        if intent is not None and intent["input_hash"] != ih:
+            return earlier_input(spec, change, intent["input_hash"], inp, ih)[1], change
+    return ih, change
 
 
 def _body_replays(rec: Recorded, key: str) -> bool:

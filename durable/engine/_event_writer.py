@@ -300,13 +300,19 @@ def drift_accepted(
     *,
     output_schema_hash: str | None = None,
     session: str | None = None,
+    replaced: list[Json] | None = None,
 ) -> Json:
-    """``drift.accepted``: drift a resume accepted, and the manifest compared from now on."""
+    """``drift.accepted``: drift a resume accepted, and the manifest compared from now on.
+
+    ``replaced``: the other differences from the manifest it replaces (format 9 on).
+    """
     data: Json = {"changes": changes, "manifest": manifest, "manifest_hash": manifest_hash}
     if output_schema_hash is not None:
         data["output_schema_hash"] = output_schema_hash
     if session is not None:
         data["session"] = session
+    if replaced is not None:
+        data["replaced"] = replaced
     return data
 
 

@@ -20,7 +20,7 @@ from . import _event_writer as ev
 from ._call_inputs import recorded_input
 from ._context import CURRENT
 from ._decide import EXECUTE, FAIL, REPLAY, Call
-from ._effects import EffectCall
+from ._effects import EffectCall, asked_hash
 from ._failures import rebuild_from
 from ._keys import effect_key, idempotency_key
 from ._spec import Spec
@@ -73,8 +73,13 @@ async def outbox_effect(
         action = EXECUTE
         if run.replaying:
             # The entry is idempotent by key: an intent without a receipt (a fork's) enqueues again.
+            asked, change = asked_hash(run, spec, key, inp, ih)
             action, receipt = call.effect(
-                Call("tool", spec.name, ih, key), inp, redrivable=True, reconcilable=False
+                Call("tool", spec.name, asked, key),
+                inp,
+                redrivable=True,
+                reconcilable=False,
+                signature=change,
             )
             if action is REPLAY:
                 assert receipt is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import RunCancelledError, RunInterrupted
+from ..errors import DriftChange, RunCancelledError, RunInterrupted
 from ..events import (
     DRIFT_ACCEPTED,
     INTERRUPT_RESUMED,
@@ -19,11 +19,11 @@ from ..events import (
 )
 from . import _event_writer as ev
 from ._artifacts import check_artifacts
-from ._compatible import step_additions
 from ._context import RunContext
-from ._drift import drift_error, run_drift
+from ._drift import acceptance_blockers, diff, drift_error, run_drift
 from ._failures import recorded_run_failure
-from ._manifest import manifest_hash, output_schema_hash, run_manifest, run_manifest_hash
+from ._manifest import output_schema_hash, run_manifest, run_manifest_hash
+from ._rebind import signature_changes
 from ._run_input import check_same_run
 from ._session_manifest import recorded_model_drift
 from ._spec import Spec
@@ -74,6 +74,31 @@ async def start_run(
     run.recorded.note(RUN_STARTED, started)
 
 
+def _taking_over(
+    spec: Spec,
+    started: dict[str, Any],
+    current: dict[str, Any],
+    current_hash: str,
+    accepted: list[DriftChange],
+) -> dict[str, Any]:
+    """The ``drift.accepted`` that makes ``current`` the run's manifest.
+
+    ``accepted``: the drift a person accepted for this drive; every other difference
+    from the manifest in force (a capability the run never used, a compatible change)
+    is recorded as ``replaced``, so calls recorded under an earlier signature still
+    match (``_rebind``).
+    """
+    keys = {c.key for c in accepted}
+    others = [c for c in diff(started.get("manifest") or {}, current) if c.key not in keys]
+    return ev.drift_accepted(
+        [{"key": c.key, "old": c.old, "new": c.new} for c in accepted],
+        current,
+        current_hash,
+        output_schema_hash=output_schema_hash(spec),
+        replaced=[{"key": c.key, "old": c.old, "new": c.new} for c in others],
+    )
+
+
 def check_resume(
     run: RunContext,
     spec: Spec,
@@ -98,21 +123,23 @@ def check_resume(
     model_drift = recorded_model_drift(rid, rec.sessions, run.models)
     if model_drift is not None and not run.accepts(model_drift.changes):
         raise model_drift  # accepted, it is recorded when its session opens again
-    current = run_manifest(spec, run.models, memory_manifest(run.world))  # once, for all three uses
+    memory = memory_manifest(run.world)
+    current = run_manifest(spec, run.models, memory)  # once, for every use below
     changes = run_drift(started, spec, run.models, rec, current=current)
-    # Steps that only gained parameters with defaults: recorded calls match without them.
-    run.added_params = step_additions(started.get("manifest") or {}, current)
+    current_hash = run_manifest_hash(spec, current, run.models, memory)
+    same = started.get("manifest_hash") == current_hash
+    # Calls recorded under an earlier signature of their function match it (``_rebind``).
+    run.signatures = signature_changes(rec, current, same)
     if changes:
         if not run.accepts(changes):
-            raise drift_error(rid, changes)
-        accepted = [{"key": c.key, "old": c.old, "new": c.new} for c in changes]
-        run.record(
-            DRIFT_ACCEPTED,
-            ev.drift_accepted(
-                accepted, current, manifest_hash(current), output_schema_hash=output_schema_hash(spec)
-            ),
-        )
+            raise drift_error(rid, changes, acceptance_blockers(changes, rec))
+        run.record(DRIFT_ACCEPTED, _taking_over(spec, started, current, current_hash, changes))
         run.flush()
+    elif not same:
+        # Nothing the run used differs: this code drives it, and from its first write on the
+        # run's manifest is this code's, so the drift of later drives is judged against the
+        # code that made the latest calls (and that can replay them).
+        run.takeover = _taking_over(spec, started, current, current_hash, [])
     check_artifacts(run.world, rec, rid)
     terminal = rec.terminal
     if terminal is not None:

@@ -26,6 +26,7 @@ from ._decide import FAIL, REPLAY, Call, decide_step
 from ._failures import error_data, rebuild_from, recordable
 from ._keys import step_path
 from ._metrics import record_attempt
+from ._rebind import earlier_input
 from ._roundtrip import INT_BITS
 from ._spec import Spec
 from ._sync_bodies import call_sync_body
@@ -70,13 +71,16 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
     attempt = 1
     if run.replaying:
         rec = run.recorded
-        if run.added_params and name in run.added_params:
-            data, ih = _as_recorded(spec, rec.steps_started.get(path), data, ih, run.added_params[name])
+        change = run.signatures.get("steps." + name) if run.signatures else None
+        if change is not None:  # recorded under an earlier signature of the step?
+            recorded = rec.steps_started.get(path)
+            if recorded is not None and recorded["input_hash"] != ih:
+                data, ih = earlier_input(spec, change, recorded["input_hash"], data, ih)
         # decide_step's first case, without the call: a completion with its start folded in
         # (its own start, so its input hash is the recorded one) of this very input.
         record = rec.steps_completed.get(path)
         if record is None or record.get("input_hash") != ih:
-            action, record = decide_step(rec, run.run_id, name, ih, path, data)
+            action, record = decide_step(rec, run.run_id, name, ih, path, data, change)
             if action is FAIL:
                 raise rebuild_from(record, run_id=run.run_id, path=path)  # type: ignore[arg-type]
             if action is not REPLAY:  # nothing recorded to return: the step executes
@@ -96,29 +100,6 @@ def step_begin(spec: Spec, call: StepCall, args: tuple[Any, ...], kwargs: dict[s
     call.started = started = ev.step_started(path, visit, attempt, ih, call.n, recorded)
     run.emit(STEP_STARTED, started)
     return call, None
-
-
-def _as_recorded(
-    spec: Spec, started: dict[str, Any] | None, data: dict[str, Any], ih: str, added: tuple[str, ...]
-) -> tuple[dict[str, Any], str]:
-    """The input as the run recorded it before the step gained ``added`` (each at its default).
-
-    A recorded call of the old signature is this call when the new
-    parameters have their defaults; any other value is another input.
-    """
-    if started is None or started["input_hash"] == ih:
-        return data, ih
-    params, adapters = spec.signature.parameters, dict(spec.params())
-    trimmed = dict(data)
-    for name in added:
-        if name not in trimmed or name not in adapters:
-            continue
-        default = to_json(adapters[name], params[name].default, what=name, run_id=None, path=None)
-        if trimmed[name] == default:
-            del trimmed[name]
-    if trimmed == data:
-        return data, ih
-    return trimmed, bytes_hash(stored_bytes(trimmed, what="the arguments", run_id=None, path=None))
 
 
 def _too_many_visits(spec: Spec, scope: Scope, visit: int) -> MaxVisitsExceededError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-LOG_FORMAT_VERSION = 8
+LOG_FORMAT_VERSION = 9
 """The log format this SDK writes; a log with a larger version is refused.
 
 Format 2 added the folded step start: a ``step.completed`` that carries
@@ -27,7 +27,13 @@ took the new side of a ``durable.patched()`` change. Format 8 added the
 ``step.completed``) and ``effect.intent``: the call's arguments, inline, as
 an artifact, or as what they append to the previous call's (a delta); the
 inspector and ``little diff`` show them, replay still decides by
-``input_hash``. This SDK reads formats 1 to 8.
+``input_hash``. Format 9 added the ``drift.accepted`` a drive writes with its
+first write when its code's manifest differs from the run's only where the
+log does not look (its ``changes`` empty), and the ``replaced`` of
+``drift.accepted``: the run's manifest follows the code that made its latest
+calls. An older SDK reads that event as it reads any ``drift.accepted`` (the
+manifest compared from then on) and refuses runs started in format 9. This
+SDK reads formats 1 to 9.
 """
 
 # The event types, each named once: the models below carry these strings as their ``type``.

@@ -32,10 +32,16 @@ class RunStarted(EventBase):
 
 
 class DriftAccepted(EventBase):
-    """A resume accepted drift on purpose (``run_workflow(..., accept_drift=[...])``).
+    """The run's manifest replaced: drift accepted on purpose, or the code that drives the run now.
 
-    From here on the run is compared with the manifest this event carries:
-    the run's own (``session`` is ``None``) or the session's at ``session``.
+    A resume that accepts drift (``run_workflow(..., accept_drift=[...])``)
+    writes one with the accepted ``changes``. A drive whose code differs from
+    the run's manifest only where the run's log does not look (a capability
+    the run never used, a compatible change) writes one with no ``changes``,
+    together with its first write (format 9 on): the run's manifest is then
+    the code's that made its latest calls. From here on the run is compared
+    with the manifest this event carries: the run's own (``session`` is
+    ``None``) or the session's at ``session``.
     """
 
     type: Literal["drift.accepted"] = "drift.accepted"
@@ -45,6 +51,9 @@ class DriftAccepted(EventBase):
     manifest: dict[str, Any] = Field(default_factory=dict)
     manifest_hash: str
     output_schema_hash: str | None = None
+    replaced: list[dict[str, Any]] | None = None
+    """Every other difference from the manifest replaced, as ``{"key", "old", "new"}`` (format 9 on):
+    the earlier signatures under which calls of the run were recorded."""
 
 
 class Snapshot(EventBase):

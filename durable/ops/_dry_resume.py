@@ -21,16 +21,19 @@ from ..engine import (
     Scope,
     Spec,
     WorldCore,
+    acceptance_blockers,
+    blocked_advice,
     call_sync_body,
     change_lines,
     drift_error,
+    manifest_hash,
     memory_manifest,
     recorded_model_drift,
     recover_log,
     run_drift,
     run_manifest,
     run_not_found,
-    step_additions,
+    signature_changes,
     validate_input,
     workflow_spec,
 )
@@ -84,6 +87,8 @@ class DryResume:
         status: The run's status in its log.
         error: The error a real resume would raise (drift, nondeterminism), else ``None``.
         changes: The drift that a real resume would refuse (empty unless it is drift).
+        blockers: The changes whose acceptance (``accept_drift``) would not let the run
+            go on either, each with why (its recorded calls do not bind to the new code).
     """
 
     run_id: str
@@ -93,6 +98,7 @@ class DryResume:
     status: str = "running"
     error: BaseException | None = None
     changes: list[DriftChange] = field(default_factory=list)
+    blockers: dict[str, str] = field(default_factory=dict)
 
     def line(self) -> str:
         """One line for ``little dry-resume``: ``ok`` and where it continues, or the error's first line."""
@@ -105,9 +111,10 @@ class DryResume:
         return f"{self.run_id}: ok, continues at {self.continues_at!r}{waits}"
 
     def detail(self) -> str:
-        """The drift as ``- key: old → new`` lines, or the error's message after its first line."""
+        """The drift as ``- key: old → new`` lines and why accepting would not help; or the error's rest."""
         if self.changes:
-            return change_lines(self.changes)
+            lines = change_lines(self.changes)
+            return f"{lines}\n{blocked_advice(self.blockers)}" if self.blockers else lines
         return "" if self.error is None else "\n".join(str(self.error).splitlines()[1:])
 
 
@@ -163,9 +170,9 @@ async def replay_recorded(
         changes = run_drift(started, spec, models, rec, current=current)
         changes = [c for c in changes if c.key not in accepted]
         if changes:
-            return DryResume(
-                run_id, False, status=status, error=drift_error(run_id, changes), changes=changes
-            )
+            blockers = acceptance_blockers(changes, rec)
+            drift = drift_error(run_id, changes, blockers)
+            return DryResume(run_id, False, status=status, error=drift, changes=changes, blockers=blockers)
     except Exception as exc:  # what a real resume raises before anything runs
         return DryResume(run_id, False, status=status, error=exc)
     terminal = rec.terminal
@@ -175,8 +182,8 @@ async def replay_recorded(
     if kind == RUN_INTERRUPTED:
         rec.terminal = None  # replayed as far as its question, as an answered resume would go
     dry = _DryRun(world, run_id, 0, rec, models)
-    # As a real resume: steps that only gained parameters with defaults match their recorded calls.
-    dry.added_params = step_additions(started.get("manifest") or {}, current)
+    # As a real resume: calls recorded under an earlier signature of their function match it.
+    dry.signatures = signature_changes(rec, current, started.get("manifest_hash") == manifest_hash(current))
     got = await _replay(spec, value, dry, status, kind)
     if kind == RUN_COMPLETED and got.ok and got.continues_at is not None:
         error = NondeterminismError(

@@ -7,11 +7,13 @@ import types
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import durable
 from durable import CapabilityDriftError, NondeterminismError, World
 from durable.cli import main
-from durable.engine._compatible import added_parameters
+from durable.engine._compatible import Rebinding, added_parameters, rebinding
 from tests.conftest import Worlds
 from tests.helpers.codegen import load_source
 
@@ -168,3 +170,54 @@ def test_verify_reports_only_what_would_fail_a_resume(
     with durable.local_world(tmp_path / "d") as world:  # what verify passed resumes
         assert _run(compatible, world, "crashed") == 20
         assert _run(compatible, world, "done") == 20
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "names", "added"),
+    [
+        ("(x: int) -> int", "(x: int, strict: bool = False) -> int", {"x": "x"}, ("strict",)),
+        ("(order_id: str) -> str", "(oid: str) -> str", {"order_id": "oid"}, ()),
+        (
+            "(a: int, *, k: int = 1) -> int",
+            "(b: int, *, j: int = 2, k: int = 1) -> int",
+            {"a": "b", "k": "k"},
+            ("j",),
+        ),
+        ("(a: int, b: int) -> int", "(a: int, *, b: int) -> int", {"a": "a", "b": "b"}, ()),
+        ("(*args: int) -> int", "(*items: int, **kw: int) -> int", {"args": "items"}, ("kw",)),
+    ],
+)
+def test_a_recorded_call_binds_to_a_changed_signature_by_position_then_by_name(
+    old: str, new: str, names: dict[str, str], added: tuple[str, ...]
+) -> None:
+    """Positional parameters keep their place (a rename keeps the value); the rest bind by name."""
+    got = rebinding(old, new)
+    assert isinstance(got, Rebinding)
+    assert got.names == names and got.added == added
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        ("(x: int) -> int", "(x: int, strict: bool) -> int", "'strict'"),  # no default: no value recorded
+        ("(x: int, y: int) -> int", "(x: int) -> int", "'y'"),  # a recorded value with no place
+        ("(*args: int) -> int", "(x: int = 0) -> int", "*args"),
+        ("(x: int) -> int", "(x: int = <object>) -> int", "not Python"),
+    ],
+)
+def test_a_recorded_call_that_cannot_bind_says_which_parameter(old: str, new: str, named: str) -> None:
+    """The reason names the parameter (or the unreadable text) that keeps the call from binding."""
+    got = rebinding(old, new)
+    assert isinstance(got, str) and named in got
+
+
+@given(st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=5, unique=True), st.data())
+def test_renaming_positional_parameters_keeps_every_value_in_its_place(names: list[str], data: Any) -> None:
+    """Whatever the new names, each recorded parameter binds to the one at its position."""
+    renamed = data.draw(st.permutations([f"{n}2" for n in names]))
+    old = "(" + ", ".join(f"{n}: int" for n in names) + ") -> int"
+    new = "(" + ", ".join(f"{n}: int" for n in renamed) + ") -> int"
+    got = rebinding(old, new)
+    assert isinstance(got, Rebinding)
+    assert got.order == tuple(names) and got.names == dict(zip(names, renamed, strict=True))
+    assert got.added == ()
