@@ -55,6 +55,7 @@ from ._loader import recover_log as recover_log
 from ._loader import run_not_found as run_not_found
 from ._log_rows import FIRST_TYPES as FIRST_TYPES
 from ._log_rows import until as until
+from ._manifest import code_hash as code_hash
 from ._manifest import definition_hash as definition_hash
 from ._manifest import manifest_hash as manifest_hash
 from ._manifest import run_manifest as run_manifest

@@ -274,6 +274,15 @@ def manifest_hash(manifest: dict[str, Any]) -> str:
     return sha256_tag(manifest)
 
 
+def code_hash(manifest: dict[str, Any]) -> str:
+    """The hash of a run manifest's code alone: without its model slots and its memory store.
+
+    What a worker's code and a run's manifest share when the worker's code can
+    drive the run's calls (the run's models are the run's, whoever drives it).
+    """
+    return sha256_tag({k: v for k, v in manifest.items() if k not in ("models", "memory")})
+
+
 def run_manifest_hash(
     spec: Spec, manifest: dict[str, Any], models: dict[str, str], memory: dict[str, Any] | None
 ) -> str:

@@ -40,7 +40,16 @@ from ..errors import ConfigurationError, FencedError, RunCancelled, RunCancelled
 from ..security import open_control_input, seal_control_input
 from ..store import ControlRecord, MemoryControl, RunControl, SqliteControl
 from ._guard import RunGuard, WorkerStopping
-from ._outcome import BLOCKED, FAILED, blocked_error, blocked_fields, blocked_text, classify, record_failed
+from ._outcome import (
+    BLOCKED,
+    FAILED,
+    NONDETERMINISM,
+    blocked_error,
+    blocked_fields,
+    blocked_text,
+    classify,
+    record_failed,
+)
 
 log = logging.getLogger("durable.runtime")
 
@@ -54,6 +63,9 @@ MAX_RECOVERY_ATTEMPTS = 5
 """Recoveries of one run (drives cut without a recorded outcome) before it is ``blocked``."""
 
 HOST = socket.gethostname()
+
+WAITING = "waiting"
+"""A drive's end that left the run to other code (``Driver.on_nondeterminism``): its record waits."""
 
 UNREAD = object()
 """``Driver.spawn`` without the run's ``run.started`` data: the drive reads it."""
@@ -154,6 +166,9 @@ class Driver:
         on_done: Called with the run id when a run's task ends.
         max_recovery_attempts: Recoveries of a run before it is ``blocked`` (a workflow's
             ``@workflow(max_recovery_attempts=...)`` wins).
+        on_nondeterminism: Records the end of a drive that met a ``NondeterminismError``
+            ``(spec, run_id, error)`` and returns the run's state (``blocked``, or ``waiting``
+            when the run was left to the code it was recorded with); ``None``: blocked.
     """
 
     def __init__(
@@ -162,10 +177,12 @@ class Driver:
         owner: str,
         on_done: Callable[[str], None] | None = None,
         max_recovery_attempts: int = MAX_RECOVERY_ATTEMPTS,
+        on_nondeterminism: Callable[[Spec, str, BaseException], str] | None = None,
     ):
         self.world = world
         self.owner = owner
         self.max_recovery_attempts = max_recovery_attempts
+        self.on_nondeterminism = on_nondeterminism
         self._state = runtime_of(world)
         self.control = self._state.control
         self.tasks: dict[str, asyncio.Task[None]] = {}
@@ -259,10 +276,10 @@ class Driver:
         except (FencedError, asyncio.CancelledError):
             state = None  # left claimed: resumable by the next worker
         except Exception as exc:
-            state = self._settle(rid, exc)
+            state = self._settle(spec, rid, exc)
         finally:
             try:
-                if state is None or state == BLOCKED:
+                if state is None or state in (BLOCKED, WAITING):
                     self.world.locks.release(lock)
                 else:
                     await self._end(rid, state, lock)
@@ -275,8 +292,10 @@ class Driver:
             self._coming.discard(rid)
             self.world.commits.coming -= 1
 
-    def _settle(self, rid: str, exc: Exception) -> str | None:
-        """Record the outcome of a drive that raised ``exc``: ``done``, ``blocked``, or ``None`` (cut).
+    def _settle(self, spec: Spec, rid: str, exc: Exception) -> str | None:
+        """Record the outcome of a drive that raised ``exc``: ``done``, ``blocked``, ``waiting`` or ``None``.
+
+        ``waiting``: left to the code the run was recorded with; ``None``: the drive was cut.
 
         A cut drive leaves the run claimed and counted: the next recovery
         tries again after its backoff, and ``max_recovery_attempts`` bounds it.
@@ -295,6 +314,8 @@ class Driver:
                 if recorded or _recorded_failure(world, rid):
                     log.warning("run %s failed: %s: %s", rid, type(exc).__name__, first)
                     return "done"
+            elif kind == BLOCKED and reason == NONDETERMINISM and self.on_nondeterminism is not None:
+                return self.on_nondeterminism(spec, rid, exc)
             elif kind == BLOCKED:
                 assert reason is not None
                 self.control.block(rid, blocked_text(world, rid, reason, exc))

@@ -82,9 +82,15 @@ def record_failed(world: WorldCore, run_id: str, exc: BaseException) -> bool:
     return True
 
 
-def blocked_fields(reason: str, exc: BaseException | None) -> dict[str, Any]:
-    """Why a run is blocked: the reason, and the error's type, message and key."""
+def blocked_fields(reason: str, exc: BaseException | None, *, code: str | None = None) -> dict[str, Any]:
+    """Why a run is blocked: the reason, and the error's type, message and key.
+
+    ``code``: the manifest hash of the code a ``nondeterminism`` run was recorded with,
+    when other code met the divergence and no live worker runs the run's code.
+    """
     out: dict[str, Any] = {"reason": reason}
+    if code is not None:
+        out["code"] = code
     if exc is not None:
         out["error_type"] = error_type(exc)
         out["error_message"] = str(exc)
@@ -94,14 +100,16 @@ def blocked_fields(reason: str, exc: BaseException | None) -> dict[str, Any]:
     return out
 
 
-def blocked_text(world: WorldCore, run_id: str, reason: str, exc: BaseException | None) -> str:
+def blocked_text(
+    world: WorldCore, run_id: str, reason: str, exc: BaseException | None, *, code: str | None = None
+) -> str:
     """What a blocked record keeps (``ControlRecord.blocked``): ``blocked_fields`` as JSON.
 
     The error's message can hold the values of the run (an exception's text),
     so an encrypted world seals it, bound to the run id; the reason, the
     error's type and the call's key are names, and stay readable.
     """
-    out = blocked_fields(reason, exc)
+    out = blocked_fields(reason, exc, code=code)
     if "error_message" in out:
         out["error_message"] = seal_control(world.codec, "error", run_id, out["error_message"])
     return json.dumps(out)
@@ -199,6 +207,10 @@ def fixes(
         key = shlex.quote(str(data["key"]))
         done_by_hand = f"little resolve {rid} {key} --happened --result JSON{code}{w}"
         return [f"little resume {rid}{here}{w}", done_by_hand]
+    if reason == NONDETERMINISM and data.get("code") and target is not None:
+        # Recorded by other code than the worker's that met it: a worker of that code first.
+        q = f" --queue {shlex.quote(queue)}" if queue else ""
+        return [f"little worker {shlex.quote(target)}{q}{w}", f"little resume {rid}{here}{w}", cancel]
     return [f"little resume {rid}{here}{w}", cancel]
 
 
@@ -215,6 +227,11 @@ def blocked_error(
         BUDGET: "its budget is spent",
         COMPENSATION_FAILED: f"the compensation {data.get('key')!r} failed for good",
     }.get(reason, reason)
+    if reason == NONDETERMINISM and data.get("code"):
+        said += (
+            f"; the run was recorded by code matching {data['code'][:19]}, which no live worker runs: "
+            "start a worker with that code, then resume the run"
+        )
     error = f" ({data['error_type'].rsplit('.', 1)[-1]})" if data.get("error_type") else ""
     return RunBlockedError(
         f"run {run_id!r} is blocked ({reason}): {said}{error}. Unblock it with: " + "; or ".join(how),

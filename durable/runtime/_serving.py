@@ -1,13 +1,20 @@
-"""Which runs a worker's code can serve: the run's recorded manifest against the worker's own.
+"""Which runs a worker's code can serve: the run's manifest against the worker's own.
 
 A worker drives a run only if its code can replay what the run recorded
 (the drift rules of ``_manifest.run_drift``). The check is cheap when the
-code is unchanged: the ``manifest_hash`` of the run's first row against
-the hash of the worker's manifest for the same model slots, computed once
-per workflow and slots. Only on a different hash does it read the run's
-log and compare the capabilities the run used. A run the worker cannot
-serve is left ``waiting`` in the control store, with the code it waits
-for; a worker whose code matches takes it from there.
+code is unchanged: the ``manifest_hash`` of the run's manifest in force
+(the one of the code that made its latest calls) against the hash of the
+worker's manifest for the same model slots, computed once per workflow and
+slots. Only on a different hash does it compare the capabilities the run
+used. A run the worker cannot serve is left ``waiting`` in the control
+store, with the code it waits for and the codes that cannot serve it; a
+worker whose code matches takes it from there.
+
+Code can also differ where no manifest looks (a call inserted into a body):
+a replay of the run under that code then diverges. When the run's manifest
+is another code's and a live worker runs that code (``_live_workers``),
+the run is left waiting for it the same way (``settle_divergence``);
+only when none is alive is it ``blocked``, saying so.
 """
 
 from __future__ import annotations
@@ -15,14 +22,16 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine import (
     Recorded,
     Spec,
     WorldCore,
+    acceptance_blockers,
     canonical,
+    code_hash,
     manifest_hash,
     memory_manifest,
     recover_log,
@@ -31,8 +40,9 @@ from ..engine import (
 )
 from ..errors import DriftChange
 from ..store import ControlRecord
-from ._driver import control_of
-from ._outcome import where_args, workflow_target
+from ._driver import WAITING, control_of, say_blocked
+from ._live_workers import runs_code, spec_code
+from ._outcome import BLOCKED, NONDETERMINISM, blocked_text, where_args, workflow_target
 
 log = logging.getLogger("durable.runtime")
 
@@ -58,19 +68,42 @@ class Waiting:
     Attributes:
         manifest_hash: The manifest the run recorded (the code that can replay it).
         drift_keys: What differs in the code of the worker that left it, as drift keys.
+        codes: The code hashes (``engine.code_hash``) of the workers that found they cannot
+            serve it: a worker of one of these codes does not try again while the run waits.
+        diverges: Why a worker whose code shows no drift left it: the first line of the
+            ``NondeterminismError`` its replay met (``None`` for drift).
+        blockers: The drift keys whose acceptance would not let the run go on, each with
+            why (``engine.acceptance_blockers``).
     """
 
     manifest_hash: str | None
     drift_keys: list[str]
+    codes: list[str] = field(default_factory=list)
+    diverges: str | None = None
+    blockers: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         """As the control record keeps it (JSON)."""
-        return json.dumps({"manifest_hash": self.manifest_hash, "drift_keys": self.drift_keys})
+        data: dict[str, Any] = {"manifest_hash": self.manifest_hash, "drift_keys": self.drift_keys}
+        if self.codes:
+            data["codes"] = self.codes
+        if self.diverges is not None:
+            data["diverges"] = self.diverges
+        if self.blockers:
+            data["blockers"] = self.blockers
+        return json.dumps(data)
 
     def detail(self) -> str:
         """``waiting for code matching sha256:… (differs: steps.x.signature)``."""
+        code = short_hash(self.manifest_hash)
+        if self.diverges is not None and not self.drift_keys:
+            return f"waiting for code matching {code} (the replay of other code diverges: {self.diverges})"
         keys = ", ".join(self.drift_keys) or "none named"
-        return f"waiting for code matching {short_hash(self.manifest_hash)} (differs: {keys})"
+        said = f"waiting for code matching {code} (differs: {keys})"
+        if self.blockers:
+            why = "; ".join(f"{k}: {w}" for k, w in sorted(self.blockers.items()))
+            said += f"; accepting the drift would not help ({why})"
+        return said
 
     @staticmethod
     def of(rec: ControlRecord) -> Waiting:
@@ -81,21 +114,30 @@ class Waiting:
             data = {}
         if not isinstance(data, dict):
             data = {}
-        keys = data.get("drift_keys")
-        return Waiting(data.get("manifest_hash"), [str(k) for k in keys] if isinstance(keys, list) else [])
+        keys, codes, blockers = data.get("drift_keys"), data.get("codes"), data.get("blockers")
+        diverges = data.get("diverges")
+        return Waiting(
+            data.get("manifest_hash"),
+            [str(k) for k in keys] if isinstance(keys, list) else [],
+            [str(c) for c in codes] if isinstance(codes, list) else [],
+            str(diverges) if diverges is not None else None,
+            {str(k): str(v) for k, v in blockers.items()} if isinstance(blockers, dict) else {},
+        )
 
 
 class CodeMatch:
-    """One worker's check of runs against its code, with what it computed before.
+    """One driver's check of runs against its code.
 
     Args:
         world: The world whose runs it checks.
+        owner: The name of the driver (a worker's), in its warnings.
     """
 
-    def __init__(self, world: WorldCore):
+    def __init__(self, world: WorldCore, owner: str = ""):
         self.world = world
+        self.owner = owner
         self._hashes: dict[tuple[str, str], str] = {}
-        self._verdicts: dict[str, tuple[tuple[Any, ...], list[DriftChange]]] = {}
+        self._codes: dict[str, str] = {}
         self._warned: set[str] = set()
 
     def current_hash(self, spec: Spec, models: dict[str, str]) -> str:
@@ -106,6 +148,13 @@ class CodeMatch:
             tag = manifest_hash(run_manifest(spec, models, memory_manifest(self.world)))
             self._hashes[key] = tag
         return tag
+
+    def code(self, spec: Spec) -> str:
+        """The hash of this code of ``spec``, models aside (``engine.code_hash``; once per workflow)."""
+        found = self._codes.get(spec.name)
+        if found is None:
+            found = self._codes[spec.name] = spec_code(self.world, spec)
+        return found
 
     def changes(
         self,
@@ -119,7 +168,8 @@ class CodeMatch:
         Args:
             spec: This code's workflow.
             run_id: The run.
-            started: Its ``run.started`` data (``first_started``), ``None`` for a run not started.
+            started: Its ``run.started`` data as in force (``Recorded.started``), ``None`` for a
+                run not started.
             recorded: Its whole log, when the caller read it already (else it is read here
                 when the manifest differs).
         """
@@ -135,82 +185,116 @@ class CodeMatch:
         accepted = set(rec.drift_keys)
         return [c for c in changes if c.key not in accepted]
 
-    def known_mismatch(self, rec: ControlRecord | None) -> bool:
-        """Whether a ``waiting`` record is one this worker found it cannot serve, unchanged since."""
+    def known_mismatch(self, rec: ControlRecord | None, spec: Spec) -> bool:
+        """Whether a ``waiting`` record says that code like this one cannot serve its run."""
         if rec is None or rec.state != "waiting":
             return False
-        seen = self._verdicts.get(rec.run_id)
-        return seen is not None and seen[0] == _mark(rec) and bool(seen[1])
+        return self.code(spec) in Waiting.of(rec).codes
 
-    def remember(self, rec: ControlRecord, changes: list[DriftChange]) -> None:
-        """Keep the verdict on a record this worker left ``waiting`` (until the record changes)."""
-        self._verdicts[rec.run_id] = (_mark(rec), changes)
+    def waiting(
+        self,
+        spec: Spec,
+        rec: ControlRecord,
+        manifest: str | None,
+        changes: list[DriftChange],
+        recorded: Recorded | None = None,
+        diverges: str | None = None,
+    ) -> Waiting:
+        """What a run this code cannot serve waits for, this code added to those that cannot.
 
-    def forget(self, keep: set[str]) -> None:
-        """Drop the verdicts of runs no longer seen."""
-        for rid in [r for r in self._verdicts if r not in keep]:
-            del self._verdicts[rid]
+        Args:
+            spec: This code's workflow.
+            rec: The run's control record (a ``waiting`` one keeps the codes it names).
+            manifest: The hash of the run's manifest in force.
+            changes: The drift that keeps this code from it.
+            recorded: The run's log (for why accepting the drift would not help).
+            diverges: Why a replay under this code diverges, when that is what keeps it.
+        """
+        before = Waiting.of(rec).codes if rec.state == "waiting" else []
+        codes = sorted({*before, self.code(spec)})
+        blockers = acceptance_blockers(changes, recorded) if changes and recorded is not None else {}
+        return Waiting(manifest, [c.key for c in changes], codes, diverges, blockers)
 
-    def say(self, owner: str, run_id: str, waiting: Waiting) -> None:
+    def say(self, run_id: str, waiting: Waiting) -> None:
         """The one warning of a run this worker leaves alone."""
         if run_id in self._warned:
             return
         self._warned.add(run_id)
+        why = (
+            f"its replay diverges: {waiting.diverges}"
+            if waiting.diverges is not None and not waiting.drift_keys
+            else f"drift: {', '.join(waiting.drift_keys)}"
+        )
         log.warning(
-            "worker %s leaves run %s alone: its code cannot replay it (drift: %s); the run waits for "
+            "worker %s leaves run %s alone: its code cannot replay it (%s); the run waits for "
             "a worker running code matching %s",
-            owner,
+            self.owner,
             run_id,
-            ", ".join(waiting.drift_keys),
+            why,
             short_hash(waiting.manifest_hash),
         )
 
+    def settle_divergence(self, spec: Spec, run_id: str, exc: BaseException) -> str:
+        """Record the end of a drive whose replay met ``exc`` (a ``NondeterminismError``): its state.
 
-def _mark(rec: ControlRecord) -> tuple[Any, ...]:
-    """What changes in a control record when anyone drives its run again."""
-    return (rec.state, rec.drives, rec.driven_at, rec.blocked)
+        When the run's manifest is another code's (this drive wrote nothing, so
+        the run is still the code's that made its calls) and a live worker
+        runs that code, the run is left ``waiting`` for it, as for drift.
+        Otherwise it is ``blocked`` (``nondeterminism``); when its code is
+        another one that no live worker runs, the block says so and names it.
+
+        Returns:
+            ``waiting`` or ``blocked``.
+        """
+        world = self.world
+        ctl = control_of(world)
+        rec = recover_log(world.log, run_id)
+        manifest = (rec.started or {}).get("manifest") or {}
+        recorded_with = (rec.started or {}).get("manifest_hash")
+        theirs = code_hash(manifest) if manifest else None
+        other = theirs is not None and theirs != self.code(spec)
+        if other and theirs is not None and runs_code(world, spec.name, theirs):
+            now = ctl.get(run_id)
+            if now is not None:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                leave_waiting(
+                    self, now, self.waiting(spec, now, recorded_with, [], diverges=first), counted=True
+                )
+                return WAITING
+        ctl.block(
+            run_id, blocked_text(world, run_id, NONDETERMINISM, exc, code=recorded_with if other else None)
+        )
+        say_blocked(world, run_id, NONDETERMINISM, exc)
+        return BLOCKED
 
 
-def leave_waiting(
-    code: CodeMatch,
-    owner: str,
-    rec: ControlRecord,
-    started: dict[str, Any] | None,
-    changes: list[DriftChange],
-    *,
-    counted: bool,
-) -> None:
-    """Put a run this code cannot serve in state ``waiting``, say so once, and remember it.
+def leave_waiting(code: CodeMatch, rec: ControlRecord, waiting: Waiting, *, counted: bool) -> None:
+    """Put a run this code cannot serve in state ``waiting`` and say so once.
 
     Args:
         code: The worker's check.
-        owner: The worker's name.
         rec: The run's control record.
-        started: Its ``run.started`` data.
-        changes: The drift that keeps this code from it.
+        waiting: What it waits for (``CodeMatch.waiting``).
         counted: Whether a drive was counted for it (a claim, an adoption) that did not happen.
     """
-    ctl_waiting = Waiting(None if started is None else started.get("manifest_hash"), [c.key for c in changes])
     ctl = control_of(code.world)
-    ctl.wait_for_code(rec.run_id, ctl_waiting.text())
+    ctl.wait_for_code(rec.run_id, waiting.text())
     if counted:
         ctl.uncount(rec.run_id)
-    now = ctl.get(rec.run_id)
-    if now is not None:
-        code.remember(now, changes)
-    code.say(owner, rec.run_id, ctl_waiting)
+    code.say(rec.run_id, waiting)
 
 
 def waiting_fixes(world: WorldCore, run_id: str, waiting: Waiting) -> list[str]:
     """The commands that move a ``waiting`` run, the first one first.
 
-    A worker running the code that started the run; the new code's drift
-    accepted for this run (when it is deliberate and safe); a cancel.
+    A worker running the code that recorded the run; the new code's drift
+    accepted for this run (when it is deliberate and safe, and would let the
+    run go on); a cancel.
     """
     target = workflow_target(world, run_id) or "MODULE:FUNCTION"
     w, rid = where_args(world), shlex.quote(run_id)
     out = [f"little worker {shlex.quote(target)}{w}"]
-    if waiting.drift_keys:
+    if waiting.drift_keys and not waiting.blockers:  # accepting would help
         keys = " ".join(shlex.quote(k) for k in waiting.drift_keys)
         out.append(f"little resume {rid} --accept-drift {keys}{w}")
     out.append(f"little cancel {rid}{w}")

@@ -350,7 +350,7 @@ def recovery_pass(
     drive began), so a run that kills its worker cannot take the worker's CPU.
     """
     world, ctl = driver.world, driver.control
-    code = code or CodeMatch(world)
+    code = code or CodeMatch(world, driver.owner)
     seen: dict[str, str] = {}
     for rec in ctl.waiting_records():
         seen[rec.run_id] = rec.workflow
@@ -389,8 +389,8 @@ def recovery_pass(
         exhausted = cut > recovery_limit(driver, spec)
         if old is not None and not exhausted and now < (old.driven_at or 0.0) + backoff(cut):
             continue
-        if code.known_mismatch(old):
-            continue  # left waiting by this worker, and nobody drove it since
+        if code.known_mismatch(old, spec):
+            continue  # left waiting by a worker of this code, and nobody drove it since
         lock = driver.lock(rid)
         if lock is None:
             continue  # its driver is alive
@@ -410,7 +410,9 @@ def recovery_pass(
                 waiting = old or ctl.adopt(
                     rid, wf_name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock()
                 )
-                leave_waiting(code, driver.owner, waiting, started, changes, counted=old is None)
+                manifest = None if started is None else started.get("manifest_hash")
+                waits = code.waiting(spec, waiting, manifest, changes, opened[1])
+                leave_waiting(code, waiting, waits, counted=old is None)
                 world.locks.release(lock)
                 continue
             rec = ctl.adopt(rid, wf_name, owner=driver.owner, pid=os.getpid(), host=HOST, now=world.clock())
@@ -439,7 +441,6 @@ def recovery_pass(
             worker=driver.owner,
         )
         out.append(RunHandle(rid, world, spec))
-    code.forget(set(seen))
     return out
 
 
@@ -464,4 +465,5 @@ async def recover_runs(world: WorldCore, workflows: Iterable[Any]) -> list[RunHa
     """
     specs = workflow_map(workflows)
     runtime_of(world).known.update(specs)
-    return recovery_pass(default_driver(world), specs, set(), CodeMatch(world))
+    driver = default_driver(world)
+    return recovery_pass(driver, specs, set(), CodeMatch(world, driver.owner))

@@ -18,6 +18,7 @@ from ..engine import WorldCore, check_recovery_attempts, open_run, record_queue_
 from ..errors import ConfigurationError
 from ..store import RunControl
 from ._driver import HOST, MAX_RECOVERY_ATTEMPTS, Driver, owner_name, runtime_of, waker, workflow_map
+from ._live_workers import register, unregister
 from ._outbox import OutboxDispatcher
 from ._queue import Queue
 from ._schedules import Schedule, Schedules, next_tick, schedule_pass
@@ -118,11 +119,16 @@ class Worker:
         self.queues = [q if isinstance(q, Queue) else Queue(q) for q in queues]
         self.concurrency = concurrency
         self.name = owner_name(name)
+        self.code = CodeMatch(world, self.name)
         self.driver = Driver(
-            world, self.name, on_done=self._done, max_recovery_attempts=max_recovery_attempts
+            world,
+            self.name,
+            on_done=self._done,
+            max_recovery_attempts=max_recovery_attempts,
+            on_nondeterminism=self.code.settle_divergence,
         )
         self.outbox = OutboxDispatcher(world, self.name)
-        self.code = CodeMatch(world)
+        self._registered: object | None = None  # its lock while it is registered (``_live_workers``)
         self._queue_of: dict[str, str | None] = {}
         self._warned: set[str] = set()
         self._said: set[str] = set()
@@ -170,6 +176,11 @@ class Worker:
         if self._task is None:
             for s in self.schedules:
                 Schedules(self.world).create(s)
+            # Registered before it serves: a worker whose replay of a run diverges asks
+            # whether one of the run's own code is alive (``_live_workers``).
+            self._registered = self._duty(
+                "registration", lambda: register(self.world, self.name, self.specs.values())
+            )
             self._wake = asyncio.Event()
             runtime_of(self.world).nudges.append(self._wake)
             self._task = asyncio.get_running_loop().create_task(self._loop(), name=f"worker:{self.name}")
@@ -226,6 +237,9 @@ class Worker:
                 await self._task
         await self.driver.stop()
         await self.outbox.stop()
+        lock, self._registered = self._registered, None
+        if lock is not None:
+            self._duty("registration", lambda: unregister(self.world, self.name, lock))
 
     @property
     def in_flight(self) -> int:
@@ -369,7 +383,9 @@ class Worker:
                     started = opened[1].started
                     changes = self.code.changes(spec, rec.run_id, started, opened[1])
                     if changes:  # a resumed run this code cannot replay: no slot, no drive
-                        leave_waiting(self.code, self.name, rec, started, changes, counted=True)
+                        manifest = None if started is None else started.get("manifest_hash")
+                        waits = self.code.waiting(spec, rec, manifest, changes, opened[1])
+                        leave_waiting(self.code, rec, waits, counted=True)
                 except BaseException:
                     world.locks.release(lock)
                     raise

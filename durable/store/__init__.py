@@ -37,7 +37,8 @@ from .artifacts._protocol import safe_location as safe_location
 from .artifacts._protocol import sha256_of as sha256_of
 from .control._memory import MemoryControl
 from .control._postgres import PostgresControl
-from .control._protocol import ControlRecord, QueueLimits, RunControl
+from .control._protocol import ControlRecord, QueueLimits, RunControl, WorkerRecord
+from .control._protocol import worker_lock as worker_lock
 from .control._sqlite import SqliteControl
 from .encrypted._log import META_KEY as META_KEY
 from .encrypted._log import PREFIX as PREFIX
@@ -118,6 +119,7 @@ __all__ = [
     "SqliteMessages",
     "SqliteOutbox",
     "SqliteSchedules",
+    "WorkerRecord",
     "messages_for",
     "outbox_for",
 ]

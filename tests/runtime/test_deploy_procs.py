@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 
 import durable
 from tests.helpers.procs import deploy_app
-from tests.runtime.unhappy import Procs, wait_for
+from tests.runtime.unhappy import ROOT, Procs, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -108,3 +110,138 @@ def test_a_run_no_live_worker_can_serve_is_finished_once_a_matching_worker_start
     assert procs.ends(h.run_id, 30).status == "completed"
     assert [b["code"] for b in procs.bodies(step="finish", x=5)] == ["old"]
     assert not [f for f in durable.doctor(procs.world) if f.run_id == h.run_id]
+
+
+def _has(procs: Procs, run_id: str, type_: str, where: str) -> bool:
+    """Whether the run's log holds an event of ``type_`` at ``where`` (its path or key)."""
+    if procs.world.log.info(run_id) is None:
+        return False
+    return any(
+        e.type == type_ and where in (getattr(e, "path", None), getattr(e, "key", None))
+        for e in procs.world.events(run_id)
+    )
+
+
+def _start_on(procs: Procs, wf: object, x: int) -> durable.RunHandle:
+    return durable.start_workflow(wf, x, world=procs.world, queue=deploy_app.deploy)
+
+
+def _gate(procs: Procs, name: str) -> None:
+    (procs.tmp / f"gate-{name}").write_text("go")
+
+
+def test_a_run_continued_by_new_code_is_finished_by_it_and_left_alone_by_the_old(procs: Procs) -> None:
+    """New code that made a run's calls finishes it after a crash; old code waits instead of blocking it."""
+    old = procs.worker(APP)
+    h = _start_on(procs, deploy_app.mixed, 7)
+    wait_for(lambda: _has(procs, h.run_id, "step.completed", "begin"), 30, "old code to commit begin")
+    procs.kill(old)
+    new = procs.worker(APP, DURABLE_TEST_CODE="new")  # nothing the run used changed: it continues it
+    _gate(procs, "7a")
+    wait_for(lambda: _has(procs, h.run_id, "step.completed", "settle"), 30, "new code to commit settle")
+    procs.kill(new)
+    procs.worker(APP)  # old code only: the run's calls are the new code's, so it must leave it alone
+    st = wait_for(
+        lambda: _waiting(procs, h.run_id), 30, f"the old code to leave the run ({procs.err_text()})"
+    )
+    assert st.detail is not None and "steps.settle.signature" in st.detail
+    assert procs.little("dry-resume", f"{APP}:mixed", h.run_id, DURABLE_TEST_CODE="new").returncode == 0
+    assert procs.little("dry-resume", f"{APP}:mixed", h.run_id).returncode == 1
+    procs.worker(APP, DURABLE_TEST_CODE="new")
+    _gate(procs, "7b")
+    assert procs.ends(h.run_id, 30).status == "completed"
+    assert asyncio.run(h.result(timeout=5)) == 8
+    assert [(b["x"], b["code"]) for b in procs.bodies(step="settle")] == [(7, "new")]
+    exported = procs.tmp / "mixed.json"
+    exported.write_text(procs.little("export", h.run_id).stdout)
+    replay = "; ".join(
+        [
+            "from durable.testing import replay_file",
+            f"from {APP} import mixed",
+            f"replay_file({str(exported)!r}, mixed)",
+        ]
+    )
+    assert _python(procs, replay, DURABLE_TEST_CODE="new").returncode == 0
+    under_old = _python(procs, replay)
+    assert under_old.returncode == 1 and "CapabilityDriftError" in under_old.stderr
+
+
+def _python(procs: Procs, code: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={**procs.env, **extra}, capture_output=True, text=True
+    )
+
+
+def _interrupted(procs: Procs, h: durable.RunHandle) -> None:
+    wait_for(lambda: procs.status(h.run_id).status == "interrupted", 30, "the run to wait for its answer")
+
+
+def test_new_code_whose_replay_diverges_leaves_the_run_to_a_live_worker_of_its_code(procs: Procs) -> None:
+    """A run answered mid-deploy is claimed by new code that inserted a call; the old code finishes it."""
+    old = procs.worker(APP)
+    h = _start_on(procs, deploy_app.approval, 3)
+    _interrupted(procs, h)
+    procs.kill(old)
+    procs.worker(APP, DURABLE_TEST_QUEUES="")  # old code, alive, claiming nothing: only recovering
+    procs.worker(APP, DURABLE_TEST_CODE="new")  # the only one claiming from the queue
+    asyncio.run(h.answer("yes"))
+    assert procs.ends(h.run_id, 30).status == "completed", procs.err_text()
+    assert asyncio.run(h.result(timeout=5)) == "3:yes"
+    assert [b["code"] for b in procs.bodies(step="publish")] == ["old"]
+    assert procs.bodies(step="review") == []
+    said = procs.err_text()
+    assert said.count(f"leaves run {h.run_id} alone") == 1 and "diverges" in said
+
+
+def test_a_divergent_run_is_blocked_only_when_no_worker_of_its_code_lives_and_says_so(procs: Procs) -> None:
+    """With only new code alive the run blocks, naming its code; a worker of it and a resume finish it."""
+    old = procs.worker(APP)
+    h = _start_on(procs, deploy_app.approval, 4)
+    _interrupted(procs, h)
+    procs.kill(old)
+    procs.worker(APP, DURABLE_TEST_CODE="new")
+    asyncio.run(h.answer("go"))
+    st = procs.ends(h.run_id, 30)
+    assert (st.status, st.reason) == ("blocked", "nondeterminism")
+    assert st.fixes[0].startswith(f"little worker {APP}:approval --queue deploy"), st.fixes
+    with pytest.raises(durable.RunBlockedError, match="no live worker runs"):
+        asyncio.run(h.result(timeout=5))
+    listed = procs.little("doctor")
+    assert f"fix: little worker {APP}:approval" in listed.stdout, listed.stdout
+    procs.worker(APP, DURABLE_TEST_QUEUES="")  # what the first fix starts (old code, recovering)
+    assert procs.little_line(st.fixes[1]).returncode == 0  # then: little resume RUN
+    assert procs.ends(h.run_id, 30).status == "completed", procs.err_text()
+    assert asyncio.run(h.result(timeout=5)) == "4:go"
+
+
+def test_accepting_a_tool_signature_drift_from_the_printed_fix_finishes_the_run(procs: Procs) -> None:
+    """The accept-drift fix a waiting run prints resumes it under new code; the tool is not called again."""
+    old = procs.worker(APP)
+    h = _start_on(procs, deploy_app.shipping, 5)
+    wait_for(lambda: _has(procs, h.run_id, "effect.receipt", "tool:ship#0"), 30, "the tool's receipt")
+    procs.kill(old)
+    procs.worker(APP, DURABLE_TEST_CODE="new")
+    st = wait_for(lambda: _waiting(procs, h.run_id), 30, f"the run to wait ({procs.err_text()})")
+    [fix] = [f for f in st.fixes if "--accept-drift" in f]
+    assert "tools.ship.signature" in fix
+    assert procs.little_line(fix).returncode == 0
+    _gate(procs, "ship5")
+    assert procs.ends(h.run_id, 30).status == "completed", procs.err_text()
+    assert asyncio.run(h.result(timeout=5)) == "shipped order-5"
+    assert [b["code"] for b in procs.bodies(tool="ship")] == ["old"]
+
+
+def test_a_drift_that_accepting_cannot_get_past_is_not_offered_and_says_why(procs: Procs) -> None:
+    """A tool gained a parameter with no default: no accept-drift fix; status, doctor, dry-resume say why."""
+    old = procs.worker(APP)
+    h = _start_on(procs, deploy_app.labelling, 6)
+    wait_for(lambda: _has(procs, h.run_id, "effect.receipt", "tool:label#0"), 30, "the tool's receipt")
+    procs.kill(old)
+    procs.worker(APP, DURABLE_TEST_CODE="new")
+    st = wait_for(lambda: _waiting(procs, h.run_id), 30, f"the run to wait ({procs.err_text()})")
+    assert not [f for f in st.fixes if "--accept-drift" in f], st.fixes
+    assert st.detail is not None and "would not help" in st.detail and "'copies'" in st.detail
+    listed = procs.little("doctor")
+    assert h.run_id in listed.stdout and "would not help" in listed.stdout, listed.stdout
+    dry = procs.little("dry-resume", f"{APP}:labelling", h.run_id, DURABLE_TEST_CODE="new")
+    assert dry.returncode == 1 and "would not help" in dry.stdout and "'copies'" in dry.stdout, dry.stdout

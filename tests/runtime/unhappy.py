@@ -67,12 +67,12 @@ class Procs:
             return ["--dsn", self.env["DURABLE_TEST_PG_DSN"], "--schema", self.env["DURABLE_TEST_SCHEMA"]]
         return ["--data-dir", str(self.tmp / "data")]
 
-    def little(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run ``little`` in a process of its own (a person at the shell)."""
+    def little(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        """Run ``little`` in a process of its own (a person at the shell), ``extra`` in its environment."""
         return subprocess.run(
             [sys.executable, "-m", "durable.cli", *args, *self.cli_args()],
             cwd=ROOT,
-            env=self.env,
+            env={**self.env, **extra},
             capture_output=True,
             text=True,
             timeout=120,

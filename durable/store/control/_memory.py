@@ -10,6 +10,7 @@ from ._protocol import (
     ACTIVE,
     ControlRecord,
     QueueLimits,
+    WorkerRecord,
     _partition_free,
     _room,
     adopted,
@@ -27,6 +28,7 @@ class MemoryControl:
 
     def __init__(self) -> None:
         self._records: dict[str, ControlRecord] = {}
+        self._workers: dict[str, WorkerRecord] = {}
         self._mutex = threading.Lock()
         self._seq = 0
         self._version = 0
@@ -226,3 +228,15 @@ class MemoryControl:
 
     def close(self) -> None:
         pass
+
+    def register_worker(self, worker: WorkerRecord) -> None:
+        with self._mutex:
+            self._workers[worker.name] = worker
+
+    def unregister_worker(self, name: str) -> None:
+        with self._mutex:
+            self._workers.pop(name, None)
+
+    def workers(self) -> list[WorkerRecord]:
+        with self._mutex:
+            return [self._workers[n] for n in sorted(self._workers)]

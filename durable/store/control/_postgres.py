@@ -24,6 +24,7 @@ from ._postgres_claims import COLUMNS, FIELDS, claim_limited, claim_unlimited, q
 from ._protocol import (
     ControlRecord,
     QueueLimits,
+    WorkerRecord,
     adopted,
     debounced,
     reopened,
@@ -389,6 +390,34 @@ class PostgresControl:
             self.notifier = Notifier(self.dsn, self.db.channel, world_lock(self.db.schema))
             self.notifier.wait_ready(5.0)
         return self.notifier
+
+    def register_worker(self, worker: WorkerRecord) -> None:
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(
+                self.db.sql(
+                    "INSERT INTO {s}.workers (name, pid, host, started_at, code) VALUES (%s, %s, %s, %s, %s) "
+                    "ON CONFLICT (name) DO UPDATE SET pid = excluded.pid, host = excluded.host, "
+                    "started_at = excluded.started_at, code = excluded.code"
+                ),
+                (worker.name, worker.pid, worker.host, worker.started_at, worker.code),
+            )
+
+        self.db.run(op)
+
+    def unregister_worker(self, name: str) -> None:
+        def op(conn: Connection[Any], attempt: int) -> None:
+            conn.execute(self.db.sql("DELETE FROM {s}.workers WHERE name = %s"), (name,))
+
+        self.db.run(op)
+
+    def workers(self) -> list[WorkerRecord]:
+        def op(conn: Connection[Any], attempt: int) -> list[WorkerRecord]:
+            cur = conn.execute(
+                self.db.sql("SELECT name, pid, host, started_at, code FROM {s}.workers ORDER BY name")
+            )
+            return [WorkerRecord(*row) for row in cur]
+
+        return self.db.run(op)
 
     def version(self) -> int:
         """The number of announcements this process heard (a local read, no query)."""

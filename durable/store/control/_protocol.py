@@ -206,6 +206,34 @@ class ControlRecord:
     debounce_until: float | None = None
 
 
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A worker as it registered itself in its world's control store, while it serves.
+
+    It is alive while it holds the lock ``worker:<name>`` (``worker_lock``): a
+    record whose lock can be taken is a dead worker's.
+
+    Attributes:
+        name: The worker's name (``Worker(name=...)``, else ``host:pid:random``).
+        pid: Its process id.
+        host: Its host name.
+        started_at: When it started serving (Unix time).
+        code: JSON text: each workflow it serves, by recorded name, to the hash of its
+            code's manifest (without the model slots), as a run's manifest gives it.
+    """
+
+    name: str
+    pid: int = 0
+    host: str = ""
+    started_at: float = 0.0
+    code: str = "{}"
+
+
+def worker_lock(name: str) -> str:
+    """The name of the lock a worker holds while it serves (a dead worker's comes free)."""
+    return f"worker:{name}"
+
+
 _FIELDS = tuple(f.name for f in dataclasses.fields(ControlRecord))
 _new = object.__new__
 
@@ -331,6 +359,15 @@ class RunControl(Protocol):
 
     def unstarted(self) -> list[ControlRecord]:
         """Records of runs never claimed: enqueued, or cancelled while enqueued (FIFO)."""
+
+    def register_worker(self, worker: WorkerRecord) -> None:
+        """Record a worker that starts serving (replacing a record of the same name)."""
+
+    def unregister_worker(self, name: str) -> None:
+        """Remove a worker's record (it stopped, or it was found dead); an unknown name is skipped."""
+
+    def workers(self) -> list[WorkerRecord]:
+        """Every worker record, live or not (``worker_lock`` tells), by name."""
 
     def version(self) -> int:
         """A number that changes when another connection writes (cheap to poll)."""

@@ -22,6 +22,7 @@ from ._doorbell import Doorbell
 from ._protocol import (
     ControlRecord,
     QueueLimits,
+    WorkerRecord,
     _partition_free,
     _room,
     adopted,
@@ -94,6 +95,12 @@ _CANCELS_INDEX = (
     "WHERE cancel_reason IS NOT NULL AND state = 'claimed'"
 )
 """The pending cancellations: the rows a driver's watch reads, usually none."""
+
+_WORKERS = (
+    "CREATE TABLE IF NOT EXISTS workers (name TEXT PRIMARY KEY, pid INTEGER NOT NULL DEFAULT 0, "
+    "host TEXT NOT NULL DEFAULT '', started_at REAL NOT NULL DEFAULT 0, code TEXT NOT NULL DEFAULT '{}')"
+)
+"""The workers that registered themselves while they serve (``RunControl.register_worker``)."""
 
 _record = record_of
 
@@ -177,8 +184,10 @@ class SqliteControl:
                     db.execute(stmt)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         # Not part of a schema version: an SDK that does not know the index reads and writes
-        # the store as before (SQLite keeps the index up to date for every writer).
+        # the store as before (SQLite keeps the index up to date for every writer), and one
+        # that does not know the workers' table never reads it.
         db.execute(_CANCELS_INDEX)
+        db.execute(_WORKERS)
 
     def _tx(self) -> _Tx:
         return _Tx(self)
@@ -450,6 +459,24 @@ class SqliteControl:
                     "AND state IN ('enqueued', 'cancelled') ORDER BY seq"
                 )
             ]
+
+    def register_worker(self, worker: WorkerRecord) -> None:
+        with self._tx():
+            self._db.execute(
+                "INSERT OR REPLACE INTO workers (name, pid, host, started_at, code) VALUES (?, ?, ?, ?, ?)",
+                (worker.name, worker.pid, worker.host, worker.started_at, worker.code),
+            )
+
+    def unregister_worker(self, name: str) -> None:
+        with self._tx():
+            self._db.execute("DELETE FROM workers WHERE name = ?", (name,))
+
+    def workers(self) -> list[WorkerRecord]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT name, pid, host, started_at, code FROM workers ORDER BY name"
+            ).fetchall()
+        return [WorkerRecord(*row) for row in rows]
 
     def version(self) -> int:
         with self._lock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The number of migrations: a schema that has applied every one of them is at this version."""
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -173,6 +173,18 @@ CREATE INDEX control_dedup ON {s}.control (queue, dedup_id)
 DROP INDEX {s}.control_debounce;
 CREATE INDEX control_debounce ON {s}.control (queue, debounce_key)
     WHERE debounce_key IS NOT NULL AND state = 'enqueued';
+""",
+    ),
+    (
+        "0009_workers",
+        """
+CREATE TABLE {s}.workers (
+    name TEXT PRIMARY KEY,
+    pid INTEGER NOT NULL DEFAULT 0,
+    host TEXT NOT NULL DEFAULT '',
+    started_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+    code TEXT NOT NULL DEFAULT '{}'
+);
 """,
     ),
 ]
