@@ -14,7 +14,7 @@ import durable
 from durable import Queue, Worker
 from durable.runtime._driver import control_of
 from durable.store.control._memory import MemoryControl
-from durable.store.control._protocol import ControlRecord
+from durable.store.control._protocol import ControlRecord, WorkerRecord
 from durable.store.control._sqlite import SCHEMA_VERSION, SqliteControl
 from tests.conftest import Worlds
 from tests.runtime.test_runtime import CALLS, GATE, plus_one, until, wait_gate
@@ -251,6 +251,21 @@ def test_a_control_file_without_the_cancellations_index_gets_it(tmp_path: Path) 
     assert "control_cancels" in str(plan)  # a driver's watch reads the requests, not its every run
     assert ctl.cancel_requests(["r", "other"]) == {"r": "requested"}
     assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # no new version
+    ctl.close()
+
+
+def test_a_control_file_without_the_workers_table_gets_it_and_keeps_its_version(tmp_path: Path) -> None:
+    """A store of an SDK before workers registered themselves gets the table; older SDKs still open it."""
+    path = tmp_path / "runtime.db"
+    SqliteControl(path).close()
+    old = sqlite3.connect(path)
+    old.execute("DROP TABLE workers")
+    old.commit()
+    old.close()
+    ctl = SqliteControl(path)
+    ctl.register_worker(WorkerRecord("w", 7, "h", 1.0, '{"wf": "sha256:0"}'))
+    assert ctl.workers() == [WorkerRecord("w", 7, "h", 1.0, '{"wf": "sha256:0"}')]
+    assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # an older SDK reads it
     ctl.close()
 
 
