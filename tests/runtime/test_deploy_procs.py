@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -214,14 +217,22 @@ def test_a_divergent_run_is_blocked_only_when_no_worker_of_its_code_lives_and_sa
     assert asyncio.run(h.result(timeout=5)) == "4:go"
 
 
-def test_accepting_a_tool_signature_drift_from_the_printed_fix_finishes_the_run(procs: Procs) -> None:
-    """The accept-drift fix a waiting run prints resumes it under new code; the tool is not called again."""
+def _tool_called_then_deployed(
+    procs: Procs, wf: object, x: int, key: str
+) -> tuple[durable.RunHandle, durable.RunStatus]:
+    """A run whose old code called a tool and waits; then new code only: the run waits for its code."""
     old = procs.worker(APP)
-    h = _start_on(procs, deploy_app.shipping, 5)
-    wait_for(lambda: _has(procs, h.run_id, "effect.receipt", "tool:ship#0"), 30, "the tool's receipt")
+    h = _start_on(procs, wf, x)
+    wait_for(lambda: _has(procs, h.run_id, "effect.receipt", key), 30, "the tool's receipt")
     procs.kill(old)
     procs.worker(APP, DURABLE_TEST_CODE="new")
     st = wait_for(lambda: _waiting(procs, h.run_id), 30, f"the run to wait ({procs.err_text()})")
+    return h, st
+
+
+def test_accepting_a_tool_signature_drift_from_the_printed_fix_finishes_the_run(procs: Procs) -> None:
+    """The accept-drift fix a waiting run prints resumes it under new code; the tool is not called again."""
+    h, st = _tool_called_then_deployed(procs, deploy_app.shipping, 5, "tool:ship#0")
     [fix] = [f for f in st.fixes if "--accept-drift" in f]
     assert "tools.ship.signature" in fix
     assert procs.little_line(fix).returncode == 0
@@ -233,15 +244,67 @@ def test_accepting_a_tool_signature_drift_from_the_printed_fix_finishes_the_run(
 
 def test_a_drift_that_accepting_cannot_get_past_is_not_offered_and_says_why(procs: Procs) -> None:
     """A tool gained a parameter with no default: no accept-drift fix; status, doctor, dry-resume say why."""
-    old = procs.worker(APP)
-    h = _start_on(procs, deploy_app.labelling, 6)
-    wait_for(lambda: _has(procs, h.run_id, "effect.receipt", "tool:label#0"), 30, "the tool's receipt")
-    procs.kill(old)
-    procs.worker(APP, DURABLE_TEST_CODE="new")
-    st = wait_for(lambda: _waiting(procs, h.run_id), 30, f"the run to wait ({procs.err_text()})")
+    h, st = _tool_called_then_deployed(procs, deploy_app.labelling, 6, "tool:label#0")
     assert not [f for f in st.fixes if "--accept-drift" in f], st.fixes
     assert st.detail is not None and "would not help" in st.detail and "'copies'" in st.detail
     listed = procs.little("doctor")
     assert h.run_id in listed.stdout and "would not help" in listed.stdout, listed.stdout
     dry = procs.little("dry-resume", f"{APP}:labelling", h.run_id, DURABLE_TEST_CODE="new")
     assert dry.returncode == 1 and "would not help" in dry.stdout and "'copies'" in dry.stdout, dry.stdout
+
+
+# -- a rolling deploy under SIGKILLs ---------------------------------------------------------
+#
+# Runs are submitted all along; workers of the old and the new code of ``deploy_app.rolling``
+# serve them while one worker after another is SIGKILLed, each replaced by a worker of its own
+# code (each version keeps a live worker throughout). The new code inserted a call, made a
+# step's signature compatibly larger and renamed another's parameter: so there are old runs
+# the new code cannot replay, new runs the old code cannot, and old runs the new code continues
+# (its manifest then becomes the run's). Every run must complete: none is failed or blocked
+# because a worker of the other version saw it first.
+
+KILLS = 6
+PACE = 0.2
+"""Seconds between two submitted runs, from the first worker's start to the last kill."""
+
+
+def test_a_rolling_deploy_under_kills_finishes_every_run(procs: Procs) -> None:
+    """Every run completes with its output, whichever code made which of its calls."""
+    rng = random.Random(51)
+    env = {"DURABLE_TEST_QUEUES": "rolling"}
+    alive = {"old": [procs.worker(APP, DURABLE_TEST_CODE="old", **env) for _ in range(2)], "new": []}
+    handles: list[durable.RunHandle] = []
+    killing = threading.Event()
+
+    def submit() -> None:
+        while not killing.is_set() or len(handles) < 10:
+            run = durable.start_workflow(
+                deploy_app.rolling, len(handles), world=procs.world, queue=deploy_app.rolling_queue
+            )
+            handles.append(run)
+            time.sleep(PACE)
+
+    submitter = threading.Thread(target=submit)
+    submitter.start()
+    try:
+        time.sleep(1.0)  # old runs in flight: the deploy starts, new workers join the old ones
+        alive["new"] = [procs.worker(APP, DURABLE_TEST_CODE="new", **env) for _ in range(2)]
+        for k in range(KILLS):
+            version = "old" if k % 3 != 2 else "new"  # mostly old ones, as a deploy replaces them
+            victim = alive[version].pop(rng.randrange(len(alive[version])))
+            procs.kill(victim)  # its version still has a live worker
+            alive[version].append(procs.worker(APP, DURABLE_TEST_CODE=version, **env))
+            time.sleep(rng.uniform(0.1, 0.4))
+    finally:
+        killing.set()
+        submitter.join()
+    ends = {h.run_id: procs.ends(h.run_id, 180) for h in handles}
+    stuck = {rid: (st.status, st.reason, st.detail) for rid, st in ends.items() if st.status != "completed"}
+    assert not stuck, f"{stuck}\n{procs.err_text()[-4000:]}"
+    outputs = [asyncio.run(h.result(timeout=10)) for h in handles]
+    assert outputs == [(i + deploy_app.TICKS) * 10 + 1 for i in range(len(handles))]
+    taken = sum(1 for h in handles if any(e.type == "drift.accepted" for e in procs.world.events(h.run_id)))
+    said = procs.err_text()
+    left = sum(1 for h in handles if f"leaves run {h.run_id} alone" in said)
+    shown = f"{len(handles)} runs, {KILLS} kills, {taken} taken over, {left} left to the other code"
+    print(f"\n{procs.kind}: {shown}")  # with -s: how much the two versions met
