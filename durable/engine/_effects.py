@@ -90,7 +90,7 @@ def effect_begin(
         note_undoable(run, spec)
     action = EXECUTE
     if run.replaying:
-        asked, change = asked_hash(run, spec, key, inp, ih)
+        asked, change = asked_hash(run, spec, key, inp, ih) if run.signatures else (ih, None)
         action, receipt = call.effect(
             Call(kind, spec.name, asked, key),
             inp,
@@ -129,7 +129,7 @@ def asked_hash(
     A call recorded under an earlier signature of the function is asked
     with the hash of its input as that signature recorded it (``_rebind``).
     """
-    change = run.signatures.get(f"{SECTIONS[spec.kind]}.{spec.name}") if run.signatures else None
+    change = run.signatures.get(f"{SECTIONS[spec.kind]}.{spec.name}")
     if change is not None:
         intent = run.recorded.intents.get(key)
         if intent is not None and intent["input_hash"] != ih:

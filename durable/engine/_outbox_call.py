@@ -73,7 +73,7 @@ async def outbox_effect(
         action = EXECUTE
         if run.replaying:
             # The entry is idempotent by key: an intent without a receipt (a fork's) enqueues again.
-            asked, change = asked_hash(run, spec, key, inp, ih)
+            asked, change = asked_hash(run, spec, key, inp, ih) if run.signatures else (ih, None)
             action, receipt = call.effect(
                 Call("tool", spec.name, asked, key),
                 inp,
