@@ -185,9 +185,9 @@ def test_new_code_whose_replay_diverges_leaves_the_run_to_a_live_worker_of_its_c
     h = _start_on(procs, deploy_app.approval, 3)
     _interrupted(procs, h)
     procs.kill(old)
+    asyncio.run(h.answer("yes"))  # back on its queue (answered first: no worker recovers it meanwhile)
     procs.worker(APP, DURABLE_TEST_QUEUES="")  # old code, alive, claiming nothing: only recovering
     procs.worker(APP, DURABLE_TEST_CODE="new")  # the only one claiming from the queue
-    asyncio.run(h.answer("yes"))
     assert procs.ends(h.run_id, 30).status == "completed", procs.err_text()
     assert asyncio.run(h.result(timeout=5)) == "3:yes"
     assert [b["code"] for b in procs.bodies(step="publish")] == ["old"]
@@ -202,8 +202,8 @@ def test_a_divergent_run_is_blocked_only_when_no_worker_of_its_code_lives_and_sa
     h = _start_on(procs, deploy_app.approval, 4)
     _interrupted(procs, h)
     procs.kill(old)
-    procs.worker(APP, DURABLE_TEST_CODE="new")
     asyncio.run(h.answer("go"))
+    procs.worker(APP, DURABLE_TEST_CODE="new")
     st = procs.ends(h.run_id, 30)
     assert (st.status, st.reason) == ("blocked", "nondeterminism")
     assert st.fixes[0].startswith(f"little worker {APP}:approval --queue deploy"), st.fixes
