@@ -404,9 +404,14 @@ class Driver:
                 await self._watch
 
 
-def say_blocked(world: WorldCore, run_id: str, reason: str, exc: BaseException | None) -> None:
-    """The one warning a run gets when it becomes ``blocked``: why, and the commands that unblock it."""
-    data = blocked_fields(reason, exc)
+def say_blocked(
+    world: WorldCore, run_id: str, reason: str, exc: BaseException | None, *, code: str | None = None
+) -> None:
+    """The one warning a run gets when it becomes ``blocked``: why, and the commands that unblock it.
+
+    ``code``: as ``blocked_fields`` takes it (the code a ``nondeterminism`` run was recorded with).
+    """
+    data = blocked_fields(reason, exc, code=code)
     rec = runtime_of(world).control.get(run_id)
     count_run("blocked", rec.workflow if rec is not None else "")
     log.warning("%s", blocked_error(world, run_id, data, rec.queue if rec is not None else None))

@@ -261,10 +261,9 @@ class CodeMatch:
                     self, now, self.waiting(spec, now, recorded_with, [], diverges=first), counted=True
                 )
                 return WAITING
-        ctl.block(
-            run_id, blocked_text(world, run_id, NONDETERMINISM, exc, code=recorded_with if other else None)
-        )
-        say_blocked(world, run_id, NONDETERMINISM, exc)
+        code = recorded_with if other else None
+        ctl.block(run_id, blocked_text(world, run_id, NONDETERMINISM, exc, code=code))
+        say_blocked(world, run_id, NONDETERMINISM, exc, code=code)
         return BLOCKED
 
 
