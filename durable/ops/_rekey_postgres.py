@@ -218,8 +218,9 @@ TABLES = (
 )
 """Every table that holds sealed values, in the order the rekey rewrites them."""
 
-CLEAR_TABLES = frozenset({"runs", "leases", "migrations", "durable_meta"})
-"""The tables that hold no sealed value: ids, names, states, times, fencing tokens, the schema's version."""
+CLEAR_TABLES = frozenset({"runs", "leases", "migrations", "durable_meta", "workers"})
+"""The tables that hold no sealed value: ids, names, states, times, fencing tokens, the schema's
+version, the live workers and the hashes of their code."""
 
 
 def rekey_postgres(

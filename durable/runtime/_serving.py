@@ -70,8 +70,9 @@ class Waiting:
         drift_keys: What differs in the code of the worker that left it, as drift keys.
         codes: The code hashes (``engine.code_hash``) of the workers that found they cannot
             serve it: a worker of one of these codes does not try again while the run waits.
-        diverges: Why a worker whose code shows no drift left it: the first line of the
-            ``NondeterminismError`` its replay met (``None`` for drift).
+        diverges: Whether a worker whose code shows no drift left it because its replay
+            diverged from the log (the error is in that worker's warning, not in the record:
+            its paths can hold the run's values).
         blockers: The drift keys whose acceptance would not let the run go on, each with
             why (``engine.acceptance_blockers``).
     """
@@ -79,7 +80,7 @@ class Waiting:
     manifest_hash: str | None
     drift_keys: list[str]
     codes: list[str] = field(default_factory=list)
-    diverges: str | None = None
+    diverges: bool = False
     blockers: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
@@ -87,8 +88,8 @@ class Waiting:
         data: dict[str, Any] = {"manifest_hash": self.manifest_hash, "drift_keys": self.drift_keys}
         if self.codes:
             data["codes"] = self.codes
-        if self.diverges is not None:
-            data["diverges"] = self.diverges
+        if self.diverges:
+            data["diverges"] = True
         if self.blockers:
             data["blockers"] = self.blockers
         return json.dumps(data)
@@ -96,8 +97,11 @@ class Waiting:
     def detail(self) -> str:
         """``waiting for code matching sha256:… (differs: steps.x.signature)``."""
         code = short_hash(self.manifest_hash)
-        if self.diverges is not None and not self.drift_keys:
-            return f"waiting for code matching {code} (the replay of other code diverges: {self.diverges})"
+        if self.diverges and not self.drift_keys:
+            return (
+                f"waiting for code matching {code} (a replay under other code diverges from its log; "
+                "little dry-resume with that code shows where)"
+            )
         keys = ", ".join(self.drift_keys) or "none named"
         said = f"waiting for code matching {code} (differs: {keys})"
         if self.blockers:
@@ -115,12 +119,11 @@ class Waiting:
         if not isinstance(data, dict):
             data = {}
         keys, codes, blockers = data.get("drift_keys"), data.get("codes"), data.get("blockers")
-        diverges = data.get("diverges")
         return Waiting(
             data.get("manifest_hash"),
             [str(k) for k in keys] if isinstance(keys, list) else [],
             [str(c) for c in codes] if isinstance(codes, list) else [],
-            str(diverges) if diverges is not None else None,
+            data.get("diverges") is True,
             {str(k): str(v) for k, v in blockers.items()} if isinstance(blockers, dict) else {},
         )
 
@@ -198,7 +201,7 @@ class CodeMatch:
         manifest: str | None,
         changes: list[DriftChange],
         recorded: Recorded | None = None,
-        diverges: str | None = None,
+        diverges: bool = False,
     ) -> Waiting:
         """What a run this code cannot serve waits for, this code added to those that cannot.
 
@@ -208,21 +211,21 @@ class CodeMatch:
             manifest: The hash of the run's manifest in force.
             changes: The drift that keeps this code from it.
             recorded: The run's log (for why accepting the drift would not help).
-            diverges: Why a replay under this code diverges, when that is what keeps it.
+            diverges: Whether a replay under this code diverges, when that is what keeps it.
         """
         before = Waiting.of(rec).codes if rec.state == "waiting" else []
         codes = sorted({*before, self.code(spec)})
         blockers = acceptance_blockers(changes, recorded) if changes and recorded is not None else {}
         return Waiting(manifest, [c.key for c in changes], codes, diverges, blockers)
 
-    def say(self, run_id: str, waiting: Waiting) -> None:
-        """The one warning of a run this worker leaves alone."""
+    def say(self, run_id: str, waiting: Waiting, diverged: str | None = None) -> None:
+        """The one warning of a run this worker leaves alone (``diverged``: where its replay did)."""
         if run_id in self._warned:
             return
         self._warned.add(run_id)
         why = (
-            f"its replay diverges: {waiting.diverges}"
-            if waiting.diverges is not None and not waiting.drift_keys
+            f"its replay diverges: {diverged}"
+            if waiting.diverges and not waiting.drift_keys
             else f"drift: {', '.join(waiting.drift_keys)}"
         )
         log.warning(
@@ -257,9 +260,8 @@ class CodeMatch:
             now = ctl.get(run_id)
             if now is not None:
                 first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                leave_waiting(
-                    self, now, self.waiting(spec, now, recorded_with, [], diverges=first), counted=True
-                )
+                waits = self.waiting(spec, now, recorded_with, [], diverges=True)
+                leave_waiting(self, now, waits, counted=True, diverged=first)
                 return WAITING
         code = recorded_with if other else None
         ctl.block(run_id, blocked_text(world, run_id, NONDETERMINISM, exc, code=code))
@@ -267,7 +269,9 @@ class CodeMatch:
         return BLOCKED
 
 
-def leave_waiting(code: CodeMatch, rec: ControlRecord, waiting: Waiting, *, counted: bool) -> None:
+def leave_waiting(
+    code: CodeMatch, rec: ControlRecord, waiting: Waiting, *, counted: bool, diverged: str | None = None
+) -> None:
     """Put a run this code cannot serve in state ``waiting`` and say so once.
 
     Args:
@@ -275,12 +279,14 @@ def leave_waiting(code: CodeMatch, rec: ControlRecord, waiting: Waiting, *, coun
         rec: The run's control record.
         waiting: What it waits for (``CodeMatch.waiting``).
         counted: Whether a drive was counted for it (a claim, an adoption) that did not happen.
+        diverged: Where a replay under this code diverged, for the warning (the record does not
+            keep it: its paths can hold the run's values).
     """
     ctl = control_of(code.world)
     ctl.wait_for_code(rec.run_id, waiting.text())
     if counted:
         ctl.uncount(rec.run_id)
-    code.say(rec.run_id, waiting)
+    code.say(rec.run_id, waiting, diverged)
 
 
 def waiting_fixes(world: WorldCore, run_id: str, waiting: Waiting) -> list[str]:

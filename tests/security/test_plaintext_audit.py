@@ -55,6 +55,7 @@ LOCAL_TABLES: dict[str, dict[str, dict[str, list[str]]]] = {
     "runtime.db": {
         "control": CONTROL,
         "schedules": {"input": [M["schedule"]]},
+        "workers": {},  # the live workers' names, hosts and the hashes of their code
     },
     "memory/memory.db": {
         "items": {"text": [M["memory_text"]], "metadata": [M["memory_meta"]]},
@@ -75,6 +76,7 @@ PG_TABLES: dict[str, dict[str, list[str]]] = {
     **TALK,
     "runs": {},  # run ids, workflow names, statuses, times, fencing tokens
     "leases": {},  # which process drives which run, until when
+    "workers": {},  # the live workers' names, hosts and the hashes of their code
     "migrations": {},  # the names of the migrations applied
     "durable_meta": {},  # the application and the schema's version
 }
