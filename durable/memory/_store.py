@@ -32,7 +32,7 @@ from ._embedders import Embedder, EmbedFn
 from ._filter import compile_filter
 from ._items import MemoryItem, NewItem, RecordedRow, SearchHit, new_item
 from ._sealed import ItemCipher, check_store_key
-from ._tables import StoredRows, check_namespace
+from ._tables import ItemRows, StoredRows, check_namespace
 
 if TYPE_CHECKING:
     from ..engine import WorldCore
@@ -96,8 +96,10 @@ class MemoryStore:
         ('tea', 1)
 
     Attributes:
-        driver: The SQLite binding in use, ``"sqlite3"`` or ``"apsw"``.
-        path: The database file, or ``":memory:"``.
+        driver: The SQLite binding in use, ``"sqlite3"`` or ``"apsw"`` (``"psycopg"`` for the
+            store of a Postgres world).
+        path: The database file, or ``":memory:"`` (for the store of a Postgres world: its
+            schema and server).
     """
 
     def __init__(
@@ -108,18 +110,23 @@ class MemoryStore:
         clock: Callable[[], float] | None = None,
         codec: Codec | None = None,
     ):
-        self._db = VecDb(path, driver=driver)
-        self.driver = self._db.driver
-        self.path = self._db.path
+        db = VecDb(path, driver=driver)
         try:
-            rows = StoredRows(self._db, clock or time.time)
-            check_store_key(self._db, codec)
+            rows = StoredRows(db, clock or time.time)
+            check_store_key(db, codec)
         except BaseException:
-            self._db.close()
+            db.close()
             raise
         if codec is not None:
-            rows.cipher = ItemCipher(codec, f"the memory store {self.path!r}")
+            rows.cipher = ItemCipher(codec, f"the memory store {db.path!r}")
+        self._db = db
+        self._attach(rows, driver=db.driver, path=db.path)
+
+    def _attach(self, rows: ItemRows, *, driver: str, path: str) -> None:
+        """Serve ``rows``: every backend's store is this class's logic over its own rows."""
         self._rows = rows
+        self.driver = driver
+        self.path = path
         self._embedder: Embedder | None = None
 
     # -- configuration ---------------------------------------------------------
@@ -171,9 +178,8 @@ class MemoryStore:
             self._rows.ensure_vectors(dim, metric or "cosine")
         if metric is not None and metric != self._rows.metric:
             raise MemoryStoreError(
-                f"the memory store {self.path!r} measures {self._rows.metric} distance, not "
-                f"{metric}; a store keeps one metric. Use another data directory for another "
-                "metric."
+                f"{self._rows.where} measures {self._rows.metric} distance, not {metric}; a store "
+                f"keeps one metric. Use {self._rows.elsewhere} for another metric."
             )
         self._embedder = embedder
         return self
@@ -204,8 +210,8 @@ class MemoryStore:
         }
 
     def close(self) -> None:
-        """Close the database connection."""
-        self._db.close()
+        """Close the database connection (the store of a Postgres world closes with its world)."""
+        self._rows.close()
 
     def __repr__(self) -> str:
         return f"<durable MemoryStore {self.path!r} dim={self.dim} metric={self.metric!r}>"
@@ -295,9 +301,9 @@ class MemoryStore:
         for n, v in zip(new, vectors, strict=True):
             if len(v) != dim:
                 raise MemoryStoreError(
-                    f"the embedding of {n.key!r} in {n.namespace!r} has {len(v)} dimensions; the "
-                    f"memory store {self.path!r} holds {dim}-dimension vectors. Use the embedder "
-                    "the store was made with, or another data directory."
+                    f"the embedding of {n.key!r} in {n.namespace!r} has {len(v)} dimensions; "
+                    f"{self._rows.where} holds {dim}-dimension vectors. Use the embedder the store "
+                    f"was made with, or {self._rows.elsewhere}."
                 )
         if not _durable():
             return self._rows.write(new, vectors)
@@ -396,8 +402,8 @@ class MemoryStore:
             text, vector = None, [float(x) for x in query]
         if len(vector) != dim:
             raise MemoryStoreError(
-                f"the query vector has {len(vector)} dimensions; the memory store {self.path!r} "
-                f"holds {dim}-dimension vectors. Search with the store's embedder."
+                f"the query vector has {len(vector)} dimensions; {self._rows.where} holds "
+                f"{dim}-dimension vectors. Search with the store's embedder."
             )
         self._rows.pack(vector, "the query vector")  # refuse a bad query before it is recorded
         if not _durable():

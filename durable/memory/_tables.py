@@ -36,6 +36,64 @@ class Row(Protocol):
     def metadata(self) -> dict[str, Any]: ...
 
 
+class ItemRows(Protocol):
+    """What the memory store asks of its database: SQLite's ``StoredRows`` or PostgreSQL's ``PostgresRows``.
+
+    Attributes:
+        where: How messages name the store (``the memory store '…/memory.db'``).
+        elsewhere: Where to keep a store of another dimension or metric.
+        dim: The vector size, ``None`` before the store is configured.
+        metric: ``"cosine"`` or ``"l2"``, ``None`` before the store is configured.
+    """
+
+    where: str
+    elsewhere: str
+    dim: int | None
+    metric: str | None
+
+    def current_dim(self) -> int | None:
+        """The dimension, re-read when another process may have configured the store since."""
+        ...
+
+    def ensure_vectors(self, dim: int, metric: str) -> None:
+        """Fix the dimension and metric of a new store, or check those of the store."""
+        ...
+
+    def pack(self, vector: Sequence[float], what: str) -> bytes:
+        """Check a vector (``check_vector``); its float32 bytes."""
+        ...
+
+    def write(self, rows: Sequence[Row], vectors: list[list[float]]) -> int:
+        """Insert or replace ``rows`` and their vectors in one transaction."""
+        ...
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> bool:
+        """Delete one item and its vector together; whether it existed."""
+        ...
+
+    def get(self, namespace: tuple[str, ...], key: str) -> tuple[str, str, float, float] | None:
+        """``(text, metadata JSON, created_at, updated_at)`` of one item, or ``None``."""
+        ...
+
+    def knn(
+        self, prefix: tuple[str, ...], vector: list[float], k: int, filter: dict[str, Any]
+    ) -> list[tuple[str, str, str, str, float]]:
+        """The ``k`` nearest items under ``prefix`` that ``filter`` matches, nearest first."""
+        ...
+
+    def namespaces(self, prefix: tuple[str, ...]) -> list[str]:
+        """The stored namespace texts under ``prefix``."""
+        ...
+
+    def count(self, prefix: tuple[str, ...]) -> int:
+        """How many items are under ``prefix``."""
+        ...
+
+    def close(self) -> None:
+        """Let the database go (a second call does nothing)."""
+        ...
+
+
 SCHEMA_VERSION = 1
 _KEY_CHUNK = 500  # stays far below SQLite's limit of bound parameters
 
@@ -67,17 +125,47 @@ def ns_text(namespace: tuple[str, ...]) -> str:
     return json.dumps(list(namespace), ensure_ascii=True, separators=(",", ":"))
 
 
-def prefix_condition(prefix: tuple[str, ...], column: str = "ns") -> tuple[str, list[Any]]:
-    """SQL selecting the namespaces equal to ``prefix`` or below it."""
+def prefix_condition(prefix: tuple[str, ...], column: str = "ns", mark: str = "?") -> tuple[str, list[Any]]:
+    """SQL selecting the namespaces equal to ``prefix`` or below it (``mark``: the parameter marker).
+
+    The column must compare by code point (SQLite's default, ``COLLATE "C"`` in PostgreSQL).
+    """
     if not prefix:
-        return "1", []
+        return ("1" if mark == "?" else "TRUE"), []
     exact = ns_text(prefix)
     below = exact[:-1] + ","
     # Stored text is ASCII, so every namespace below the prefix sorts before below + U+0080.
-    return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [exact, below, below + "\x80"]
+    m = mark
+    return f"({column} = {m} OR ({column} >= {m} AND {column} < {m}))", [exact, below, below + "\x80"]
 
 
-def _metadata_text(row: Row) -> str:
+def check_vector(vector: Sequence[float], what: str, metric: str | None) -> bytes:
+    """``vector`` as float32 bytes, or a ``MemoryStoreError`` saying what is wrong with it."""
+    try:
+        blob = _float32(len(vector)).pack(*vector)
+    except (struct.error, OverflowError, TypeError) as exc:
+        raise MemoryStoreError(
+            f"{what} is not a list of numbers that fit in float32 ({exc}); fix the embedder."
+        ) from exc
+    if not math.isfinite(sum(vector)):  # any NaN or infinity makes the sum so
+        raise MemoryStoreError(f"{what} has a NaN or infinite number; fix the embedder.")
+    if metric == "cosine" and not any(vector):
+        raise MemoryStoreError(
+            f"{what} is all zeros, which has no cosine distance to anything (a lexical "
+            "embedder gives zeros for a text without words); use some words, or the l2 metric."
+        )
+    return blob
+
+
+def dimension_mismatch(where: str, held: int | None, asked: int, elsewhere: str) -> MemoryStoreError:
+    """The error of an embedder whose dimension is not the store's."""
+    return MemoryStoreError(
+        f"{where} holds {held}-dimension vectors; an embedder of dim {asked} cannot use it. Use "
+        f"the embedder it was made with, or {elsewhere}."
+    )
+
+
+def metadata_text(row: Row) -> str:
     try:
         return json.dumps(row.metadata, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -92,6 +180,8 @@ class StoredRows:
 
     def __init__(self, db: VecDb, clock: Callable[[], float], cipher: ItemCipher | None = None):
         self.db = db
+        self.where = f"the memory store {db.path!r}"
+        self.elsewhere = "another data directory"
         self.clock = clock
         self.cipher = cipher
         """Seals and opens texts and metadata (``None``: they are stored in the clear)."""
@@ -150,11 +240,7 @@ class StoredRows:
                 )
                 self.dim, self.metric = dim, metric
         if self.dim != dim:
-            raise MemoryStoreError(
-                f"the memory store {self.db.path!r} holds {self.dim}-dimension vectors; an "
-                f"embedder of dim {dim} cannot use it. Use the embedder it was made with, or "
-                "another data directory."
-            )
+            raise dimension_mismatch(self.where, self.dim, dim, self.elsewhere)
 
     def current_dim(self) -> int | None:
         """The dimension, re-read when another process may have configured the store since."""
@@ -164,20 +250,7 @@ class StoredRows:
 
     def pack(self, vector: Sequence[float], what: str) -> bytes:
         """``vector`` as float32 bytes, or a ``MemoryStoreError`` saying what is wrong with it."""
-        try:
-            blob = _float32(len(vector)).pack(*vector)
-        except (struct.error, OverflowError, TypeError) as exc:
-            raise MemoryStoreError(
-                f"{what} is not a list of numbers that fit in float32 ({exc}); fix the embedder."
-            ) from exc
-        if not math.isfinite(sum(vector)):  # any NaN or infinity makes the sum so
-            raise MemoryStoreError(f"{what} has a NaN or infinite number; fix the embedder.")
-        if self.metric == "cosine" and not any(vector):
-            raise MemoryStoreError(
-                f"{what} is all zeros, which has no cosine distance to anything (a lexical "
-                "embedder gives zeros for a text without words); use some words, or the l2 metric."
-            )
-        return blob
+        return check_vector(vector, what, self.metric)
 
     def write(self, rows: Sequence[Row], vectors: list[list[float]]) -> int:
         """Insert or replace ``rows`` and their vectors in one transaction."""
@@ -185,7 +258,7 @@ class StoredRows:
             self.pack(v, f"the embedding of {r.key!r} in {r.namespace!r}")
             for r, v in zip(rows, vectors, strict=True)
         ]
-        metas: list[Any] = [_metadata_text(r) for r in rows]
+        metas: list[Any] = [metadata_text(r) for r in rows]
         now = self.clock()
         texts: dict[tuple[str, ...], str] = {}
         ns_of = [texts.get(r.namespace) or texts.setdefault(r.namespace, ns_text(r.namespace)) for r in rows]
@@ -318,3 +391,7 @@ class StoredRows:
         """How many items are under ``prefix``."""
         sql, params = prefix_condition(prefix)
         return int(self.db.query(f"SELECT COUNT(*) FROM items WHERE {sql}", params)[0][0])
+
+    def close(self) -> None:
+        """Close the database connection (a second call does nothing)."""
+        self.db.close()

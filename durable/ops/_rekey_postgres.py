@@ -2,8 +2,9 @@
 
 Every sealed value of every table is rewritten under the new key: event
 payloads, messages, outbox entries' arguments, results and errors, queued
-inputs and blocked runs' errors, schedule inputs, outer-loop manifests and
-artifacts (payload, manifest, and the keyed name of the row). A table is
+inputs and blocked runs' errors, schedule inputs, outer-loop manifests,
+artifacts (payload, manifest, and the keyed name of the row) and memory
+items' texts and metadata. A table is
 rewritten in batches of ``batch`` rows in primary-key order, each batch one
 transaction that also moves the journal, so a rekey stopped at any point
 (Ctrl-C, a lost connection, SIGKILL) has committed whole batches and says
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CodecError, ConfigurationError, LogFormatError
+from ..memory import resealed
 from ..security import Codec, input_binding, open_control, seal_control
 from ..store import (
     META_KEY,
@@ -119,6 +121,10 @@ def _control(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+def _memory_items(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
+    return resealed(k.reading, k.new, row, "the memory store")
+
+
 def _schedules(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
     name, input_ = row
     return {"input": k.text(input_, schedule_ad(name), f"the input of schedule {name!r}")}
@@ -126,7 +132,7 @@ def _schedules(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
 
 def _documents(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
     namespace, key, value = row
-    if namespace == "meta":  # the key check and this journal: the last transaction writes them
+    if namespace in ("meta", "memory"):  # the key check and this journal; the memory's dimension
         return {}
     if namespace != "outer_loops":
         raise LogFormatError(
@@ -215,6 +221,12 @@ TABLES = (
     _Table("schedules", ("name",), ("name", "input"), _schedules),
     _Table("documents", ("namespace", "key"), ("namespace", "key", "value"), _documents),
     _Table("artifacts", ("sha256",), ("sha256", "data", "manifest"), replace=_artifact),
+    _Table(
+        "memory_items",
+        ("id",),
+        ("id", "ns", "key", "text", "metadata", "sealed_text", "sealed_metadata"),
+        _memory_items,
+    ),
 )
 """Every table that holds sealed values, in the order the rekey rewrites them."""
 
@@ -238,7 +250,7 @@ def rekey_postgres(
 
     Returns:
         What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts",
-        "outer_loops", "messages", "runtime_inputs"}`` (``messages``: messages and outbox
+        "outer_loops", "memory_items", "messages", "runtime_inputs"}`` (``messages``: messages and outbox
         entries; ``runtime_inputs``: the control table's records and the schedules).
 
     Raises:
@@ -298,6 +310,7 @@ def rekey_postgres(
         "events": done["events"],
         "artifacts": done["artifacts"],
         "outer_loops": done["documents"],
+        "memory_items": done["memory_items"],
         "messages": done["messages"] + done["outbox"],
         "runtime_inputs": done["control"] + done["schedules"],
     }

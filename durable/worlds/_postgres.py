@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigurationError, MemoryStoreError
+from ..errors import ConfigurationError
+from ..memory import open_postgres_memory
 from ..security import Codec
 from ..store import (
     DEFAULT_THRESHOLD,
@@ -42,16 +43,17 @@ class PostgresWorld(World):
 
     @property
     def memory(self) -> MemoryStore:
-        """Not available yet on a Postgres world.
+        """The world's memory store, in its schema, on pgvector (opened on first use).
+
+        Every process that opens the world shares it. The first use adds the
+        store's vector column to the schema, and creates the ``vector``
+        extension when the server has it and the role may.
 
         Raises:
-            MemoryStoreError: always; the message says what to use instead.
+            MemoryStoreError: The server lacks the ``vector`` extension (pgvector), or the
+                role may not create it; the message says how to get it.
         """
-        raise MemoryStoreError(
-            "world.memory on a Postgres world needs the pgvector store (the `vector` extension "
-            "in PostgreSQL), which this version of durable does not ship yet. Use a local_world() "
-            "for memory, or keep memory in your own pgvector tables."
-        )
+        return open_postgres_memory(self, self.db)
 
     def where(self) -> str:
         return f"PostgreSQL schema {self.db.schema!r} at {self.db.where}"

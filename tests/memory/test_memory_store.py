@@ -12,7 +12,9 @@ import pytest
 import durable
 import durable.memory._db
 from durable import MemoryStoreError
+from durable.memory import PostgresMemory
 from durable.memory._db import VecDb, stdlib_can_load_extensions
+from durable.memory._pg_rows import PostgresRows
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -77,12 +79,23 @@ def test_delete_reports_whether_the_item_existed(mem: durable.MemoryStore) -> No
     assert run(mem.get(("n",), "k")) is None
 
 
+def stored_vectors(mem: durable.MemoryStore) -> int:
+    """How many vectors the store's database holds (SQLite's vec0 table, or the Postgres rows)."""
+    if isinstance(mem, PostgresMemory):
+        rows = mem._rows
+        assert isinstance(rows, PostgresRows)
+        with rows.db.pool.connection() as conn:
+            got = conn.execute(rows.db.sql("SELECT count(embedding) FROM {s}.memory_items")).fetchone()
+        return int(got[0]) if got else 0
+    return int(mem._db.query("SELECT COUNT(*) FROM vectors")[0][0])
+
+
 def test_delete_removes_the_vector(mem: durable.MemoryStore) -> None:
-    """Deleting an item deletes its vector in the vec0 table, so search cannot return it."""
+    """Deleting an item deletes its vector too, so search cannot return it."""
     for i, text in enumerate(["red apple", "red car", "red rose"]):
         run(mem.put(("n",), f"k{i}", text))
     run(mem.delete(("n",), "k1"))
-    assert mem._db.query("SELECT COUNT(*) FROM vectors")[0][0] == 2
+    assert stored_vectors(mem) == 2
     hits = run(mem.search(("n",), "red car", k=3))
     assert sorted(h.key for h in hits) == ["k0", "k2"]
 
@@ -287,8 +300,13 @@ def test_memory_world_keeps_its_store_in_the_process(world: durable.World) -> No
 def test_missing_extra_names_the_install_command(
     monkeypatch: pytest.MonkeyPatch, world: durable.World
 ) -> None:
-    """Without sqlite-vec installed, world.memory fails with the pip command of the extra."""
+    """Without sqlite-vec, world.memory fails with the pip command of the extra (Postgres needs none)."""
     monkeypatch.setitem(sys.modules, "sqlite_vec", None)
+    if isinstance(world, durable.PostgresWorld):
+        mem = world.memory.configure(durable.lexical_embedder(dim=8))
+        run(mem.put(("n",), "k", "some words"))
+        assert run(mem.count()) == 1
+        return
     with pytest.raises(MemoryStoreError, match=r"pip install 'little-workflow\[memory\]'"):
         world.memory  # noqa: B018
 

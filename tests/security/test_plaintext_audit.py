@@ -74,6 +74,12 @@ PG_TABLES: dict[str, dict[str, list[str]]] = {
     "artifacts": {"data": [M["artifact"], M["big_output"]], "manifest": [M["artifact_name"]]},
     "documents": {"value": [M["outer_loop"]]},
     **TALK,
+    "memory_items": {  # texts and metadata in the clear, or sealed: the other pair is empty
+        "text": [M["memory_text"]],
+        "metadata": [M["memory_meta"]],
+        "sealed_text": [],
+        "sealed_metadata": [],
+    },  # and its embedding column: vectors in the clear, as the security page says
     "runs": {},  # run ids, workflow names, statuses, times, fencing tokens
     "leases": {},  # which process drives which run, until when
     "workers": {},  # the live workers' names, hosts and the hashes of their code
@@ -82,8 +88,9 @@ PG_TABLES: dict[str, dict[str, list[str]]] = {
 }
 """Every table of a Postgres world's schema: its audited columns and the markers each must show."""
 
-PG_DOCUMENTS = {"meta": [], "outer_loops": [M["outer_loop"]]}
-"""Every namespace of the ``documents`` table and the markers its values must show (``meta``: key checks)."""
+PG_DOCUMENTS = {"meta": [], "outer_loops": [M["outer_loop"]], "memory": []}
+"""Every namespace of ``documents`` and the markers its values must show (``meta``: key checks;
+``memory``: the memory store's dimension and metric)."""
 
 
 def _sealed(value: Any) -> bool:
@@ -194,10 +201,10 @@ def test_an_encrypted_data_directory_keeps_no_plaintext_in_any_table_or_file(tmp
 
 
 @pytest.fixture
-def schema(pg_server: Server) -> Iterator[str]:
+def schema(pgvector_server: Server) -> Iterator[str]:
     name = new_schema()
     yield name
-    drop_schema(pg_server.dsn, name)
+    drop_schema(pgvector_server.dsn, name)
 
 
 def pg_columns(dsn: str, schema: str) -> dict[str, dict[str, list[Any]]]:
@@ -220,7 +227,7 @@ def pg_columns(dsn: str, schema: str) -> dict[str, dict[str, list[Any]]]:
 
 def _fill_pg(dsn: str, schema: str, codec: EncryptionCodec | None) -> None:
     with durable.postgres_world(dsn, schema=schema, codec=codec, artifact_threshold=256) as world:
-        out = fill(world, memory=False)
+        out = fill(world, memory=True)
     assert out.startswith(M["output"]) and M["answer"] in out
 
 
@@ -229,10 +236,12 @@ def _documents(columns: dict[str, dict[str, list[Any]]]) -> list[tuple[str, str]
     return list(zip(docs["namespace"], docs["value"], strict=True))
 
 
-def test_the_audit_of_a_plain_postgres_schema_reaches_every_table(pg_server: Server, schema: str) -> None:
+def test_the_audit_of_a_plain_postgres_schema_reaches_every_table(
+    pgvector_server: Server, schema: str
+) -> None:
     """In a plain schema each audited column shows its markers; every table and namespace is known."""
-    _fill_pg(pg_server.dsn, schema, None)
-    columns = pg_columns(pg_server.dsn, schema)
+    _fill_pg(pgvector_server.dsn, schema, None)
+    columns = pg_columns(pgvector_server.dsn, schema)
     problems = _missing_tables(set(columns), PG_TABLES, f"schema {schema}")
     for table, audited in PG_TABLES.items():
         for column, marks in audited.items():
@@ -247,11 +256,11 @@ def test_the_audit_of_a_plain_postgres_schema_reaches_every_table(pg_server: Ser
 
 
 def test_an_encrypted_postgres_schema_keeps_no_plaintext_in_any_column(
-    pg_server: Server, schema: str
+    pgvector_server: Server, schema: str
 ) -> None:
     """Under a codec no marker shows in any column of any table; audited columns hold ciphertexts only."""
-    _fill_pg(pg_server.dsn, schema, EncryptionCodec(KEY))
-    columns = pg_columns(pg_server.dsn, schema)
+    _fill_pg(pgvector_server.dsn, schema, EncryptionCodec(KEY))
+    columns = pg_columns(pgvector_server.dsn, schema)
     leaks = [
         (table, column, m)
         for table, cols in columns.items()
@@ -261,7 +270,7 @@ def test_an_encrypted_postgres_schema_keeps_no_plaintext_in_any_column(
     ]
     assert leaks == []
     docs = _documents(columns)
-    columns["documents"]["value"] = [v for ns, v in docs if ns != "meta"]  # meta: the key check
+    columns["documents"]["value"] = [v for ns, v in docs if ns not in ("meta", "memory")]  # no secret
     problems = _missing_tables(set(columns), PG_TABLES, f"schema {schema}")
     for table, audited in PG_TABLES.items():
         for column in audited:

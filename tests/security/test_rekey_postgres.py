@@ -25,6 +25,7 @@ import pytest
 import durable
 from durable import EncryptionCodec, KeyMismatchError
 from durable.cli import main
+from durable.ops._rekey_postgres import TABLES
 from durable.store import world_lock
 from tests.helpers.audit_world import MARKS, fill, goes_on, parked
 from tests.helpers.pg import Server, drop_schema, new_schema
@@ -39,15 +40,15 @@ BATCH = 3
 
 
 @pytest.fixture
-def schema(pg_server: Server) -> Iterator[str]:
+def schema(pgvector_server: Server) -> Iterator[str]:
     name = new_schema()
     yield name
-    drop_schema(pg_server.dsn, name)
+    drop_schema(pgvector_server.dsn, name)
 
 
 def _filled(dsn: str, schema: str, codec: EncryptionCodec | None) -> None:
     with durable.postgres_world(dsn, schema=schema, codec=codec, artifact_threshold=256) as world:
-        fill(world, memory=False)
+        fill(world, memory=True)
 
 
 def _env(key: bytes, old: bytes | None) -> dict[str, str]:
@@ -87,7 +88,8 @@ def _rekey_killed(dsn: str, schema: str, env: dict[str, str], point: int | str, 
     try:
         while child.poll() is None and time.monotonic() < deadline:
             j = _journal(dsn, schema)
-            if j is not None and (j["batches"] >= point if isinstance(point, int) else len(j["done"]) == 7):
+            every_table = len(j["done"]) == len(TABLES) if j is not None else False
+            if j is not None and (j["batches"] >= point if isinstance(point, int) else every_table):
                 child.send_signal(signal.SIGKILL)
                 break
             time.sleep(0.002)
@@ -109,6 +111,10 @@ def _rerun(monkeypatch: pytest.MonkeyPatch, dsn: str, schema: str, env: dict[str
         if name.startswith("LITTLE_"):
             monkeypatch.setenv(name, value)
     assert main(["rekey", "--dsn", dsn, "--schema", schema, *flags]) == 0
+
+
+BINARY = {("artifacts", "data"), ("memory_items", "sealed_text"), ("memory_items", "sealed_metadata")}
+"""The columns that keep ciphertexts as bytes."""
 
 
 def _sealed_key_ids(value: Any) -> list[str]:
@@ -136,7 +142,7 @@ def _key_ids(dsn: str, schema: str) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for table, columns in pg_columns(dsn, schema).items():
         for column, values in columns.items():
-            if table == "artifacts" and column == "data":
+            if (table, column) in BINARY:
                 found = {k for v in values for k in _sealed_key_ids(v)}
             elif column in ("data", "input", "result", "error", "value", "manifest", "blocked"):
                 found = {k for v in values if not isinstance(v, bytes) for k in _sealed_key_ids(v)}
@@ -159,7 +165,7 @@ def _plaintext(dsn: str, schema: str) -> set[str]:
 
 def _runs_go_on(dsn: str, schema: str, codec: EncryptionCodec | None) -> None:
     """With the new key alone: the runs read, the waiting run and the queued ones complete."""
-    goes_on(lambda clock: durable.postgres_world(dsn, schema=schema, codec=codec, clock=clock), memory=False)
+    goes_on(lambda clock: durable.postgres_world(dsn, schema=schema, codec=codec, clock=clock), memory=True)
 
 
 def _check_rekeyed(dsn: str, schema: str, new: bytes | None, old: bytes) -> None:
@@ -177,10 +183,10 @@ def _check_rekeyed(dsn: str, schema: str, new: bytes | None, old: bytes) -> None
 
 
 def test_a_rotation_killed_at_random_points_is_finished_by_a_rerun(
-    pg_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch
+    pgvector_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SIGKILLed after random numbers of batches and while vacuuming; each rerun goes on; the last ends."""
-    dsn = pg_server.dsn
+    dsn = pgvector_server.dsn
     _filled(dsn, schema, EncryptionCodec(KEY))
     assert _key_ids(dsn, schema)  # ciphertexts under KEY, in every sealed column
     env = _env(NEW, KEY)
@@ -196,10 +202,10 @@ def test_a_rotation_killed_at_random_points_is_finished_by_a_rerun(
 
 @pytest.mark.parametrize("mode", ["encrypt", "decrypt"])
 def test_an_encryption_or_a_decryption_killed_midway_is_finished_by_a_rerun(
-    pg_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch, mode: str
+    pgvector_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """A plain schema encrypted, or an encrypted one decrypted, killed twice, then finished."""
-    dsn = pg_server.dsn
+    dsn = pgvector_server.dsn
     _filled(dsn, schema, None if mode == "encrypt" else EncryptionCodec(KEY))
     env = _env(KEY, None)
     flags = ("--decrypt",) if mode == "decrypt" else ()
@@ -214,10 +220,10 @@ def test_an_encryption_or_a_decryption_killed_midway_is_finished_by_a_rerun(
 
 
 def test_a_stopped_rekey_refuses_another_target(
-    pg_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    pgvector_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A rerun towards another key than the stopped rekey's names the key id that finishes it."""
-    dsn = pg_server.dsn
+    dsn = pgvector_server.dsn
     _filled(dsn, schema, EncryptionCodec(KEY))
     assert _rekey_killed(dsn, schema, _env(NEW, KEY), 2)
     monkeypatch.setenv("LITTLE_KEY", bytes(range(5, 37)).hex())
@@ -228,10 +234,10 @@ def test_a_stopped_rekey_refuses_another_target(
 
 
 def test_a_rekey_refuses_a_world_that_a_process_has_open(
-    pg_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    pgvector_server: Server, schema: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An open world (a worker, the inspector) makes the rekey refuse, naming its sessions; none changes."""
-    dsn = pg_server.dsn
+    dsn = pgvector_server.dsn
     _filled(dsn, schema, EncryptionCodec(KEY))
     before = _key_ids(dsn, schema)
     monkeypatch.setenv("LITTLE_KEY", NEW.hex())
@@ -244,23 +250,23 @@ def test_a_rekey_refuses_a_world_that_a_process_has_open(
     assert main(["rekey", "--dsn", dsn, "--schema", schema]) == 0  # once it is closed
 
 
-def test_a_world_does_not_open_while_a_rekey_holds_it(pg_server: Server, schema: str) -> None:
+def test_a_world_does_not_open_while_a_rekey_holds_it(pgvector_server: Server, schema: str) -> None:
     """The rekey's exclusive hold of the world's lock keeps every process from opening the world meanwhile."""
     import psycopg
 
-    durable.postgres_world(pg_server.dsn, schema=schema).close()
-    with psycopg.connect(pg_server.dsn, autocommit=True) as conn:
+    durable.postgres_world(pgvector_server.dsn, schema=schema).close()
+    with psycopg.connect(pgvector_server.dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (world_lock(schema),))
         with pytest.raises(durable.LogUnavailableError, match="rekey"):
-            durable.postgres_world(pg_server.dsn, schema=schema)
-    durable.postgres_world(pg_server.dsn, schema=schema).close()
+            durable.postgres_world(pgvector_server.dsn, schema=schema)
+    durable.postgres_world(pgvector_server.dsn, schema=schema).close()
 
 
 def test_little_rekey_dsn_rekeys_the_schema_and_leaves_a_data_directory_alone(
-    pg_server: Server, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pgvector_server: Server, schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With --dsn, a ./.little-workflow beside it is not touched: the schema is what is rekeyed."""
-    dsn = pg_server.dsn
+    dsn = pgvector_server.dsn
     with durable.postgres_world(dsn, schema=schema, codec=EncryptionCodec(KEY)) as world:
         asyncio.run(durable.run_workflow(parked, "x", world=world, run_id="r"))
     monkeypatch.chdir(tmp_path)
@@ -278,7 +284,7 @@ def test_little_rekey_dsn_rekeys_the_schema_and_leaves_a_data_directory_alone(
 
 def test_the_rekey_knows_every_table_of_the_schema() -> None:
     """Each table the migrations create is rewritten by the rekey or named as holding no sealed value."""
-    from durable.ops._rekey_postgres import CLEAR_TABLES, TABLES
+    from durable.ops._rekey_postgres import CLEAR_TABLES
     from durable.store.postgres._migrations import OWN_TABLES
 
     rekeyed = {t.name for t in TABLES}

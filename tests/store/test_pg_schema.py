@@ -130,17 +130,6 @@ def test_durable_imports_without_psycopg() -> None:
     assert "little-workflow[postgres]" in out.stdout
 
 
-def test_memory_on_a_postgres_world_is_a_typed_error_naming_the_extension(
-    pg_server: Server, schema: str
-) -> None:
-    """world.memory raises MemoryStoreError naming pgvector's `vector` extension, not a store in memory."""
-    with (
-        durable.postgres_world(pg_server.dsn, schema=schema) as world,
-        pytest.raises(durable.MemoryStoreError, match="`vector` extension"),
-    ):
-        _ = world.memory
-
-
 def test_a_schema_of_an_older_version_is_migrated_forward_keeping_its_rows(
     pg_server: Server, schema: str
 ) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The number of migrations: a schema that has applied every one of them is at this version."""
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -185,6 +185,28 @@ CREATE TABLE {s}.workers (
     started_at DOUBLE PRECISION NOT NULL DEFAULT 0,
     code TEXT NOT NULL DEFAULT '{}'
 );
+""",
+    ),
+    (
+        # world.memory: the embedding column (pgvector's type) is added when the memory is first
+        # opened, so that a server without the extension migrates and runs every other part.
+        "0010_memory_items",
+        """
+CREATE TABLE {s}.memory_items (
+    id BIGSERIAL PRIMARY KEY,
+    ns TEXT COLLATE "C" NOT NULL,
+    key TEXT COLLATE "C" NOT NULL,
+    text TEXT,
+    metadata TEXT,
+    sealed_text BYTEA,
+    sealed_metadata BYTEA,
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL,
+    UNIQUE (ns, key),
+    CHECK ((text IS NULL) = (metadata IS NULL) AND (sealed_text IS NULL) = (sealed_metadata IS NULL)
+        AND (text IS NULL) <> (sealed_text IS NULL))
+);
+CREATE INDEX memory_items_plain ON {s}.memory_items (id) WHERE text IS NOT NULL;
 """,
     ),
 ]
