@@ -168,6 +168,27 @@ def test_the_inspector_benchmark_times_a_long_run_s_page_beside_one_row_read() -
         assert "the run's page in under a second: " in part
 
 
+def test_the_inspector_memory_benchmark_samples_the_server_and_reports_its_growth() -> None:
+    """``python -m benchmarks.inspector_memory`` loads pages from a real little ui and reports its memory."""
+    dsn = os.environ.get("DURABLE_TEST_PG_DSN")
+    out = _python(
+        "-m",
+        "benchmarks.inspector_memory",
+        "--loads",
+        "200",
+        "--runs",
+        "5",
+        "--bound",
+        "1000",
+        *(["--dsn", dsn] if dsn else []),
+    )
+    rows = {r[1].strip(): r for r in (line.split("|") for line in out.splitlines() if line.startswith("| "))}
+    assert set(rows) >= {"SQLite", *(["Postgres"] if dsn else [])}
+    for backend in ("SQLite", *(["Postgres"] if dsn else [])):
+        assert float(rows[backend][3]) > 0 and rows[backend][7].strip() in ("yes", "NO")
+        assert f"- {backend}: 0: " in out
+
+
 def test_the_drift_benchmark_reports_the_spread_of_each_measure_over_fresh_processes() -> None:
     """``python -m benchmarks.drift`` times the loop, durable and the floor in fresh processes."""
     out = _python("-m", "benchmarks.drift", "2", "--steps", "20")

@@ -158,3 +158,55 @@ def test_a_role_that_may_not_create_the_extension_is_told_the_command_that_works
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
             conn.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
+FILTERS: list[dict[str, object]] = [
+    {},
+    {"kind": "fact"},
+    {"kind": {"$ne": "fact"}},
+    {"n": {"$gte": 2, "$lt": 5}},
+    {"n": {"$in": [1, 4]}, "kind": "fact"},
+    {"source.site": "docs"},
+]
+
+
+def test_an_encrypted_schema_seals_items_and_filters_as_a_plain_one(pgvector_server: Server) -> None:
+    """Under a codec texts and metadata are ciphertext; every filter finds what it finds in the clear."""
+    import psycopg
+
+    dsn, codec = pgvector_server.dsn, durable.EncryptionCodec(bytes(range(32)))
+    schemas = [new_schema(), new_schema()]
+    found: list[list[list[str]]] = []
+    try:
+        for schema, c in zip(schemas, (None, codec), strict=True):
+            with durable.postgres_world(dsn, schema=schema, codec=c) as world:
+                mem = world.memory.configure(durable.lexical_embedder(dim=32))
+                run(
+                    mem.put_many(
+                        {
+                            "namespace": ("docs", str(i % 2)),
+                            "key": f"k{i}",
+                            "text": f"OKAPI note number {i} about tea",
+                            "metadata": {
+                                "kind": "fact" if i % 3 else "idea",
+                                "n": i,
+                                "source": {"site": "docs"},
+                            },
+                        }
+                        for i in range(8)
+                    )
+                )
+                found.append(
+                    [[h.key for h in run(mem.search(("docs",), "tea note", k=4, filter=f))] for f in FILTERS]
+                )
+                assert run(mem.get(("docs", "1"), "k3")).metadata["n"] == 3  # type: ignore[union-attr]
+        assert found[0] == found[1] and all(found[0][1:])
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            rows = conn.execute(
+                f'SELECT text, metadata, sealed_text, sealed_metadata FROM "{schemas[1]}".memory_items'
+            ).fetchall()
+        assert rows and all(t is None and m is None for t, m, _, _ in rows)
+        assert not any(b"OKAPI" in bytes(st) or b"fact" in bytes(sm) for _, _, st, sm in rows)
+    finally:
+        for schema in schemas:
+            drop_schema(dsn, schema)
