@@ -12,6 +12,9 @@ that commits is appended to ``DATA_DIR/writes.log`` (fsynced).
 
 ``writer`` puts COUNT items keyed ``PREFIX-i`` in batches of ten, searching
 after each batch, and prints how many items it could see at the end.
+
+With ``MEMORY_CHILD_DSN`` and ``MEMORY_CHILD_SCHEMA`` in the environment,
+the world is that Postgres schema's (DATA_DIR still holds ``writes.log``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import durable
+from durable.memory._pg_rows import PostgresRows
 from durable.memory._tables import StoredRows
 
 DIM = 32
@@ -38,11 +42,19 @@ def note(data: Path, line: str) -> None:
         os.fsync(f.fileno())
 
 
+def open_world(data: Path) -> durable.World:
+    dsn = os.environ.get("MEMORY_CHILD_DSN")
+    if dsn:
+        return durable.postgres_world(dsn, schema=os.environ["MEMORY_CHILD_SCHEMA"], max_size=2)
+    return durable.local_world(data)
+
+
 def install_hooks(data: Path, where: str) -> None:
-    original = StoredRows.write
+    rows_class: Any = PostgresRows if os.environ.get("MEMORY_CHILD_DSN") else StoredRows
+    original = rows_class.write
     marker = data / "killed.marker"
 
-    def write(self: StoredRows, rows: Sequence[Any], vectors: list[list[float]]) -> int:
+    def write(self: Any, rows: Sequence[Any], vectors: list[list[float]]) -> int:
         keys = [r.key for r in rows]
         first_time = bool(where) and "p1" in keys and not marker.exists()
         if first_time:
@@ -55,12 +67,12 @@ def install_hooks(data: Path, where: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
         return n
 
-    StoredRows.write = write  # type: ignore[method-assign]
+    rows_class.write = write
 
 
 def put_main(data: Path, run_id: str, kill: str) -> None:
     install_hooks(data, kill)
-    world = durable.local_world(data)
+    world = open_world(data)
     mem = world.memory.configure(durable.lexical_embedder(dim=DIM))
 
     @durable.workflow
@@ -87,7 +99,7 @@ async def writer(mem: durable.MemoryStore, prefix: str, count: int) -> int:
 
 
 def writer_main(data: Path, prefix: str, count: int) -> None:
-    with durable.local_world(data) as world:
+    with open_world(data) as world:
         mem = world.memory.configure(durable.lexical_embedder(dim=DIM))
         print(json.dumps({"seen": asyncio.run(writer(mem, prefix, count))}))
 
