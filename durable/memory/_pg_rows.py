@@ -29,7 +29,7 @@ from ..errors import CodecError, MemoryStoreError
 from ..security import Codec
 from ._filter import POSTGRES, compile_filter
 from ._sealed import ItemCipher
-from ._tables import Row, check_vector, dimension_mismatch, metadata_text, ns_text, prefix_condition
+from ._tables import Row, VectorShape, metadata_text, ns_text, prefix_condition
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -97,7 +97,7 @@ def resealed(reading: Codec | None, new: Codec | None, row: Sequence[Any], where
     }
 
 
-class PostgresRows:
+class PostgresRows(VectorShape):
     """The ``memory_items`` table of one schema and the statements over it (``ItemRows``).
 
     Args:
@@ -220,18 +220,7 @@ class PostgresRows:
 
             self.db.run(op)  # the first process to configure the store fixes them; the others read them
             self._load_settings()
-        if self.dim != dim:
-            raise dimension_mismatch(self.where, self.dim, dim, self.elsewhere)
-
-    def current_dim(self) -> int | None:
-        """The dimension, re-read when another process may have configured the store since."""
-        if self.dim is None:
-            self._load_settings()
-        return self.dim
-
-    def pack(self, vector: Sequence[float], what: str) -> bytes:
-        """Check a vector; its float32 bytes (pgvector keeps float32 too)."""
-        return check_vector(vector, what, self.metric)
+        self._check_dim(dim)
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -175,7 +175,33 @@ def metadata_text(row: Row) -> str:
         ) from exc
 
 
-class StoredRows:
+class VectorShape:
+    """The dimension and metric a store's rows keep, and the checks on them both backends share."""
+
+    where: str
+    elsewhere: str
+    dim: int | None
+    metric: str | None
+
+    def _load_settings(self) -> None:
+        raise NotImplementedError
+
+    def current_dim(self) -> int | None:
+        """The dimension, re-read when another process may have configured the store since."""
+        if self.dim is None:
+            self._load_settings()
+        return self.dim
+
+    def pack(self, vector: Sequence[float], what: str) -> bytes:
+        """``vector`` as float32 bytes, or a ``MemoryStoreError`` saying what is wrong with it."""
+        return check_vector(vector, what, self.metric)
+
+    def _check_dim(self, dim: int) -> None:
+        if self.dim != dim:
+            raise dimension_mismatch(self.where, self.dim, dim, self.elsewhere)
+
+
+class StoredRows(VectorShape):
     """The tables of one memory database and the statements over them."""
 
     def __init__(self, db: VecDb, clock: Callable[[], float], cipher: ItemCipher | None = None):
@@ -239,18 +265,7 @@ class StoredRows:
                     [("dim", str(dim)), ("metric", metric)],
                 )
                 self.dim, self.metric = dim, metric
-        if self.dim != dim:
-            raise dimension_mismatch(self.where, self.dim, dim, self.elsewhere)
-
-    def current_dim(self) -> int | None:
-        """The dimension, re-read when another process may have configured the store since."""
-        if self.dim is None:
-            self._load_settings()
-        return self.dim
-
-    def pack(self, vector: Sequence[float], what: str) -> bytes:
-        """``vector`` as float32 bytes, or a ``MemoryStoreError`` saying what is wrong with it."""
-        return check_vector(vector, what, self.metric)
+        self._check_dim(dim)
 
     def write(self, rows: Sequence[Row], vectors: list[list[float]]) -> int:
         """Insert or replace ``rows`` and their vectors in one transaction."""
