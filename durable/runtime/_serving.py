@@ -142,6 +142,7 @@ class CodeMatch:
         self._hashes: dict[tuple[str, str], str] = {}
         self._codes: dict[str, str] = {}
         self._warned: set[str] = set()
+        self._theirs: dict[str, str | None] = {}
 
     def current_hash(self, spec: Spec, models: dict[str, str]) -> str:
         """The hash of this code's manifest for ``spec`` under ``models`` (computed once for each)."""
@@ -193,6 +194,23 @@ class CodeMatch:
         if rec is None or rec.state != "waiting":
             return False
         return self.code(spec) in Waiting.of(rec).codes
+
+    def stranded(self, rec: ControlRecord, spec: Spec) -> bool:
+        """Whether a run left ``waiting`` as its replay diverges here has no live worker of its code left.
+
+        A worker leaves such a run to a live worker of the code that recorded it
+        (``settle_divergence``); when that worker dies before it takes the run (or
+        was dying when it was counted as live), nobody else would: the run is
+        driven here once more, and the divergence then blocks it, naming its code.
+        """
+        waits = Waiting.of(rec)
+        if not waits.diverges or waits.drift_keys:
+            return False
+        if rec.run_id not in self._theirs:
+            manifest = (recover_log(self.world.log, rec.run_id).started or {}).get("manifest") or {}
+            self._theirs[rec.run_id] = code_hash(manifest) if manifest else None
+        theirs = self._theirs[rec.run_id]
+        return theirs is not None and not runs_code(self.world, spec.name, theirs)
 
     def waiting(
         self,

@@ -389,7 +389,7 @@ def recovery_pass(
         exhausted = cut > recovery_limit(driver, spec)
         if old is not None and not exhausted and now < (old.driven_at or 0.0) + backoff(cut):
             continue
-        if code.known_mismatch(old, spec):
+        if code.known_mismatch(old, spec) and old is not None and not code.stranded(old, spec):
             continue  # left waiting by a worker of this code, and nobody drove it since
         lock = driver.lock(rid)
         if lock is None:

@@ -196,6 +196,24 @@ def test_new_code_whose_replay_diverges_leaves_the_run_to_a_live_worker_of_its_c
     assert said.count(f"leaves run {h.run_id} alone") == 1 and "diverges" in said
 
 
+def test_a_run_left_to_a_worker_of_its_code_that_dies_before_taking_it_is_blocked(procs: Procs) -> None:
+    """The worker a divergent run was left to dies without driving it: the run does not wait forever."""
+    old = procs.worker(APP)
+    h = _start_on(procs, deploy_app.approval, 5)
+    _interrupted(procs, h)
+    procs.kill(old)
+    alive = procs.worker(APP, DURABLE_TEST_REGISTER_ONLY="1")  # old code, registered, drives nothing
+    asyncio.run(h.answer("go"))
+    procs.worker(APP, DURABLE_TEST_CODE="new")
+    wait_for(
+        lambda: procs.status(h.run_id).reason == "waiting_for_code", 30, "the run to be left to the old code"
+    )
+    procs.kill(alive)
+    st = procs.ends(h.run_id, 30)
+    assert (st.status, st.reason) == ("blocked", "nondeterminism"), st
+    assert st.fixes[0].startswith(f"little worker {APP}:approval --queue deploy"), st.fixes
+
+
 def test_a_divergent_run_is_blocked_only_when_no_worker_of_its_code_lives_and_says_so(procs: Procs) -> None:
     """With only new code alive the run blocks, naming its code; a worker of it and a resume finish it."""
     old = procs.worker(APP)

@@ -249,6 +249,15 @@ WORKFLOWS = [rollout, mixed, approval, shipping, labelling, rolling]
 async def serve() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     world = open_world()
+    if os.environ.get("DURABLE_TEST_REGISTER_ONLY"):
+        # A worker of this code as the others see it (registered, its lock held) that drives nothing:
+        # a worker that is alive when a run is left to it and dies before it takes the run.
+        from durable.engine import workflow_spec
+        from durable.runtime._live_workers import register
+
+        register(world, f"{CODE}-{os.getpid()}", [workflow_spec(w) for w in WORKFLOWS])
+        print("serving", flush=True)
+        await asyncio.Event().wait()
     named = os.environ.get("DURABLE_TEST_QUEUES", "deploy")
     queues = [q for q in (deploy, rolling_queue) if q.name in named.split(",")]
     worker = durable.Worker(
