@@ -23,7 +23,6 @@ from .engine._parallel import branch, parallel
 from .engine._patched import patched
 from .engine._recorded import Recorded
 from .engine._retry_policy import RetryPolicy
-from .engine._runner import run_workflow
 from .engine._sessions import Session, scratch_dir, session
 from .engine._spec import NEVER_HAPPENED
 from .errors import (
@@ -76,6 +75,7 @@ from .runtime import (
     handle,
     recover_runs,
     resume_run,
+    run_workflow,
     send,
     start_workflow,
 )

@@ -53,6 +53,7 @@ from ._loader import first_started as first_started
 from ._loader import outcome_of as outcome_of
 from ._loader import recover_log as recover_log
 from ._loader import run_not_found as run_not_found
+from ._loader import unsafe_unconfirmed as unsafe_unconfirmed
 from ._log_rows import FIRST_TYPES as FIRST_TYPES
 from ._log_rows import until as until
 from ._manifest import code_hash as code_hash
@@ -76,13 +77,13 @@ from ._run_end import record_run_failed as record_run_failed
 from ._run_input import DriveOptions as DriveOptions
 from ._run_input import accepted_drift_keys as accepted_drift_keys
 from ._run_input import check_same_run as check_same_run
+from ._run_input import checked_run_id as checked_run_id
 from ._run_input import new_run_id as new_run_id
 from ._run_input import validate_input as validate_input
 from ._run_input import workflow_spec as workflow_spec
 from ._run_open import memory_manifest as memory_manifest
 from ._runner import drive as drive
 from ._runner import open_run as open_run
-from ._runner import run_workflow as run_workflow
 from ._session_manifest import recorded_model_drift as recorded_model_drift
 from ._snapshots import decode_state as decode_state
 from ._snapshots import encode_state as encode_state

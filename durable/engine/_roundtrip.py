@@ -37,6 +37,15 @@ _ANY: TypeAdapter[Any] = TypeAdapter(Any)
 _MASK = "**********"
 
 
+def not_stored(run_id: str | None) -> str:
+    """What an error about a refused value adds: nothing of it was logged, and how the run goes on."""
+    return (
+        "Nothing of it was recorded; a run that fails on it goes on, once the code is fixed, with "
+        f"run_workflow(..., retry_failed=True) or `little resume {run_id}` (what it committed "
+        "before stays committed)."
+    )
+
+
 def plain_annotation(annotation: Any) -> bool:
     """Whether an annotation only describes JSON (``Any``, scalars, ``list[...]``, ``dict[str, ...]``)."""
     if annotation is Any or annotation in _PLAIN_TYPES or annotation is None:
@@ -288,7 +297,7 @@ class Output:
                 f"{where} would be stored as {_show(data)}, which cannot be rebuilt as "
                 f"{self.annotation}: {exc}\nReturn a value that {self.annotation} reads back from "
                 "its own JSON (for example None instead of Decimal('NaN')), or change the "
-                "annotation. Nothing was recorded; the run stays resumable.",
+                f"annotation. {not_stored(run_id)}",
                 run_id=run_id,
                 path=path,
             ) from None
@@ -307,8 +316,7 @@ class Output:
             raise SerializationError(
                 f"{where} is None, but the return annotation {self.annotation} does not take None, "
                 "so it could not be rebuilt on a resume. Return a value of that type, or annotate "
-                f"the return type as {self.annotation} | None. Nothing was recorded; fix the code "
-                "and run the same run_id again.",
+                f"the return type as {self.annotation} | None. {not_stored(run_id)}",
                 run_id=run_id,
                 path=path,
             ) from None
@@ -349,8 +357,7 @@ class Output:
                 + self._annotate_advice(value, f"for example -> {type(value).__name__}")
             )
         return SerializationError(
-            f"{where} would not come back as itself on replay: {problem} Nothing was recorded; "
-            "the run stays resumable.",
+            f"{where} would not come back as itself on replay: {problem} {not_stored(run_id)}",
             run_id=run_id,
             path=path,
         )
@@ -405,8 +412,7 @@ class Output:
                 "own output unchanged, or transform the value before building the model."
             )
         return SerializationError(
-            f"{where} would not come back as itself on replay: {problem} Nothing was recorded; "
-            "the run stays resumable.",
+            f"{where} would not come back as itself on replay: {problem} {not_stored(run_id)}",
             run_id=run_id,
             path=path,
         )

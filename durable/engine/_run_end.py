@@ -3,12 +3,14 @@
 A failure is *final* (``final_failure``) unless it waits for a person's
 decision (an unknown commit, nondeterminism, a spent budget, a compensation
 that failed) or only cut the drive (a store that cannot be written, a newer
-driver, a stop). The runner runs the compensations of the confirmed calls
-before it lets a final failure out of the drive, whoever records the end:
-the runner itself for the code's own failures (``fails_for_good``), the
-runtime for the others (``MaxVisitsExceededError``, ``SerializationError``,
-``ConfigurationError``...). Both record it with ``record_run_failed``, which
-names the compensations the log confirms.
+driver, a stop). The runner runs the compensations of the confirmed calls,
+then records ``run.failed`` for every final failure the run's code raised
+but drift (``fails_run``), whoever drives it: a worker, or ``run_workflow``
+in the calling process. A runtime's driver records the end itself for a
+final failure that its drive raised otherwise (drift, a recorded input the
+code no longer accepts), and for a drive cut between its compensations and
+its end. Both record it with
+``record_run_failed``, which names the compensations the log confirms.
 """
 
 from __future__ import annotations
@@ -18,31 +20,26 @@ import contextlib
 from .._logging import ERROR, INFO, note
 from ..errors import (
     BudgetExhaustedError,
+    CapabilityDriftError,
     CompensationFailedError,
     FencedError,
     LogUnavailableError,
     NondeterminismError,
-    SerializationError,
     UnknownCommitError,
 )
 from ..events import RUN_FAILED
 from . import _event_writer as ev
 from ._compensation import compensate, compensated_keys
 from ._context import RunContext
-from ._failures import error_data, recordable
+from ._failures import error_data
 from ._spec import Spec
 
 AWAITS_DECISION = (UnknownCommitError, NondeterminismError, BudgetExhaustedError, CompensationFailedError)
 """The failures that leave a run ``blocked`` until a person decides (never final)."""
 
 
-def fails_for_good(exc: BaseException) -> bool:
-    """Whether the runner records ``exc`` as the run's ``run.failed`` (the code's own failure)."""
-    return recordable(exc) and not isinstance(exc, SerializationError)
-
-
 def final_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` ends the run ``failed`` under a runtime (its compensations run first).
+    """Whether ``exc`` ends the run ``failed`` (its compensations run first).
 
     Not final: a failure that waits for a person (``AWAITS_DECISION``), and
     one that only cut the drive (the log unavailable, a newer driver, a stop
@@ -51,6 +48,16 @@ def final_failure(exc: BaseException) -> bool:
     if not isinstance(exc, Exception):
         return False
     return not isinstance(exc, (*AWAITS_DECISION, LogUnavailableError, FencedError))
+
+
+def fails_run(exc: BaseException) -> bool:
+    """Whether the runner records ``exc``, raised by the run's code, as the run's ``run.failed``.
+
+    Every final failure but drift: drift says the caller's code does not match
+    the log, and the caller decides (accept it, or run code that matches); a
+    runtime's driver, which has no caller to tell, records it with its keys.
+    """
+    return final_failure(exc) and not isinstance(exc, CapabilityDriftError)
 
 
 def record_run_failed(run: RunContext, exc: BaseException, compensated: list[str] | None = None) -> None:
@@ -82,13 +89,13 @@ async def compensate_before_end(run: RunContext, workflow: Spec, exc: BaseExcept
 
 
 def close_failed(run: RunContext, exc: BaseException, compensated: list[str]) -> bool:
-    """Make buffered outcomes durable and, for the code's own failures, record ``run.failed``.
+    """Make buffered outcomes durable and, when ``exc`` ends the run (``fails_run``), record ``run.failed``.
 
     Returns whether ``run.failed`` was recorded.
     """
     failed = False
     with contextlib.suppress(BaseException):
-        if fails_for_good(exc):
+        if fails_run(exc):
             path = getattr(exc, "path", None)
             record_run_failed(run, exc, compensated)
             failed = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,7 +13,7 @@ from ..errors import ConfigurationError, RunFailedError, RunInputMismatchError
 from ._context import Guard
 from ._recorded import Recorded
 from ._spec import Spec, spec_of
-from ._values import matches, to_json, value_hash
+from ._values import bytes_hash, matches, stored_bytes, to_json, value_hash
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,12 @@ class DriveOptions:
         opened: The run's fencing token and its log read after that fence (``open_run``),
             when the caller holding the lock read them already (a worker checks its code
             against the run before it drives it): the drive then neither fences nor reads again.
+        checked: The input as ``validate_input`` returned it, when the caller checked it
+            before it fenced the run (a bad input must leave nothing written): the drive
+            does not check it again.
+        on_execute: Called once the log accepted this drive, right before the workflow
+            body runs (not for a finished run, nor a drive refused as asked): ``run_workflow``
+            claims there a run that the runtime knows.
     """
 
     guard: Guard | None = None
@@ -37,6 +43,8 @@ class DriveOptions:
     resume_cancelled: bool = False
     traceparent: str | None = None
     opened: tuple[int, Recorded] | None = None
+    checked: tuple[Any, Any, str] | None = None
+    on_execute: Callable[[], None] | None = None
 
 
 PLAIN = DriveOptions()
@@ -46,6 +54,25 @@ PLAIN = DriveOptions()
 def new_run_id() -> str:
     """A fresh, unique run id."""
     return f"run_{uuid.uuid4().hex}"
+
+
+def checked_run_id(run_id: Any) -> str:
+    """``run_id`` when it can name a run (a new id for ``None``), checked before anything is written.
+
+    Raises:
+        ConfigurationError: ``run_id`` is not a non-empty string of valid Unicode text.
+    """
+    rid = new_run_id() if run_id is None else run_id
+    if not isinstance(rid, str) or not rid:
+        raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}. Nothing was written.")
+    try:
+        rid.encode()
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"run_id {rid!r} is not valid Unicode text ({exc.reason} at position {exc.start}): a log "
+            "stores run ids as UTF-8. Pass a run id without lone surrogates. Nothing was written."
+        ) from None
+    return rid
 
 
 def workflow_spec(wf: Any) -> Spec:
@@ -60,8 +87,17 @@ def workflow_spec(wf: Any) -> Spec:
     return spec
 
 
-def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
-    """The input rebuilt as the workflow's annotated type, its JSON and its hash."""
+def validate_input(spec: Spec, value: Any, run_id: str, *, recorded: bool = False) -> tuple[Any, Any, str]:
+    """The input rebuilt as the workflow's annotated type, its JSON and its hash.
+
+    ``recorded``: ``value`` is the input the run's log recorded (a runtime drives a
+    started run); a rejection then ends the run ``failed``, and the error says how
+    to continue it once the code accepts the input again.
+
+    Raises:
+        RunFailedError: The input is not valid for the workflow.
+        SerializationError: The input cannot be stored as JSON.
+    """
     params = spec.params()
     if not params:
         if value is not None:
@@ -76,15 +112,24 @@ def validate_input(spec: Spec, value: Any, run_id: str) -> tuple[Any, Any, str]:
     try:
         value = ad.validate_python(value, by_alias=True, by_name=True)  # recorded inputs hold names
     except ValidationError as exc:
+        said = (
+            f"the input that run {run_id!r} recorded is no longer valid for workflow {spec.name!r} "
+            f"(parameter {name!r}), so the run failed: fix the validation (the code must accept "
+            f"the inputs it accepted before), then `little resume {run_id}` (or "
+            f"durable.resume_run({run_id!r}, world=...)) continues it"
+            if recorded
+            else f"the input of workflow {spec.name!r} (parameter {name!r}) is not valid for run "
+            f"{run_id!r}; nothing was recorded"
+        )
         raise RunFailedError(
-            f"the input of workflow {spec.name!r} (parameter {name!r}) is not valid for run "
-            f"{run_id!r}; nothing was recorded:\n{exc}",
+            f"{said}:\n{exc}",
             cause_code="runtime_config_error",
             reason="invalid_input",
             run_id=run_id,
         ) from exc
-    data = to_json(ad, value, what="the input", run_id=run_id, path="")
-    return value, data, value_hash(data)
+    what = f"the input of workflow {spec.name!r} (parameter {name!r})"
+    data = to_json(ad, value, what=what, run_id=run_id, path="")
+    return value, data, bytes_hash(stored_bytes(data, what=what, run_id=run_id, path=""))
 
 
 def check_same_run(

@@ -2,112 +2,28 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
-from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from .._logging import INFO, note
-from ..errors import ConfigurationError, RunCancelled, RunInterrupted, RunTimeoutError
+from ..errors import ConfigurationError, RunCancelled, RunInterrupted
 from ..events import BUDGET_SET, RUN_CANCELLED, RUN_COMPLETED, RUN_INTERRUPTED
 from ..store import hold
 from . import _event_writer as ev
-from ._budget import Account, Budget, account_of, checked_budget
+from ._budget import Account, Budget, account_of
 from ._context import CURRENT, NOTHING, RunContext, Scope, check_awaited
-from ._loader import recover_log, unsafe_unconfirmed
+from ._loader import recover_log
 from ._metrics import count_run, meters
 from ._recorded import Recorded
-from ._run_end import close_failed, compensate_before_end, final_failure
-from ._run_input import PLAIN, DriveOptions, accepted_drift_keys, new_run_id, validate_input, workflow_spec
+from ._run_end import close_failed, compensate_before_end, fails_run
+from ._run_input import PLAIN, DriveOptions, validate_input
 from ._run_open import UNSET, check_resume, start_run
 from ._spec import Spec
 from ._sync_bodies import call_sync_body
 from ._tracing import tracing
 from ._values import to_json, value_hash
 from ._world import WorldCore
-
-
-async def run_workflow(
-    wf: Any,
-    input: Any = None,
-    *,
-    world: WorldCore,
-    run_id: str | None = None,
-    models: dict[str, str] | None = None,
-    timeout: float | None = None,
-    resume: Any = None,
-    retry_failed: bool = False,
-    accept_drift: Iterable[str] = (),
-    budget: Budget | None = None,
-) -> Any:
-    """Run a workflow, or resume it when ``run_id`` names a run already in ``world``.
-
-    A resume re-executes the workflow body from the top; every call the log
-    marks as committed returns its recorded result without running, and only
-    unfinished work runs. A finished run returns its recorded output (or
-    re-raises its recorded error) without running anything.
-
-    Args:
-        wf: A function decorated with ``@workflow``.
-        input: The workflow's input, validated against its annotation first.
-        world: Where the run's log lives (``local_world()`` or ``memory_world()``).
-        run_id: The run to start or resume; a new id is made when ``None``.
-        models: Model slot mapping, e.g. ``{"worker": "gpt-5"}``.
-        timeout: Seconds to wait in all (lock wait included); the run stays resumable.
-        resume: The answer to the interrupt the run is waiting on (``None``: no answer;
-            answer ``None`` itself with ``durable.handle(run_id, world=...).answer(None)``).
-        retry_failed: Run again the steps and effects that failed for good.
-        accept_drift: Drift keys, as a ``CapabilityDriftError`` prints them
-            (``"tools.pay.options.idempotent"``), that this resume accepts: the
-            run goes on with the changed code, the log records the accepted
-            change, and later resumes compare with the new manifest. Drift
-            under any other key still fails.
-        budget: What the run and its child runs may spend on model calls
-            (``durable.Budget``); a resume with another budget records it
-            (raising or lowering the limits). Once spent, the next model call
-            raises ``BudgetExhaustedError`` before it executes.
-
-    Returns:
-        The workflow's output.
-
-    Raises:
-        RunFailedError: Bad input, or a resume with another input or workflow.
-        CapabilityDriftError: The code or models changed under the run.
-        RunInterrupted: The run waits on ``durable.interrupt``; answer with ``resume=``.
-        RunTimeoutError: ``timeout`` passed first.
-        BudgetExhaustedError: A model call was due and the budget is spent.
-
-    Example:
-        >>> import asyncio, durable
-        >>> @durable.workflow
-        ... async def hello(name: str) -> str:
-        ...     return f"hello {name}"
-        >>> asyncio.run(durable.run_workflow(hello, "ada", world=durable.memory_world()))
-        'hello ada'
-    """
-    spec = workflow_spec(wf)
-    rid = run_id if run_id is not None else new_run_id()
-    if not isinstance(rid, str) or not rid:
-        raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}.")
-    coro = drive(
-        spec,
-        input,
-        world,
-        run_id=rid,
-        models=dict(models or {}),
-        resume=UNSET if resume is None else resume,
-        retry_failed=retry_failed,
-        accept_drift=accepted_drift_keys(accept_drift),
-        budget=None if budget is None else checked_budget(budget),
-    )
-    if timeout is None:
-        return await coro
-    try:
-        async with asyncio.timeout(timeout):
-            return await coro
-    except TimeoutError:
-        raise RunTimeoutError(_timeout_message(world, rid, timeout), run_id=rid) from None
 
 
 def open_run(world: WorldCore, run_id: str) -> tuple[int, Recorded]:
@@ -118,24 +34,6 @@ def open_run(world: WorldCore, run_id: str) -> tuple[int, Recorded]:
     """
     token = world.log.fence(run_id)
     return token, recover_log(world.log, run_id)
-
-
-def _timeout_message(world: WorldCore, run_id: str, timeout: float) -> str:
-    """What a timed-out run's log allows: a plain resume, or a check of a tool first."""
-    head = f"run {run_id!r} did not finish within {timeout} s"
-    try:
-        unsafe = unsafe_unconfirmed(recover_log(world.log, run_id))
-    except Exception:  # the log cannot be read now: say what is known
-        unsafe = []
-    if not unsafe:
-        return f"{head}; it stays resumable: call run_workflow again with the same run_id."
-    keys = ", ".join(repr(k) for k in unsafe)
-    return (
-        f"{head} while a tool that is neither idempotent nor reconcilable was running ({keys}). "
-        "It may or may not have happened, so a resume raises UnknownCommitError for it: check "
-        f"the external system for idempotency key {run_id}:<key>, then start a new run, or "
-        "make the tool safe to call again and resume with accept_drift= as that error says."
-    )
 
 
 async def drive(
@@ -159,7 +57,7 @@ async def drive(
     recorded when it differs from the run's; a child run counts against its
     parent's ``account``.
     """
-    value, data, input_hash = validate_input(spec, input, run_id)
+    value, data, input_hash = options.checked or validate_input(spec, input, run_id)
     how = _How(resume, retry_failed, accept_drift, budget, account, options)
     if options.lock_held:
         return await _drive_held(spec, value, data, input_hash, world, run_id, models, parent, how)
@@ -267,6 +165,8 @@ async def _drive_run(
         run.flush()
     run.account = how.account if how.account is not None else account_of(world, run_id, rec)
     run.guard = how.options.guard
+    if how.options.on_execute is not None:
+        how.options.on_execute()
     return await _execute(run, spec, value)
 
 
@@ -303,7 +203,7 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         note(INFO, run.run_id, None, "run %s cancelled (%s)", run.run_id, exc.reason, reason=exc.reason)
         raise
     except BaseException as exc:
-        done = await compensate_before_end(run, spec, exc) if final_failure(exc) else []
+        done = await compensate_before_end(run, spec, exc) if fails_run(exc) else []
         if close_failed(run, exc, done):
             count_run("failed", spec.name, run.meters)
         raise

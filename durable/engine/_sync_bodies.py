@@ -37,8 +37,8 @@ def call_sync_body(
             f"run {run_id!r}: the sync {what} started an event loop of its own (agent.run_sync(), "
             "asyncio.run() or loop.run_until_complete()), but a sync body runs on the event loop that "
             f"drives the run: {exc}. Make the {what} 'async def' and await the async call instead "
-            "('await agent.run(...)' for 'agent.run_sync(...)'), then call run_workflow again with "
-            "the same run_id.",
+            "('await agent.run(...)' for 'agent.run_sync(...)'), then resume the run: "
+            f"run_workflow(..., run_id={run_id!r}, retry_failed=True) or `little resume {run_id}`.",
             run_id=run_id,
             path=path or None,
         ) from exc

@@ -18,7 +18,7 @@ import pydantic_core
 from pydantic import TypeAdapter
 
 from ..errors import SerializationError
-from ._roundtrip import INT_BITS, Output, unstorable
+from ._roundtrip import INT_BITS, Output, not_stored, unstorable
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=False).encode
 _canonical = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True).encode
@@ -150,7 +150,7 @@ def to_json(
             return value
         raise SerializationError(
             f"{what} at path {path!r} in run {run_id!r} is an int of more than 4,300 digits, which "
-            "Python cannot read back from the log. Pass it as a str instead. Nothing was recorded.",
+            f"Python cannot read back from the log. Pass it as a str instead. {not_stored(run_id)}",
             run_id=run_id,
             path=path,
         )
@@ -227,7 +227,7 @@ def readable(raw: bytes, *, what: str, run_id: str | None, path: str | None) -> 
             raise SerializationError(
                 f"{what} at path {path!r} in run {run_id!r} cannot be stored: it holds an int "
                 f"that could not be read back ({exc}). Store such a number as a str, or keep it "
-                "in an artifact. Nothing was recorded; the run stays resumable.",
+                f"in an artifact. {not_stored(run_id)}",
                 run_id=run_id,
                 path=path,
             ) from None

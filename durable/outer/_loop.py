@@ -30,7 +30,6 @@ from ..engine import (
     definition_hash,
     matches,
     new_run_id,
-    run_workflow,
     spec_of,
     to_json,
     validate_input,
@@ -38,6 +37,7 @@ from ..engine import (
 from ..engine import payloads as ev
 from ..errors import ConfigurationError, OuterLoopError, RunFailedError, RunTimeoutError
 from ..events import OUTER_LOOP_CYCLE_COMPLETED
+from ..runtime import run_workflow
 from ..store import Append, hold
 from ._manifest import CycleEntry, Goal, LoopResult, ManifestStore, OuterLoopManifest, check_outer_loop_id
 from ._types import Continue, Cycle, CycleRecord, Done, OuterLoopResult, Supervise

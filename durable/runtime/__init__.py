@@ -30,6 +30,7 @@ from ._queue import Queue
 from ._resolve import answer_run as answer_run
 from ._resolve import decided_by as decided_by
 from ._resolve import resolve_commit as resolve_commit
+from ._run_here import run_workflow
 from ._schedules import (
     CATCH_UP,
     MISSED_AFTER,
@@ -67,6 +68,7 @@ __all__ = [
     "recover_runs",
     "resume_run",
     "run_status",
+    "run_workflow",
     "schedule_pass",
     "schedules_of",
     "send",

@@ -34,6 +34,7 @@ from ..engine import (
     count_run,
     drive,
     first_started,
+    validate_input,
     workflow_spec,
 )
 from ..errors import ConfigurationError, FencedError, RunCancelled, RunCancelledError, RunInterrupted
@@ -248,6 +249,7 @@ class Driver:
             recorded = started
             value = recorded.get("input") if recorded is not None else json.loads(open_input(world, rec))
             models = recorded.get("models", {}) if recorded is not None else json.loads(rec.models)
+            checked = validate_input(spec, value, rid, recorded=recorded is not None)
             await drive(
                 spec,
                 value,
@@ -263,6 +265,7 @@ class Driver:
                     resume_cancelled=rec.resume == "cancelled",
                     traceparent=rec.traceparent,
                     opened=opened,
+                    checked=checked,
                 ),
             )
         except (RunCancelled, RunCancelledError):
@@ -303,7 +306,7 @@ class Driver:
         world = self.world
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         try:
-            if _recorded_failure(world, rid):
+            if recorded_end(world, rid):
                 return "done"
             kind, reason = classify(exc)
             if kind == FAILED:
@@ -311,15 +314,14 @@ class Driver:
                 if recorded:
                     rec = self.control.get(rid)
                     count_run("failed", rec.workflow if rec is not None else "")
-                if recorded or _recorded_failure(world, rid):
+                if recorded or recorded_end(world, rid):
                     log.warning("run %s failed: %s: %s", rid, type(exc).__name__, first)
                     return "done"
             elif kind == BLOCKED and reason == NONDETERMINISM and self.on_nondeterminism is not None:
                 return self.on_nondeterminism(spec, rid, exc)
             elif kind == BLOCKED:
                 assert reason is not None
-                self.control.block(rid, blocked_text(world, rid, reason, exc))
-                say_blocked(world, rid, reason, exc)
+                block_run(world, rid, reason, exc)
                 return BLOCKED
         except Exception as again:  # the store cannot take the outcome now: the drive counts as cut
             log.warning("run %s stopped (%s) and its outcome could not be recorded: %s", rid, first, again)
@@ -404,6 +406,29 @@ class Driver:
                 await self._watch
 
 
+def block_run(
+    world: WorldCore,
+    run_id: str,
+    reason: str,
+    exc: BaseException | None,
+    workflow: str = "",
+    *,
+    code: str | None = None,
+) -> None:
+    """Record that the run waits for a decision (``blocked`` with ``reason``), with its one warning.
+
+    The driver that held the run's lock records it, a worker's or ``run_workflow``'s. A
+    run driven by ``run_workflow`` has no control record until it needs one: it is
+    made here (claimed by nobody, then blocked), for ``workflow``. ``code``: as
+    ``blocked_fields`` takes it (the code a ``nondeterminism`` run was recorded with).
+    """
+    ctl = runtime_of(world).control
+    if ctl.get(run_id) is None:
+        ctl.adopt(run_id, workflow, owner="", pid=0, host="", now=world.clock())
+    ctl.block(run_id, blocked_text(world, run_id, reason, exc, code=code))
+    say_blocked(world, run_id, reason, exc, code=code)
+
+
 def say_blocked(
     world: WorldCore, run_id: str, reason: str, exc: BaseException | None, *, code: str | None = None
 ) -> None:
@@ -417,8 +442,11 @@ def say_blocked(
     log.warning("%s", blocked_error(world, run_id, data, rec.queue if rec is not None else None))
 
 
-def _recorded_failure(world: WorldCore, run_id: str) -> bool:
-    """Whether the run's log records its end (a drive that cancels a waiting run has none yet)."""
+def recorded_end(world: WorldCore, run_id: str) -> bool:
+    """Whether the run's log records its end (neither running nor waiting at an interrupt).
+
+    A drive that cancels a waiting run has no end yet when it raises.
+    """
     info = world.log.info(run_id)
     return info is not None and info.status not in ("running", "interrupted")
 

@@ -259,8 +259,10 @@ def test_resume_with_other_input_fails_closed(world: durable.World) -> None:
     assert info.value.reason == "run_input_mismatch"
 
 
-def test_unserializable_output_raises_and_log_stays_resumable(world: durable.World) -> None:
-    """A step output JSON cannot hold raises SerializationError naming the path; the run resumes."""
+def test_unserializable_output_fails_the_run_and_a_retry_after_the_fix_completes_it(
+    world: durable.World,
+) -> None:
+    """A step output JSON cannot hold raises SerializationError naming the path and ends the run failed."""
     mode = {"bad": True}
 
     @durable.step
@@ -273,16 +275,16 @@ def test_unserializable_output_raises_and_log_stays_resumable(world: durable.Wor
 
     with pytest.raises(SerializationError, match="'s'"):
         run(durable.run_workflow(wf, world=world, run_id="r"))
-    assert "run.failed" not in types(world, "r")
+    assert types(world, "r")[-1] == "run.failed"
     mode["bad"] = False
-    assert run(durable.run_workflow(wf, world=world, run_id="r")) == "ok"
+    assert run(durable.run_workflow(wf, world=world, run_id="r", retry_failed=True)) == "ok"
 
 
 @pytest.mark.parametrize("where", ["argument", "output", "tool result"])
-def test_a_lone_surrogate_raises_serialization_error_and_the_run_resumes(
+def test_a_lone_surrogate_raises_serialization_error_and_a_retry_after_the_fix_resumes(
     world: durable.World, where: str
 ) -> None:
-    """A string UTF-8 cannot encode is refused where it enters the log, not when the log is written."""
+    """A string UTF-8 cannot encode is refused where it enters the log (the run fails), not at the write."""
     bad = {"on": True}
 
     def text() -> str:
@@ -303,13 +305,13 @@ def test_a_lone_surrogate_raises_serialization_error_and_the_run_resumes(
 
     with pytest.raises(SerializationError, match="lone surrogates"):
         run(durable.run_workflow(wf, world=world, run_id="r"))
-    assert "run.failed" not in types(world, "r")
+    assert types(world, "r")[-1] == "run.failed"
     bad["on"] = False
     if where == "tool result":  # the tool ran but its result was never confirmed
         with pytest.raises(durable.UnknownCommitError):
-            run(durable.run_workflow(wf, world=world, run_id="r"))
+            run(durable.run_workflow(wf, world=world, run_id="r", retry_failed=True))
     else:
-        assert run(durable.run_workflow(wf, world=world, run_id="r")) == "fine"
+        assert run(durable.run_workflow(wf, world=world, run_id="r", retry_failed=True)) == "fine"
 
 
 def test_failed_step_is_recorded_and_reraised_on_resume(world: durable.World) -> None:

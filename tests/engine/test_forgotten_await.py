@@ -85,7 +85,7 @@ def _reset() -> None:
 
 
 def test_a_forgotten_await_on_a_tool_fails_the_run_naming_the_call_file_and_line(worlds: Worlds) -> None:
-    """The error names the tool and this file's line; the tool never ran and no event of it was recorded."""
+    """The error names the tool and this file's line; the tool never ran, nothing of it was recorded."""
     world = worlds.open()
     with pytest.raises(ConfigurationError) as err:
         asyncio.run(durable.run_workflow(forgets_a_tool, "o1", world=world, run_id="f1"))
@@ -94,11 +94,11 @@ def test_a_forgotten_await_on_a_tool_fails_the_run_naming_the_call_file_and_line
     assert "Put `await` before the call" in text
     assert err.value.run_id == "f1"
     assert CALLS == []
-    assert [e.type for e in world.events("f1")] == ["run.started"]  # no intent, no receipt, no completion
+    assert [e.type for e in world.events("f1")] == ["run.started", "run.failed"]  # no intent, no receipt
 
 
 def test_a_forgotten_await_inside_a_step_fails_before_the_step_commits(worlds: Worlds) -> None:
-    """A step body that returns with an un-awaited tool call fails; the step is not committed."""
+    """A step body that returns with an un-awaited tool call fails the run; the step is not committed."""
     world = worlds.open()
     with pytest.raises(ConfigurationError, match="tool 'charge' was called at") as err:
         asyncio.run(durable.run_workflow(step_forgets, "o2", world=world, run_id="f2"))
@@ -106,7 +106,7 @@ def test_a_forgotten_await_inside_a_step_fails_before_the_step_commits(worlds: W
     assert "step 'forgets_inside_a_step' returned without it" in str(err.value)
     assert err.value.path == "forgets_inside_a_step"
     assert CALLS == []
-    assert [e.type for e in world.events("f2")] == ["run.started", "step.started"]
+    assert [e.type for e in world.events("f2")] == ["run.started", "step.started", "run.failed"]
 
 
 def test_a_forgotten_child_workflow_is_named_too(worlds: Worlds) -> None:

@@ -50,16 +50,18 @@ async def optional(x: int) -> int | None:
 
 
 def test_none_from_a_step_annotated_int_is_refused_and_never_recorded(worlds: Worlds) -> None:
-    """``-> int`` returning None fails the first run with advice; fixed, the same run id completes."""
+    """``-> int`` returning None fails the first run with advice; fixed, a retry of the same run completes."""
     FIXED["score"] = False
     world = worlds.open()
     with pytest.raises(SerializationError, match=r"None") as err:
         asyncio.run(durable.run_workflow(scored, 3, world=world, run_id="s"))
-    assert "int | None" in str(err.value) and "Nothing was recorded" in str(err.value)
+    assert "int | None" in str(err.value) and "Nothing of it was recorded" in str(err.value)
     assert err.value.run_id == "s" and err.value.path == "score"
     assert "step.completed" not in [e.type for e in world.events("s")]
+    assert [e.type for e in world.events("s")][-1] == "run.failed"
     FIXED["score"] = True
-    assert asyncio.run(durable.run_workflow(scored, 3, world=worlds.open(), run_id="s")) == 6
+    again = worlds.open()
+    assert asyncio.run(durable.run_workflow(scored, 3, world=again, run_id="s", retry_failed=True)) == 6
 
 
 @pytest.mark.parametrize("workflow", [looked_up, nothing], ids=["tool", "workflow"])

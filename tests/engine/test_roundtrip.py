@@ -136,7 +136,7 @@ CASES: dict[str, tuple[Any, Any, str]] = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_value_that_would_not_round_trip_is_refused_at_commit(world: durable.World, case: str) -> None:
-    """The first run fails at the step with a SerializationError naming path and field; the run resumes."""
+    """The first run fails at the step with a SerializationError naming path and field; a retry resumes it."""
     annotation, bad, expected = CASES[case]
     mode = {"bad": True}
 
@@ -155,11 +155,11 @@ def test_a_value_that_would_not_round_trip_is_refused_at_commit(world: durable.W
     message = str(info.value)
     assert expected in message
     assert "at path 's' in run 'r'" in message
-    assert "the run stays resumable" in message
+    assert "retry_failed=True" in message and "`little resume r`" in message
     assert info.value.path == "s"
-    assert "run.failed" not in types(world, "r") and "step.completed" not in types(world, "r")
+    assert types(world, "r")[-1] == "run.failed" and "step.completed" not in types(world, "r")
     mode["bad"] = False
-    assert run(durable.run_workflow(wf, world=world, run_id="r")) == "None"
+    assert run(durable.run_workflow(wf, world=world, run_id="r", retry_failed=True)) == "None"
 
 
 class Clean(BaseModel):
@@ -274,10 +274,10 @@ def test_an_unannotated_value_that_would_change_type_is_refused(
     message = str(info.value)
     assert expected in message
     assert f"Annotate the return type of {kind} 'fetch_order' (tests.engine.test_roundtrip." in message
-    assert "run.failed" not in types(world, "r")
+    assert types(world, "r")[-1] == "run.failed"
     if kind == "step":  # a refused tool result is an unknown commit: the tool ran
         mode["bad"] = False
-        assert run(durable.run_workflow(wf, world=world, run_id="r")) == "'plain'"
+        assert run(durable.run_workflow(wf, world=world, run_id="r", retry_failed=True)) == "'plain'"
 
 
 def test_an_unresolvable_return_annotation_is_named_in_the_refusal(world: durable.World) -> None:
@@ -373,15 +373,15 @@ def test_an_int_too_long_to_read_back_is_refused(world: durable.World, where: st
 
     with pytest.raises(SerializationError, match=r"4,300 digits|could not be read back"):
         run(durable.run_workflow(wf, world=world, run_id="r"))
-    assert "run.failed" not in types(world, "r")
+    assert types(world, "r")[-1] == "run.failed"
     [info] = world.runs()
     assert world.events(info.run_id)  # the log reads back
     bad["on"] = False
     if where == "tool result":
         with pytest.raises(durable.UnknownCommitError):
-            run(durable.run_workflow(wf, world=world, run_id="r"))
+            run(durable.run_workflow(wf, world=world, run_id="r", retry_failed=True))
     else:
-        assert run(durable.run_workflow(wf, world=world, run_id="r")) in (2, 5)
+        assert run(durable.run_workflow(wf, world=world, run_id="r", retry_failed=True)) in (2, 5)
 
 
 def test_an_output_holding_an_int_too_long_to_read_back_is_refused(world: durable.World) -> None:
@@ -472,4 +472,4 @@ def test_an_unresolved_bad_annotation_fails_before_the_body_runs(world: durable.
     finally:
         del globals()["Missing"]
     assert ran == []
-    assert "run.failed" not in types(world, "r")
+    assert types(world, "r")[-1] == "run.failed"

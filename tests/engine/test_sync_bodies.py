@@ -13,13 +13,16 @@ async def _two() -> int:
     return 2
 
 
-def test_asyncio_run_in_a_sync_step_is_a_configuration_error_not_a_recorded_failure(
+def test_asyncio_run_in_a_sync_step_is_a_configuration_error_and_a_retry_after_the_fix_completes(
     world: durable.World,
 ) -> None:
-    """asyncio.run in a sync step: ConfigurationError naming the step; the run is not failed for good."""
+    """asyncio.run in a sync step: ConfigurationError naming the step, the run failed; a retry ends it."""
+    fixed = {"on": False}
 
     @durable.step(name="count")
     def count_sync() -> int:
+        if fixed["on"]:
+            return 2
         coro = _two()
         try:
             return asyncio.run(coro)
@@ -33,7 +36,11 @@ def test_asyncio_run_in_a_sync_step_is_a_configuration_error_not_a_recorded_fail
     with pytest.raises(durable.ConfigurationError, match=r"sync step 'count'.*'async def'") as err:
         asyncio.run(durable.run_workflow(wf_sync, world=world, run_id="r"))
     assert err.value.path == "count"
-    assert not any(e.type in ("run.failed", "step.failed") for e in world.events("r"))
+    assert "retry_failed=True" in str(err.value) and "`little resume r`" in str(err.value)
+    assert [e.type for e in world.events("r")][-1] == "run.failed"
+    assert not any(e.type == "step.failed" for e in world.events("r"))
+    fixed["on"] = True  # the advice, followed
+    assert asyncio.run(durable.run_workflow(wf_sync, world=world, run_id="r", retry_failed=True)) == 2
 
 
 def test_a_sync_body_s_own_runtime_error_is_left_as_it_is(world: durable.World) -> None:

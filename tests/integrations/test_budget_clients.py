@@ -102,6 +102,30 @@ def test_a_raised_token_budget_replays_the_recorded_openai_responses_without_sen
     assert asyncio.run(durable.handle("chat", world=world).usage()).calls == 5
 
 
+def test_a_spent_budget_blocks_an_openai_run_and_resume_run_raises_it(worlds: Worlds) -> None:
+    """The run of run_workflow is blocked (budget) at once; resume_run with more tokens finishes it."""
+    transport = _Transport()
+    world = worlds.open()
+    chat = _agent(_client(transport))
+
+    async def go() -> list[str]:
+        with pytest.raises(durable.BudgetExhaustedError):
+            await durable.run_workflow(
+                chat, 4, world=world, run_id="chat", budget=durable.Budget(max_tokens=700)
+            )
+        h = durable.handle("chat", world=world)
+        with pytest.raises(durable.RunBlockedError) as blocked:
+            await h.result(timeout=10)
+        assert blocked.value.reason == "budget"
+        assert blocked.value.fixes[0].startswith("little resume chat --budget JSON")
+        await durable.resume_run("chat", world=world, budget=durable.Budget(max_tokens=2000))
+        out: list[str] = await h.result(timeout=30)
+        return out
+
+    assert asyncio.run(go()) == [f"answer {n}" for n in range(1, 5)]
+    assert len(transport.sent) == 4
+
+
 def test_a_pydantic_ai_agent_records_each_model_responses_usage_and_its_budget_stops_it(
     worlds: Worlds,
 ) -> None:
