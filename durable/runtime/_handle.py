@@ -12,6 +12,7 @@ from ..engine import (
     Spec,
     Usage,
     WorldCore,
+    checked_run_id,
     completed_output,
     outcome_of,
     rebuild_from,
@@ -381,8 +382,9 @@ def handle(run_id: str, *, world: WorldCore) -> RunHandle:
 
     Raises:
         RunNotFoundError: The world has no such run.
+        ConfigurationError: ``run_id`` is not a string of valid text.
     """
-    run_status(world, run_id)
+    run_status(world, checked_run_id(run_id))
     info = world.log.info(run_id)
     rec = control_of(world).get(run_id)
     name = info.workflow if info is not None else rec.workflow if rec is not None else None

@@ -17,9 +17,9 @@ from ..engine import (
     accepted_drift_keys,
     check_same_run,
     checked_budget,
+    checked_run_id,
     count_recovery,
     first_started,
-    new_run_id,
     open_run,
     traceparent,
     validate_input,
@@ -124,7 +124,7 @@ def start_workflow(
         The run's handle.
 
     Raises:
-        ConfigurationError: Queue-only options without a queue, a bad option, or no
+        ConfigurationError: Queue-only options without a queue, a bad option or run id, or no
             running event loop for a run without a queue. Nothing is written then.
         RunFailedError: The input is not valid for the workflow, or ``run_id`` names a run
             of another workflow.
@@ -135,9 +135,7 @@ def start_workflow(
     qname = queue_name(queue)
     _check_options(qname, partition_key, priority, dedup_id, deadline)
     dkey, start_at, until = debounce_window(qname, debounce_key, debounce, debounce_max, world.clock())
-    rid = run_id if run_id is not None else new_run_id()
-    if not isinstance(rid, str) or not rid:
-        raise ConfigurationError(f"run_id must be a non-empty string, not {rid!r}.")
+    rid = checked_run_id(run_id)
     if qname is None:
         try:
             asyncio.get_running_loop()
@@ -249,7 +247,7 @@ async def resume_run(
     """
     keys = sorted(accepted_drift_keys(accept_drift))
     raised = None if budget is None else checked_budget(budget)
-    st = run_status(world, run_id)
+    st = run_status(world, checked_run_id(run_id))
     if raised is not None:
         if st.status not in ("cancelled", "failed", "blocked", "interrupted"):
             raise ConfigurationError(
