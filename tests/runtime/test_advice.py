@@ -1,0 +1,64 @@
+"""What the unhappy path says is true, and its advice, followed, works."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import BaseModel, field_validator
+
+import durable
+from durable import Queue, Worker
+from durable.runtime import run_status
+from tests.runtime.test_runtime import until
+
+STRICT = {"on": False}
+
+
+class Order(BaseModel):
+    sku: str
+
+    @field_validator("sku")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if STRICT["on"] and not v.startswith("SKU-"):
+            raise ValueError("unknown sku")
+        return v
+
+
+@durable.workflow
+async def ship(order: Order) -> str:
+    answer = durable.interrupt(f"ship {order.sku}?")
+    return f"{order.sku}: {answer}"
+
+
+@pytest.fixture(autouse=True)
+def _lenient() -> None:
+    STRICT["on"] = False
+
+
+async def test_a_recorded_input_the_validator_now_rejects_fails_the_run_and_resume_after_the_fix_ends_it(
+    world: durable.World,
+) -> None:
+    """The error says the run failed and that resuming after fixing the validation continues it; it does."""
+    async with Worker(world, workflows=[ship], queues=[Queue("q")]):
+        h = durable.start_workflow(ship, Order(sku="a1"), world=world, queue="q")
+        await until(lambda: run_status(world, h.run_id).status == "interrupted")
+        STRICT["on"] = True  # a deploy tightened the validator
+        await h.answer("yes")
+        await until(lambda: run_status(world, h.run_id).status == "failed")
+        st = run_status(world, h.run_id)
+        assert st.error is not None
+        said = st.error["error_message"]
+        assert f"the input that run {h.run_id!r} recorded is no longer valid" in said
+        assert f"`little resume {h.run_id}`" in said and "nothing was recorded" not in said
+        assert [e.type for e in world.events(h.run_id)][-1] == "run.failed"
+        STRICT["on"] = False  # the advice: fix the validation, then resume
+        await durable.resume_run(h.run_id, world=world)
+        assert await h.result(timeout=30) == "a1: yes"
+
+
+async def test_an_input_rejected_on_a_new_run_says_nothing_was_recorded(world: durable.World) -> None:
+    """A caller's own bad input writes nothing, and the error says so."""
+    STRICT["on"] = True
+    with pytest.raises(durable.RunFailedError, match="nothing was recorded"):
+        await durable.run_workflow(ship, {"sku": "a1"}, world=world, run_id="r")
+    assert world.runs() == []
