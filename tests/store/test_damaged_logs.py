@@ -306,3 +306,17 @@ def test_a_full_disk_at_open_is_unavailable_not_corruption(tmp_path: Path, log: 
             assert world.log.integrity_check() == "ok"  # type: ignore[attr-defined]
             assert asyncio.run(durable.run_workflow(writer, 3, world=world, run_id="full")) == 3
     assert sum(CALLS.values()) == 3  # each step ran once, whichever open came first
+
+
+def test_a_full_disk_when_the_control_store_is_first_opened_says_so(tmp_path: Path) -> None:
+    """handle.status() on a full disk names the disk and its OS error, not a lock; with room, it works."""
+    with _small_disk(tmp_path / "small", "256k") as disk, durable.local_world(disk / "data") as world:
+        assert asyncio.run(durable.run_workflow(writer, 1, world=world, run_id="r")) == 1
+        filler = _fill_disk(disk)  # runtime.db is opened by the first look at the runtime
+        with pytest.raises(LogUnavailableError) as err:
+            asyncio.run(durable.handle("r", world=world).status())
+        text = str(err.value)
+        assert "runtime.db" in text and "is full (" in text and "locked" not in text
+        assert "not damaged" in text and "Free some space" in text
+        filler.unlink()  # the advice, followed
+        assert asyncio.run(durable.handle("r", world=world).status()) == "completed"

@@ -16,8 +16,9 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import LogCorruptedError, LogFormatError, LogUnavailableError
+from ...errors import LogCorruptedError, LogFormatError
 from ...security import refuse_linked_database
+from .._sqlite_files import busy, refused, stayed_locked
 from ._doorbell import Doorbell
 from ._protocol import (
     ControlRecord,
@@ -149,14 +150,19 @@ class SqliteControl:
                     raise
                 return
             except sqlite3.OperationalError as exc:
+                if not busy(exc):
+                    raise refused(self.path, exc) or self._unreadable(exc) from exc
                 if time.monotonic() >= deadline:
-                    raise LogUnavailableError(f"{str(self.path)!r} stayed locked: {exc}") from exc
+                    raise stayed_locked(self.path, busy_timeout, exc) from exc
                 time.sleep(0.005)
             except sqlite3.DatabaseError as exc:
-                raise LogCorruptedError(
-                    f"{str(self.path)!r} is not a readable control store ({exc}); move it aside "
-                    "(queued runs that never started are lost; started runs stay in events.db)."
-                ) from exc
+                raise self._unreadable(exc) from exc
+
+    def _unreadable(self, exc: Exception) -> LogCorruptedError:
+        return LogCorruptedError(
+            f"{str(self.path)!r} is not a readable control store ({exc}); move it aside "
+            "(queued runs that never started are lost; started runs stay in events.db)."
+        )
 
     def _migrate(self) -> None:
         db = self._db

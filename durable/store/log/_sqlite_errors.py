@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...errors import LogCorruptedError, LogUnavailableError
+from .._sqlite_files import BUSY
 from ._protocol import Row
-from ._sqlite_schema import _BUSY
 
 
 def failure(
@@ -26,7 +26,7 @@ def failure(
             "then resume the run with the same run_id.",
             run_id=run_id,
         )
-    if code in _BUSY or code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM):
+    if code in BUSY or code in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM):
         return LogUnavailableError(
             f"{where}{str(path)!r} cannot be used right now ({exc}). Nothing of this "
             "write was kept and everything committed before it is intact. Fix the cause "

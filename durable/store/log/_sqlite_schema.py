@@ -6,12 +6,12 @@ version this SDK reads; anything else is refused before a byte is written.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 from pathlib import Path
 
 from ...errors import LogCorruptedError, LogFormatError, LogUnavailableError
+from .._sqlite_files import busy, refused, stayed_locked
 from ._wal_checkpoints import SAFETY_NET_PAGES
 
 SCHEMA_VERSION = 2
@@ -25,17 +25,6 @@ _COLUMNS = {
     "runs": {"run_id", "workflow", "status", "parent_run_id", "created_at", "updated_at", "token"},
 }
 """The columns of the log's own tables: a file without them is not a durable log."""
-
-_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-_NOT_NOW = (
-    sqlite3.SQLITE_FULL,
-    sqlite3.SQLITE_IOERR,
-    sqlite3.SQLITE_CANTOPEN,
-    sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_NOMEM,
-    sqlite3.SQLITE_PERM,
-)
-"""Result codes at open that say the file cannot be used now, not that it is damaged."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -84,14 +73,10 @@ def open_log(
                 db.execute("ROLLBACK")
             # Switching a fresh file to WAL needs a lock that SQLite does not wait
             # for: another process opening the same new file at once holds it.
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _BUSY:
+            if not busy(exc):
                 raise _failed_open(path, exc) from exc
             if time.monotonic() >= deadline:
-                raise LogUnavailableError(
-                    f"{str(path)!r} stayed locked by another process for "
-                    f"{busy_timeout / 1000:g} s while this one opened it ({exc}). The log is "
-                    "not damaged: try again once that process has let go of it."
-                ) from exc
+                raise stayed_locked(path, busy_timeout, exc) from exc
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
@@ -104,28 +89,7 @@ def open_log(
 
 def _failed_open(path: Path, exc: Exception) -> LogCorruptedError | LogUnavailableError:
     """The error for a failed open: the disk or the file system refused it, or the file is damaged."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code == sqlite3.SQLITE_FULL or (code in _NOT_NOW and _disk_full(path)):
-        return LogUnavailableError(
-            f"the disk holding {str(path)!r} is full ({exc}). The log is not damaged and nothing "
-            "was written to it. Free some space, then open it again."
-        )
-    if code in _NOT_NOW:
-        return LogUnavailableError(
-            f"{str(path)!r} cannot be opened right now ({exc}). The log is not damaged and nothing "
-            "was written to it. Fix the cause (permissions, the disk, another process holding "
-            "it), then open it again."
-        )
-    return _unreadable(path, exc)
-
-
-def _disk_full(path: Path) -> bool:
-    """Whether the file system holding ``path`` has no block left for this process."""
-    try:
-        stat = os.statvfs(path.parent)
-    except OSError:
-        return False
-    return stat.f_bavail * stat.f_frsize < 64 * 1024  # less than SQLite needs to open a log
+    return refused(path, exc) or _unreadable(path, exc)
 
 
 def _unreadable(path: Path, exc: Exception) -> LogCorruptedError:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ...errors import LogCorruptedError, LogUnavailableError
+from ...errors import LogCorruptedError
 from ...security import refuse_linked_database
+from .._sqlite_files import busy, refused, stayed_locked
 
 
 @dataclass(frozen=True)
@@ -177,15 +178,21 @@ class SqliteSchedules:
                 self._db.execute(_SCHEMA)
                 return
             except sqlite3.OperationalError as exc:
-                if time.monotonic() >= deadline:
-                    self._db.close()
-                    raise LogUnavailableError(f"{str(self.path)!r} stayed locked: {exc}") from exc
-                time.sleep(0.005)
+                if busy(exc) and time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                self._db.close()
+                if busy(exc):
+                    raise stayed_locked(self.path, busy_timeout, exc) from exc
+                raise refused(self.path, exc) or self._unreadable(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._db.close()
-                raise LogCorruptedError(
-                    f"{str(self.path)!r} is not a readable runtime store ({exc}); move it aside."
-                ) from exc
+                raise self._unreadable(exc) from exc
+
+    def _unreadable(self, exc: Exception) -> LogCorruptedError:
+        return LogCorruptedError(
+            f"{str(self.path)!r} is not a readable runtime store ({exc}); move it aside."
+        )
 
     def _tx(self, body: Any) -> Any:
         db = self._db
