@@ -47,7 +47,11 @@ def _resolve_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--happened", action="store_true", help="the call took place: --result is its receipt")
     p.add_argument("--not-happened", action="store_true", help="the call did not take place: call it again")
-    p.add_argument("--result", metavar="JSON", help="with --happened: what the tool returned, as JSON")
+    p.add_argument(
+        "--result",
+        metavar="JSON",
+        help="with --happened: what the tool returned, as JSON (needed unless the tool returns None)",
+    )
     p.add_argument(
         "--workflow",
         metavar="MODULE:FUNCTION",
@@ -78,7 +82,10 @@ def _resolve(world: WorldCore, a: argparse.Namespace) -> Any:
         await h.resolve(a.key, happened=a.happened, result=result, workflows=workflow_of(a), by=None)
         return await _drive_here(world, a.run_id)
 
-    return _after(world, a.run_id, asyncio.run(go()))
+    out = _after(world, a.run_id, asyncio.run(go()))
+    if a.happened and a.result is None:  # refused above unless the tool's return type takes None
+        out["result"] = "None (no --result was given, and the tool's return type takes None)"
+    return out
 
 
 def _answer_args(p: argparse.ArgumentParser) -> None:

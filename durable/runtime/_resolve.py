@@ -102,12 +102,30 @@ def _tool_spec(workflow: Spec | None, name: str) -> Spec | None:
 
 
 def _receipt_result(
-    run_id: str, key: str, name: str, rec: Recorded, workflow: Spec | None, result: Any
+    run_id: str, key: str, name: str, rec: Recorded, workflow: Spec | None, result: Any, given: list[Spec]
 ) -> Any:
-    """``result`` checked against the return type of the tool ``name``, as the receipt stores it."""
+    """``result`` checked against the return type of the tool ``name``, as the receipt stores it.
+
+    ``given``: the workflows the caller passed (``workflows=``, ``--workflow``).
+    """
+    wf = (rec.started or {}).get("workflow")
     tool = _tool_spec(workflow, name)
+    if tool is None and workflow is not None:
+        raise ConfigurationError(
+            f"run {run_id!r}: workflow {wf!r} as this process has it ({workflow.qualname}) calls no "
+            f"tool {name!r}, which made the call at key {key!r}: its return type is unknown here. "
+            "Run this with the code the run started with, or decide with happened=False "
+            "(`--not-happened`) if the call did not take place. Nothing was written."
+        )
+    if tool is None and given:
+        names = ", ".join(repr(s.name) for s in given)
+        raise ConfigurationError(
+            f"run {run_id!r} is a run of workflow {wf!r}, but the workflow given is {names}: pass "
+            f"the function of workflow {wf!r} (workflows=[...]; from the shell, --workflow "
+            "MODULE:FUNCTION), whose code gives the return type of tool "
+            f"{name!r}. Nothing was written."
+        )
     if tool is None:
-        wf = (rec.started or {}).get("workflow")
         raise ConfigurationError(
             f"run {run_id!r}: to record a result for tool {name!r} (key {key!r}) this process must "
             f"know workflow {wf!r}, whose code gives the tool's return type: pass workflows=[...] "
@@ -116,6 +134,13 @@ def _receipt_result(
     try:
         value = tool.rebuild(result)
     except Exception as exc:
+        if result is None:
+            returns = tool.out.annotation or "a value"
+            raise ConfigurationError(
+                f"run {run_id!r}: tool {name!r} (key {key!r}) returns {returns}, so recording that "
+                "its call happened needs what it returned: pass result=... (from the shell, "
+                "--result JSON, e.g. --result '\"ch_123\"' for a str). Nothing was written."
+            ) from exc
         raise ConfigurationError(
             f"run {run_id!r}: {result!r} is not a valid result of tool {name!r} (key {key!r}): "
             f"{str(exc).splitlines()[0]}. Nothing was written."
@@ -156,8 +181,9 @@ def resolve_commit(
                 f"run {run_id!r} has no unconfirmed call at key {key!r} (unconfirmed: {listed}); "
                 "`little doctor` names the key of a blocked run. Nothing was written."
             )
-        spec = find_workflow(world, (rec.started or {}).get("workflow", ""), workflows)
-        data = _receipt_result(run_id, key, open_[key], rec, spec, result) if happened else None
+        given = [w if isinstance(w, Spec) else workflow_spec(w) for w in workflows]
+        spec = find_workflow(world, (rec.started or {}).get("workflow", ""), given)
+        data = _receipt_result(run_id, key, open_[key], rec, spec, result, given) if happened else None
         decision = "happened" if happened else "not_happened"
         run.record(
             RUN_RESOLVED, ev.run_resolved(decision, decided_by(by), world.clock(), key=key, result=data)

@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import durable
 from durable.cli import main
+from tests.helpers.procs import run_here
 from tests.helpers.procs import unhappy_app as app
 
 FLAKY = "tests.helpers.procs.unhappy_app:flaky"
@@ -92,3 +94,62 @@ def test_doctor_on_a_healthy_directory_exits_0(data_dir: Path, capsys: pytest.Ca
     """A failed run is final, not stuck: `little doctor` lists nothing and exits 0."""
     assert main(["doctor", "--data-dir", str(data_dir), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
+
+
+HERE = "tests.helpers.procs.run_here"
+
+
+def _cut_call(data_dir: Path, wf: Any, value: Any, run_id: str) -> str:
+    """A run whose plain tool was cut mid-call, blocked (unknown_commit) by the next drive; its key."""
+    run_here.CUT["armed"] = True
+    try:
+        with durable.local_world(data_dir) as world, contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(durable.run_workflow(wf, value, world=world, run_id=run_id))
+    finally:
+        run_here.CUT["armed"] = False
+    with durable.local_world(data_dir) as world:
+        with pytest.raises(durable.UnknownCommitError):
+            asyncio.run(durable.run_workflow(wf, value, world=world, run_id=run_id))
+        st = durable.runtime.run_status(world, run_id)
+        assert (st.status, st.reason) == ("blocked", "unknown_commit") and st.error is not None
+        return str(st.error["key"])
+
+
+def test_resolve_happened_without_a_result_of_a_tool_that_returns_a_value_asks_for_result(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--happened` without `--result` for a tool returning str says --result JSON is needed, and works."""
+    key = _cut_call(data_dir, run_here.paying, 5, "p")
+    where = ["--workflow", f"{HERE}:paying", "--data-dir", str(data_dir)]
+    assert main(["resolve", "p", key, "--happened", *where]) == 1
+    err = capsys.readouterr().err
+    assert "returns str" in err and "--result JSON" in err and "Nothing was written" in err
+    assert "None" not in err
+    assert main(["resolve", "p", key, "--happened", "--result", '"charged 5"', *where, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "completed"
+
+
+def test_resolve_happened_without_a_result_of_a_tool_that_returns_none_records_none(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """For a tool returning None, `--happened` alone records None as its result and says so."""
+    key = _cut_call(data_dir, run_here.notifying, "ada", "n")
+    where = ["--workflow", f"{HERE}:notifying", "--data-dir", str(data_dir)]
+    assert main(["resolve", "n", key, "--happened", *where, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "completed"
+    assert out["result"].startswith("None (no --result was given")
+    with durable.local_world(data_dir) as world:
+        assert asyncio.run(durable.handle("n", world=world).result()) == "told ada"
+
+
+def test_resolve_with_another_workflow_says_which_workflow_the_run_needs(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--workflow` naming another workflow is named as the mistake, with the run's own workflow."""
+    key = _cut_call(data_dir, run_here.paying, 5, "p")
+    assert main(["resolve", "p", key, "--happened", "--result", '"x"', "--workflow", f"{HERE}:notifying",
+                 "--data-dir", str(data_dir)]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "is a run of workflow 'paying', but the workflow given is 'notifying'" in err
+    assert "Nothing was written" in err

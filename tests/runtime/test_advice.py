@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from pydantic import BaseModel, field_validator
 
 import durable
 from durable import Queue, Worker
 from durable.runtime import run_status
+from tests.helpers.procs import run_here
 from tests.runtime.test_runtime import until
 
 STRICT = {"on": False}
@@ -31,8 +34,9 @@ async def ship(order: Order) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _lenient() -> None:
+def _lenient(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     STRICT["on"] = False
+    monkeypatch.setenv("DURABLE_TEST_DIR", str(tmp_path))  # where run_here's bodies note themselves
 
 
 async def test_a_recorded_input_the_validator_now_rejects_fails_the_run_and_resume_after_the_fix_ends_it(
@@ -62,3 +66,28 @@ async def test_an_input_rejected_on_a_new_run_says_nothing_was_recorded(world: d
     with pytest.raises(durable.RunFailedError, match="nothing was recorded"):
         await durable.run_workflow(ship, {"sku": "a1"}, world=world, run_id="r")
     assert world.runs() == []
+
+
+@durable.workflow(name="paying")
+async def paying_without_the_tool(cents: int) -> str:
+    """The workflow ``paying`` after a change that dropped its tool."""
+    return f"done: {cents}"
+
+
+async def test_resolving_with_code_that_lacks_the_tool_says_so(world: durable.World) -> None:
+    """A resolution whose workflow no longer calls the tool names that, not a missing workflows=."""
+    run_here.CUT["armed"] = True
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            await durable.run_workflow(run_here.paying, 5, world=world, run_id="p")
+    finally:
+        run_here.CUT["armed"] = False
+    with pytest.raises(durable.UnknownCommitError) as cut:
+        await durable.run_workflow(run_here.paying, 5, world=world, run_id="p")
+    h = durable.handle("p", world=world)
+    with pytest.raises(durable.ConfigurationError) as err:
+        await h.resolve(cut.value.key, happened=True, result="ch_1", workflows=[paying_without_the_tool])
+    text = str(err.value)
+    assert "workflow 'paying' as this process has it" in text and "calls no tool 'charge'" in text
+    assert "pass workflows=" not in text and "Nothing was written" in text
+    assert run_status(world, "p").status == "blocked"
