@@ -10,8 +10,9 @@ import os
 import sys
 from typing import IO, Any
 
-from ..engine import Budget, WorldCore, budget_from_text, recover_log, spec_of
+from ..engine import Budget, WorldCore, budget_from_text, outcome_of, recover_log, spec_of
 from ..errors import ConfigurationError
+from ..events import RUN_INTERRUPTED
 from ..runtime import Queue, Worker, cancel_run, default_driver, driver_of, resume_run, run_status
 from ._registry import CliError, command, run_id_arg
 
@@ -237,9 +238,18 @@ def _resume(world: WorldCore, a: argparse.Namespace) -> Any:
             )
         elif st.status == "enqueued":
             out["note"] = f"back on queue {st.queue!r}: a worker serving it drives the run"
+        elif before == "interrupted":
+            kind, data = outcome_of(world.log, a.run_id) or ("", {})
+            at = f" at {data['path']!r}" if kind == RUN_INTERRUPTED else ""
+            out["note"] = (
+                f"the run waits for an answer{at}, so there is nothing to resume"
+                + ("" if budget is not None else " and nothing was recorded")
+                + f": answer it with `{st.fixes[0]}`"
+            )
+            a.exit_status = 0 if budget is not None else 1  # a budget was recorded; else nothing was done
         elif before not in ("cancelled", "failed", "blocked", "running"):
             out["note"] = f"the run is {before}: there is nothing to resume"
-        if st.fixes and st.status in ("failed", "blocked"):
+        if st.fixes and st.status in ("failed", "blocked", "interrupted"):
             out["fixes"] = st.fixes
         return out
 

@@ -153,3 +153,25 @@ def test_resolve_with_another_workflow_says_which_workflow_the_run_needs(
     err = capsys.readouterr().err
     assert "is a run of workflow 'paying', but the workflow given is 'notifying'" in err
     assert "Nothing was written" in err
+
+
+def test_resume_of_a_run_that_waits_for_an_answer_says_to_answer_it_and_exits_1(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`little resume --accept-drift` of an interrupted run records nothing, exits 1, says `little answer`."""
+    with durable.local_world(data_dir) as world, pytest.raises(durable.RunInterrupted):
+        asyncio.run(durable.run_workflow(app.drift, 1, world=world, run_id="i"))
+    before = _events(data_dir, "i")
+    assert main(["resume", "i", "--accept-drift", "workflow.version", "--data-dir", str(data_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "waits for an answer at 'interrupt#0'" in out and "nothing was recorded" in out
+    assert "little answer i JSON" in out and "nothing to resume" in out
+    assert _events(data_dir, "i") == before
+    assert main(["answer", "i", "2", "--workflow", "tests.helpers.procs.unhappy_app:drift",
+                 "--data-dir", str(data_dir), "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["status"] == "completed"
+
+
+def _events(data_dir: Path, run_id: str) -> int:
+    with durable.local_world(data_dir) as world:
+        return len(world.events(run_id))
