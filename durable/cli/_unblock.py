@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from ..engine import WorldCore
-from ..runtime import default_driver, doctor, handle
+from ..runtime import default_driver, doctor, finding_line, handle
 from ._registry import CliError, command, run_id_arg
 from ._runtime import workflow_of
 
@@ -119,11 +119,7 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 def _doctor_text(data: Any) -> str:
     if not data:
         return "nothing is stuck: every run can make progress by itself"
-    lines = []
-    for f in data:
-        fix = f"; fix: {f['fixes'][0]}" if f["fixes"] else ""
-        lines.append(f"{f['run_id']}: {f['kind']} ({f['reason']}): {f['message']}{fix}")
-    return "\n".join(lines)
+    return "\n".join(finding_line(f) for f in data)
 
 
 @command(

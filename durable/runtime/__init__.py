@@ -11,6 +11,7 @@ from __future__ import annotations
 from ._detail import keeps_control as keeps_control
 from ._detail import list_runs as list_runs
 from ._doctor import Finding, doctor
+from ._doctor import finding_line as finding_line
 from ._driver import HOST as HOST
 from ._driver import control_of as control_of
 from ._driver import default_driver as default_driver

@@ -29,8 +29,8 @@ def spec_code(world: WorldCore, spec: Spec) -> str:
     return code_hash(run_manifest(spec, {}, memory_manifest(world)))
 
 
-def register(world: WorldCore, name: str, specs: Iterable[Spec]) -> object | None:
-    """Register a worker that starts serving ``specs``; the lock it holds while it serves.
+def register(world: WorldCore, name: str, specs: Iterable[Spec], queues: Iterable[str] = ()) -> object | None:
+    """Register a worker that starts serving ``specs`` from ``queues``; the lock it holds while it serves.
 
     Returns ``None`` (and says why) when a live worker holds the name already:
     the worker then serves unregistered.
@@ -46,7 +46,9 @@ def register(world: WorldCore, name: str, specs: Iterable[Spec]) -> object | Non
     code = {spec.name: spec_code(world, spec) for spec in specs}
     try:
         control_of(world).register_worker(
-            WorkerRecord(name, os.getpid(), HOST, world.clock(), json.dumps(code, sort_keys=True))
+            WorkerRecord(
+                name, os.getpid(), HOST, world.clock(), json.dumps(code, sort_keys=True), tuple(queues)
+            )
         )
     except BaseException:
         world.locks.release(lock)

@@ -44,6 +44,13 @@ REASONS = (UNKNOWN_COMMIT, NONDETERMINISM, RECOVERY_EXHAUSTED, BUDGET, COMPENSAT
 
 FAILED, BLOCKED, CUT = "failed", "blocked", "cut"
 
+FIRST = {
+    NONDETERMINISM: "after deploying code that matches the log",
+    RECOVERY_EXHAUSTED: "after fixing what kills its drives (its worker's memory, a crashing library)",
+    COMPENSATION_FAILED: "after undoing the call by hand (then cancel) or fixing the cause (then resume)",
+}
+"""What to do before a blocked run's fixes, by reason (for the others the decision is all)."""
+
 
 def classify(exc: BaseException) -> tuple[str, str | None]:
     """What an error that ended a drive means: ``(FAILED, None)``, ``(BLOCKED, reason)`` or ``(CUT, None)``.
@@ -233,8 +240,9 @@ def blocked_error(
             "start a worker with that code, then resume the run"
         )
     error = f" ({data['error_type'].rsplit('.', 1)[-1]})" if data.get("error_type") else ""
+    first = f", {FIRST[reason]}," if reason in FIRST else ""
     return RunBlockedError(
-        f"run {run_id!r} is blocked ({reason}): {said}{error}. Unblock it with: " + "; or ".join(how),
+        f"run {run_id!r} is blocked ({reason}): {said}{error}. Unblock it{first} with: " + "; or ".join(how),
         run_id=run_id,
         reason=reason,
         cause=cause_of(run_id, data),

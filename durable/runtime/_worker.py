@@ -179,7 +179,8 @@ class Worker:
             # Registered before it serves: a worker whose replay of a run diverges asks
             # whether one of the run's own code is alive (``_live_workers``).
             self._registered = self._duty(
-                "registration", lambda: register(self.world, self.name, self.specs.values())
+                "registration",
+                lambda: register(self.world, self.name, self.specs.values(), [q.name for q in self.queues]),
             )
             self._wake = asyncio.Event()
             runtime_of(self.world).nudges.append(self._wake)

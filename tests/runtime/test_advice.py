@@ -11,6 +11,7 @@ import durable
 from durable import Queue, Worker
 from durable.runtime import run_status
 from tests.helpers.procs import run_here
+from tests.helpers.procs import unhappy_app as app
 from tests.runtime.test_runtime import until
 
 STRICT = {"on": False}
@@ -91,3 +92,24 @@ async def test_resolving_with_code_that_lacks_the_tool_says_so(world: durable.Wo
     assert "workflow 'paying' as this process has it" in text and "calls no tool 'charge'" in text
     assert "pass workflows=" not in text and "Nothing was written" in text
     assert run_status(world, "p").status == "blocked"
+
+
+async def test_the_fix_of_a_nondeterministic_run_says_to_deploy_matching_code_first(
+    world: durable.World, tmp_path: Path
+) -> None:
+    """Doctor and the error say "after deploying code that matches the log"; doing so, a resume ends it."""
+    with pytest.raises(durable.RunInterrupted):
+        await durable.run_workflow(app.nondeterminism, 1, world=world, run_id="n")
+    (tmp_path / "shifted").touch()  # a deploy changed the path the run took
+    with pytest.raises(durable.NondeterminismError):
+        await durable.run_workflow(app.nondeterminism, 1, world=world, run_id="n", resume=2)
+    (found,) = durable.doctor(world)
+    when = "after deploying code that matches the log"
+    assert (found.kind, found.reason, found.when) == ("blocked", "nondeterminism", when)
+    assert f"; fix ({when}): little resume n" in found.line()
+    h = durable.handle("n", world=world)
+    with pytest.raises(durable.RunBlockedError, match=f"Unblock it, {when}, with"):
+        await h.result(timeout=10)
+    (tmp_path / "shifted").unlink()  # the advice: deploy code that matches the log
+    await durable.resume_run("n", world=world, workflows=[app.nondeterminism])
+    assert await h.result(timeout=30) == 3  # the answer given with resume= was recorded before the refusal

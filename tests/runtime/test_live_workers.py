@@ -13,14 +13,15 @@ from tests.runtime.test_runtime import plus_one
 
 
 async def test_a_serving_worker_is_live_with_its_code_and_gone_once_it_stops(worlds: Worlds) -> None:
-    """Its record names each workflow's code hash; another world object sees it; its stop removes it."""
+    """Its record names its queues and each workflow's code; another world sees it; its stop removes it."""
     world = worlds.open()
     code = spec_code(world, durable.engine.workflow_spec(plus_one))
-    async with durable.Worker(world, workflows=[plus_one], name="w-live"):
+    async with durable.Worker(world, workflows=[plus_one], queues=["emails"], name="w-live"):
         seen = worlds.open()  # another process's view of the same store
         [worker] = live_workers(seen)
         assert worker.name == "w-live"
         assert codes_of(worker) == {"plus_one": code}
+        assert worker.workflows == ("plus_one",) and worker.queues == ("emails",)
         assert runs_code(seen, "plus_one", code)
         assert not runs_code(seen, "plus_one", "sha256:other")
     assert live_workers(worlds.open()) == []

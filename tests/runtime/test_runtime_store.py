@@ -263,8 +263,9 @@ def test_a_control_file_without_the_workers_table_gets_it_and_keeps_its_version(
     old.commit()
     old.close()
     ctl = SqliteControl(path)
-    ctl.register_worker(WorkerRecord("w", 7, "h", 1.0, '{"wf": "sha256:0"}'))
-    assert ctl.workers() == [WorkerRecord("w", 7, "h", 1.0, '{"wf": "sha256:0"}')]
+    ctl.register_worker(WorkerRecord("w", 7, "h", 1.0, '{"wf": "sha256:0"}', ("emails", "default")))
+    assert ctl.workers() == [WorkerRecord("w", 7, "h", 1.0, '{"wf": "sha256:0"}', ("emails", "default"))]
+    assert ctl.workers()[0].workflows == ("wf",)
     assert ctl._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION  # an older SDK reads it
     ctl.close()
 

@@ -207,13 +207,13 @@ async def test_doctor_lists_an_enqueued_run_that_nobody_claims(world: durable.Wo
 
 
 async def test_a_run_nobody_drives_is_listed_by_doctor_as_unserved() -> None:
-    """A running run whose lock is free and no worker recovered is named, with `little worker ...`."""
+    """A running run whose lock is free and that no live worker knows is named, with `little worker ...`."""
     world = durable.memory_world()
     ctl = durable.runtime._driver.control_of(world)
     ctl.adopt("w", "asks", owner="", pid=0, host="", now=world.clock() - 3600)
     ctl.reopen("w", None)
     (found,) = durable.doctor(world)
-    assert (found.kind, found.reason) == ("unserved", "asks")
+    assert (found.kind, found.reason, found.workflow) == ("unserved", "no_worker", "asks")
     assert found.fixes[0].startswith("little worker ")
 
 

@@ -14,6 +14,7 @@ those announcements locally (``Notifier``).
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -395,11 +396,19 @@ class PostgresControl:
         def op(conn: Connection[Any], attempt: int) -> None:
             conn.execute(
                 self.db.sql(
-                    "INSERT INTO {s}.workers (name, pid, host, started_at, code) VALUES (%s, %s, %s, %s, %s) "
+                    "INSERT INTO {s}.workers (name, pid, host, started_at, code, queues) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (name) DO UPDATE SET pid = excluded.pid, host = excluded.host, "
-                    "started_at = excluded.started_at, code = excluded.code"
+                    "started_at = excluded.started_at, code = excluded.code, queues = excluded.queues"
                 ),
-                (worker.name, worker.pid, worker.host, worker.started_at, worker.code),
+                (
+                    worker.name,
+                    worker.pid,
+                    worker.host,
+                    worker.started_at,
+                    worker.code,
+                    json.dumps(worker.queues),
+                ),
             )
 
         self.db.run(op)
@@ -413,9 +422,12 @@ class PostgresControl:
     def workers(self) -> list[WorkerRecord]:
         def op(conn: Connection[Any], attempt: int) -> list[WorkerRecord]:
             cur = conn.execute(
-                self.db.sql("SELECT name, pid, host, started_at, code FROM {s}.workers ORDER BY name")
+                self.db.sql("SELECT name, pid, host, started_at, code, queues FROM {s}.workers ORDER BY name")
             )
-            return [WorkerRecord(*row) for row in cur]
+            return [
+                WorkerRecord(n, pid, host, at, code, tuple(json.loads(qs)))
+                for n, pid, host, at, code, qs in cur
+            ]
 
         return self.db.run(op)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
@@ -220,6 +221,7 @@ class WorkerRecord:
         started_at: When it started serving (Unix time).
         code: JSON text: each workflow it serves, by recorded name, to the hash of its
             code's manifest (without the model slots), as a run's manifest gives it.
+        queues: The queues it claims from.
     """
 
     name: str
@@ -227,6 +229,12 @@ class WorkerRecord:
     host: str = ""
     started_at: float = 0.0
     code: str = "{}"
+    queues: tuple[str, ...] = ()
+
+    @property
+    def workflows(self) -> tuple[str, ...]:
+        """The recorded names of the workflows it serves."""
+        return tuple(sorted(json.loads(self.code)))
 
 
 def worker_lock(name: str) -> str:

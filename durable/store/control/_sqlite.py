@@ -8,6 +8,7 @@ them. The schema version is kept in ``PRAGMA user_version`` and migrated here.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sqlite3
 import threading
@@ -99,7 +100,8 @@ _CANCELS_INDEX = (
 
 _WORKERS = (
     "CREATE TABLE IF NOT EXISTS workers (name TEXT PRIMARY KEY, pid INTEGER NOT NULL DEFAULT 0, "
-    "host TEXT NOT NULL DEFAULT '', started_at REAL NOT NULL DEFAULT 0, code TEXT NOT NULL DEFAULT '{}')"
+    "host TEXT NOT NULL DEFAULT '', started_at REAL NOT NULL DEFAULT 0, code TEXT NOT NULL DEFAULT '{}', "
+    "queues TEXT NOT NULL DEFAULT '[]')"
 )
 """The workers that registered themselves while they serve (``RunControl.register_worker``)."""
 
@@ -469,8 +471,16 @@ class SqliteControl:
     def register_worker(self, worker: WorkerRecord) -> None:
         with self._tx():
             self._db.execute(
-                "INSERT OR REPLACE INTO workers (name, pid, host, started_at, code) VALUES (?, ?, ?, ?, ?)",
-                (worker.name, worker.pid, worker.host, worker.started_at, worker.code),
+                "INSERT OR REPLACE INTO workers (name, pid, host, started_at, code, queues) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    worker.name,
+                    worker.pid,
+                    worker.host,
+                    worker.started_at,
+                    worker.code,
+                    json.dumps(worker.queues),
+                ),
             )
 
     def unregister_worker(self, name: str) -> None:
@@ -480,9 +490,11 @@ class SqliteControl:
     def workers(self) -> list[WorkerRecord]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT name, pid, host, started_at, code FROM workers ORDER BY name"
+                "SELECT name, pid, host, started_at, code, queues FROM workers ORDER BY name"
             ).fetchall()
-        return [WorkerRecord(*row) for row in rows]
+        return [
+            WorkerRecord(n, pid, host, at, code, tuple(json.loads(qs))) for n, pid, host, at, code, qs in rows
+        ]
 
     def version(self) -> int:
         with self._lock:

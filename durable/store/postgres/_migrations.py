@@ -183,7 +183,8 @@ CREATE TABLE {s}.workers (
     pid INTEGER NOT NULL DEFAULT 0,
     host TEXT NOT NULL DEFAULT '',
     started_at DOUBLE PRECISION NOT NULL DEFAULT 0,
-    code TEXT NOT NULL DEFAULT '{}'
+    code TEXT NOT NULL DEFAULT '{}',
+    queues TEXT NOT NULL DEFAULT '[]'
 );
 """,
     ),
