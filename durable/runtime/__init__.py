@@ -19,6 +19,7 @@ from ._guard import RunGuard as RunGuard
 from ._guard import WorkerStopping as WorkerStopping
 from ._handle import RunHandle, cancel_run, handle
 from ._handle import driver_of as driver_of
+from ._live_workers import live_workers as live_workers
 from ._messages import send
 from ._outbox import DEFAULT_POLICY, OutboxDispatcher, dispatch_outbox
 from ._outcome import BLOCKED as BLOCKED

@@ -3,8 +3,8 @@
 Every scrape reads the world afresh (a ``prometheus_client`` custom collector,
 no counter kept in this process), so the numbers are the world's whatever
 process wrote it: runs by workflow and status, runs waiting in each queue and
-how long the oldest has waited, blocked runs, and the workers that drive a
-run now.
+how long the oldest has waited, blocked runs, the live workers, and those
+of them that drive a run now.
 """
 
 from __future__ import annotations
@@ -28,11 +28,14 @@ class WorldMetrics:
     """Queue → seconds the oldest enqueued run has waited."""
     blocked: int = 0
     workers_alive: int = 0
+    """Workers serving the world now, idle or not."""
+    workers_busy: int = 0
+    """Live workers that drive at least one run now."""
 
 
 def read_metrics(world: WorldCore, now: float | None = None) -> WorldMetrics:
     """The numbers of ``world`` now (``now`` in Unix seconds, default the world's clock)."""
-    from ..runtime import control_of, driver_of, keeps_control, list_runs
+    from ..runtime import control_of, driver_of, keeps_control, list_runs, live_workers
 
     now = world.clock() if now is None else now
     out = WorldMetrics()
@@ -50,12 +53,16 @@ def read_metrics(world: WorldCore, now: float | None = None) -> WorldMetrics:
         out.queue_depth[rec.queue] = out.queue_depth.get(rec.queue, 0) + 1
         waited = max(0.0, now - rec.created_at)
         out.oldest_wait[rec.queue] = max(out.oldest_wait.get(rec.queue, 0.0), waited)
-    alive = {
+    live = {w.name for w in live_workers(world)}
+    busy = {
         rec.owner
         for rec in ctl.claimed()
-        if rec.owner and world.log.info(rec.run_id) and driver_of(world, rec.run_id)["driver"] == "live"
+        if rec.owner in live
+        and world.log.info(rec.run_id)
+        and driver_of(world, rec.run_id)["driver"] == "live"
     }
-    out.workers_alive = len(alive)
+    out.workers_alive = len(live)
+    out.workers_busy = len(busy)
     return out
 
 
@@ -94,7 +101,10 @@ class WorldCollector:
             "durable_blocked_runs", "Runs blocked until a person decides.", value=m.blocked
         )
         yield GaugeMetricFamily(
-            "durable_workers_alive", "Workers that drive at least one run now.", value=m.workers_alive
+            "durable_workers_alive", "Workers serving the world now, idle or busy.", value=m.workers_alive
+        )
+        yield GaugeMetricFamily(
+            "durable_workers_busy", "Live workers that drive at least one run now.", value=m.workers_busy
         )
 
 

@@ -111,6 +111,24 @@ async def test_metrics_count_runs_queues_blocked_runs_and_workers_as_the_world_l
     assert ("durable_queue_depth", (("queue", "live"),)) not in samples
     assert samples[("durable_blocked_runs", ())] == 1
     assert samples[("durable_workers_alive", ())] == 1
+    assert samples[("durable_workers_busy", ())] == 1
+
+
+async def test_an_idle_fleet_is_alive_and_not_busy(worlds: Worlds) -> None:
+    """Two workers with nothing to do are two live workers and none busy; one run makes one busy."""
+    world = worlds.open()
+    q = Queue("live")
+    async with Worker(world, workflows=[waiting], queues=[q]), Worker(worlds.open(), workflows=[waiting]):
+        m = read_metrics(world)
+        assert (m.workers_alive, m.workers_busy) == (2, 0)
+        h = durable.start_workflow(waiting, 0, world=world, queue=q)
+        await until(lambda: read_metrics(world).workers_busy == 1)
+        assert read_metrics(world).workers_alive == 2
+        await h.send(1, topic="go")
+        assert await h.result(timeout=30) == 1
+        await until(lambda: read_metrics(world).workers_busy == 0)
+    m = read_metrics(world)
+    assert (m.workers_alive, m.workers_busy) == (0, 0)  # stopped workers are gone
 
 
 def test_oldest_wait_is_the_age_of_the_first_enqueued_run(worlds: Worlds) -> None:
@@ -128,7 +146,11 @@ def test_an_empty_world_has_every_family_and_no_runs(worlds: Worlds) -> None:
     """A world without runs still answers, with zero blocked runs and zero workers."""
     status, samples = scrape(worlds.open())
     assert status == 200
-    assert samples == {("durable_blocked_runs", ()): 0.0, ("durable_workers_alive", ()): 0.0}
+    assert samples == {
+        ("durable_blocked_runs", ()): 0.0,
+        ("durable_workers_alive", ()): 0.0,
+        ("durable_workers_busy", ()): 0.0,
+    }
 
 
 def test_beyond_loopback_metrics_need_the_token_as_a_bearer(worlds: Worlds) -> None:
