@@ -228,7 +228,7 @@ def test_a_divergent_run_is_blocked_only_when_no_worker_of_its_code_lives_and_sa
     with pytest.raises(durable.RunBlockedError, match="no live worker runs"):
         asyncio.run(h.result(timeout=5))
     listed = procs.little("doctor")
-    assert f"fix: little worker {APP}:approval" in listed.stdout, listed.stdout
+    assert f"matches the log): little worker {APP}:approval" in listed.stdout, listed.stdout
     procs.worker(APP, DURABLE_TEST_QUEUES="")  # what the first fix starts (old code, recovering)
     assert procs.little_line(st.fixes[1]).returncode == 0  # then: little resume RUN
     assert procs.ends(h.run_id, 30).status == "completed", procs.err_text()
