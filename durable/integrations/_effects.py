@@ -20,7 +20,9 @@ import durable
 _BODY: ContextVar[Callable[[], Any] | None] = ContextVar("durable_integration_body", default=None)
 
 _Reconcile = Callable[[str, dict[str, Any]], Any]
-_CALLS: dict[tuple[str, str, bool, _Reconcile | None, str | None, str], Any] = {}
+_Undo = Callable[[dict[str, Any], Any], Awaitable[Any]]
+_CALLS: dict[tuple[Any, ...], Any] = {}
+_UNDOS: dict[tuple[Any, ...], Any] = {}
 
 _PROBE = "durable.integrations"
 
@@ -81,17 +83,62 @@ def _decorated(
     reconcile: _Reconcile | None,
     slot: str | None,
     flavour: str = "async",
+    retry: Any = None,
+    compensate: Any = None,
 ) -> Any:
-    key = (kind, name, idempotent, reconcile, slot, flavour)
+    key = (kind, name, idempotent, reconcile, slot, flavour, retry, compensate)
     fn = _CALLS.get(key)
     if fn is None:
         call = _function(flavour)
         call.__qualname__ = call.__name__ = name
         if kind == "model":
-            fn = durable.model_call(name=name, slot=slot)(call)
+            fn = durable.model_call(name=name, slot=slot, retry=retry)(call)
         else:
-            fn = durable.tool(name=name, idempotent=idempotent, reconcile=_unwrapped(reconcile))(call)
+            fn = durable.tool(
+                name=name,
+                idempotent=idempotent,
+                reconcile=_unwrapped(reconcile),
+                retry=retry,
+                compensate=compensate,
+            )(call)
         _CALLS[key] = fn
+    return fn
+
+
+def undo_tool(
+    name: str,
+    undo: _Undo,
+    *,
+    idempotent: bool = False,
+    reconcile: _Reconcile | None = None,
+    retry: Any = None,
+) -> Any:
+    """The ``compensate=`` of ``run_effect``: a ``@durable.tool`` named ``name`` running ``undo``.
+
+    When the run fails for good or is cancelled, the engine calls it for each
+    confirmed call, newest first, with the call's identity and ``result=`` its
+    recorded JSON result; ``undo(identity, result)`` turns them into the user's
+    own arguments. One tool per name, function and options, so a resume builds
+    the same one.
+
+    Args:
+        name: The compensation's name in effect keys, e.g. ``"openai_agents__undo__refund"``.
+        undo: Called with the call's identity (as ``run_effect`` got it) and its result.
+        idempotent: Safe to call again after a crash cut it mid-call.
+        reconcile: Asked after such a crash whether the undo happened.
+        retry: A ``RetryPolicy`` or tenacity objects for the undo itself.
+    """
+    key = (name, undo, idempotent, reconcile, retry)
+    fn = _UNDOS.get(key)
+    if fn is None:
+
+        async def compensate(identity: dict[str, Any], result: Any) -> Any:
+            return await undo(identity, result)
+
+        compensate.__qualname__ = compensate.__name__ = name
+        fn = _UNDOS[key] = durable.tool(
+            name=name, idempotent=idempotent, reconcile=_unwrapped(reconcile), retry=retry
+        )(compensate)
     return fn
 
 
@@ -115,6 +162,8 @@ async def run_effect(
     idempotent: bool = False,
     reconcile: _Reconcile | None = None,
     slot: str | None = None,
+    retry: Any = None,
+    compensate: Any = None,
     **identity: Any,
 ) -> Any:
     """Run ``body`` as the durable call ``name``; its JSON result is recorded and replayed.
@@ -126,9 +175,12 @@ async def run_effect(
         idempotent: For tools: safe to run again with the same idempotency key.
         reconcile: For tools: asked after an unknown commit whether the call happened.
         slot: For model calls: the model slot.
+        retry: A ``RetryPolicy`` or tenacity objects: ``body`` is called again after it raised.
+        compensate: For tools: an ``undo_tool``, run for the confirmed call when the run fails
+            for good or is cancelled.
         **identity: What identifies the call (hashed; a replay must present the same).
     """
-    fn = _decorated(kind, name, idempotent, reconcile, slot)
+    fn = _decorated(kind, name, idempotent, reconcile, slot, retry=retry, compensate=compensate)
     token = _BODY.set(body)
     try:
         return await fn(identity)
