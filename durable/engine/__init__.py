@@ -43,6 +43,10 @@ from ._failures import error_data as error_data
 from ._failures import error_type as error_type
 from ._failures import rebuild_error as rebuild_error
 from ._failures import rebuild_from as rebuild_from
+from ._held_scopes import HeldSession as HeldSession
+from ._held_scopes import entered as entered
+from ._held_scopes import hold_session as hold_session
+from ._held_scopes import keyed as keyed
 from ._keys import COMPENSATE as COMPENSATE
 from ._keys import EFFECT_KINDS as EFFECT_KINDS
 from ._keys import VISIT_MARK as VISIT_MARK

@@ -335,6 +335,7 @@ class Scope:
     fanouts = 0
     nested: dict[str, Scope] | None = None  # the scopes of calls made in its effects' bodies
     patches: dict[str, int] | None = None  # durable.patched() calls made here, per change id
+    keyed: dict[str, Scope] | None = None  # child scopes entered again by key (_held_scopes.keyed)
 
     def __init__(self, run: RunContext, path: str):
         self.last: Made = NOTHING  # the newest durable call made here (see check_awaited)
