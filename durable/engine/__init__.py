@@ -25,6 +25,9 @@ from ._budget import run_usage as run_usage
 from ._budget import runs_usage as runs_usage
 from ._call_inputs import apply_delta as apply_delta
 from ._capabilities import reachable as reachable
+from ._carried import Carried as Carried
+from ._carried import carried as carried
+from ._carried import durable_cause as durable_cause
 from ._compensation import open_compensations as open_compensations
 from ._compensation import undo_pending as undo_pending
 from ._context import CURRENT as CURRENT

@@ -12,6 +12,7 @@ from ..events import BUDGET_SET, RUN_CANCELLED, RUN_COMPLETED, RUN_INTERRUPTED
 from ..store import hold
 from . import _event_writer as ev
 from ._budget import Account, Budget, account_of
+from ._carried import Carried
 from ._context import CURRENT, NOTHING, RunContext, Scope, check_awaited
 from ._loader import recover_log
 from ._metrics import count_run, meters
@@ -175,18 +176,21 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
     token = CURRENT.set(scope)
     try:
         args = (value,) if spec.params() else ()
-        if spec.is_async:
-            out = spec.fn(*args)
-        else:
-            out = call_sync_body(
-                spec.fn, args, {}, what=f"workflow {spec.name!r}", run_id=run.run_id, path=""
-            )
-        if inspect.isawaitable(out):
-            try:
-                out = await out
-            finally:
-                if run.children:  # a child run the body left driving stops before the run's end
-                    await run.halt_children()
+        try:
+            if spec.is_async:
+                out = spec.fn(*args)
+            else:
+                out = call_sync_body(
+                    spec.fn, args, {}, what=f"workflow {spec.name!r}", run_id=run.run_id, path=""
+                )
+            if inspect.isawaitable(out):
+                try:
+                    out = await out
+                finally:
+                    if run.children:  # a child run the body left driving stops before the run's end
+                        await run.halt_children()
+        except Carried as carried:  # through framework code: the run ends on the error itself
+            raise carried.error from carried.error.__cause__
         if scope.last is not NOTHING:
             check_awaited(scope, f"workflow {spec.name!r}")
         data = to_json(spec.out, out, what="the workflow output", run_id=run.run_id, path="")
