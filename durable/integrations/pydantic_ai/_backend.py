@@ -29,7 +29,7 @@ from pydantic_core import to_jsonable_python
 import durable
 
 from .._effects import run_effect
-from ._names import _part
+from .._manifest import name_part as _part
 from ._options import ToolOptions, reconcile_option
 from ._tool_results import USAGE_ADDED, ReturnTypes, add_usage, rebuilt, usage_added, usage_counts
 

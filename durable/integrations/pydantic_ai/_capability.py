@@ -27,10 +27,11 @@ import durable
 
 from ...engine import effect_body_scope, in_effect_body
 from .._effects import in_run
+from .._manifest import name_part as _part
 from ._backend import _Backend
 from ._live_stream import LiveStreams
 from ._manifest import manifest_tools
-from ._names import DurabilityNamer, _part
+from ._names import DurabilityNamer
 from ._options import ToolOptions
 from ._tool_results import return_types
 

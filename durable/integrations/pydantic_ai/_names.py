@@ -19,12 +19,7 @@ from pydantic_ai.durable_exec import (
     ToolsetValidateToolArgumentsId,
 )
 
-_BAD = str.maketrans({c: "_" for c in ".[]#:/\\ <>"})
-
-
-def _part(name: str) -> str:
-    """``name`` made usable inside a durable call name (no ``. [ ] # : /``)."""
-    return name.strip("<>").translate(_BAD) or "_"
+from .._manifest import name_part as _part
 
 
 class DurabilityNamer(JournalOperationNamer):
