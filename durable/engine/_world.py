@@ -28,10 +28,12 @@ from ..store import (
     RunControl,
     RunInfo,
     ScheduleStore,
+    ThreadStore,
     keeps_outbox,
     messages_for,
     outbox_for,
     row_times,
+    threads_for,
 )
 from ._group_commit import GroupCommit
 
@@ -67,6 +69,7 @@ class WorldCore:
         outer_loop_manifests: Outer-loop manifests by loop id, for a world without a data
             directory (a dict in memory, a table of a Postgres world).
         memory_store: The memory store once ``world.memory`` opened it.
+        thread_store: The thread store once ``world.threads`` opened it (conversations, checkpoints).
         runtime_state: The runtime's state for this world object
             (``durable.runtime``'s ``RuntimeState``, made by ``runtime_of``).
     """
@@ -106,6 +109,7 @@ class WorldCore:
         self.schedule_store: ScheduleStore | None = None
         self.outer_loop_manifests: MutableMapping[str, str] | None = None
         self.memory_store: MemoryService | None = None
+        self.thread_store: ThreadStore | None = None
         self.runtime_state: object | None = None
         if artifacts is None:
             artifacts = (
@@ -165,8 +169,13 @@ class WorldCore:
 
     def close(self) -> None:
         """Close the log, the stores beside it and the locks' file (the world is unusable afterwards)."""
-        stores: tuple[object, ...] = (self.memory_store, self.control_store, self.schedule_store)
-        self.memory_store = self.control_store = self.schedule_store = None
+        stores: tuple[object, ...] = (
+            self.memory_store,
+            self.control_store,
+            self.schedule_store,
+            self.thread_store,
+        )
+        self.memory_store = self.control_store = self.schedule_store = self.thread_store = None
         for store in stores:
             close = getattr(store, "close", None)
             if close is not None:
@@ -175,6 +184,19 @@ class WorldCore:
         close_locks = getattr(self.locks, "close", None)  # FileLocks keeps one file open
         if close_locks is not None:
             close_locks()
+
+    @property
+    def threads(self) -> ThreadStore:
+        """The world's thread store, opened on first use: values kept by thread.
+
+        Conversation sessions (``durable.integrations.openai_agents.DurableSession``)
+        keep their items here: ``threads.db`` beside ``events.db``, the ``threads``
+        table of a Postgres world, the process for a memory world; sealed under the
+        world's codec when it has one.
+        """
+        if self.thread_store is None:
+            self.thread_store = threads_for(self.log)
+        return self.thread_store
 
     def open_messages(self) -> MessageStore:
         """The world's message store, opened beside its log on first use.

@@ -12,6 +12,9 @@ log they commit with, and so does the outbox (``OutboxStore``:
 A world takes a log, a ``Locks`` (one driver per run) and an
 ``ArtifactStore`` (large payloads by content hash). Check a new backend with
 ``durable.store.conformance``, the suite every shipped log passes.
+Conversations and graph checkpoints live behind ``ThreadStore``
+(``MemoryThreads``, ``SqliteThreads`` in ``threads.db``, ``PostgresThreads``),
+values sealed by ``EncryptedThreads`` in a world with a codec.
 
 Example:
     >>> from durable.store import Append, MemoryLog
@@ -56,6 +59,7 @@ from .encrypted._messages import outbox_ad as outbox_ad
 from .encrypted._messages import rekey_talk as rekey_talk
 from .encrypted._messages import schedule_ad as schedule_ad
 from .encrypted._messages import seal_text as seal_text
+from .encrypted._threads import EncryptedThreads
 from .locks._postgres import PostgresLocks
 from .locks._protocol import FileLocks, Locks, MemoryLocks
 from .locks._protocol import hold as hold
@@ -82,6 +86,10 @@ from .postgres._schema import recognise_world as recognise_world
 from .postgres._schema import world_lock as world_lock
 from .schedules._postgres import PostgresSchedules as PostgresSchedules
 from .schedules._protocol import MemorySchedules, ScheduleRecord, ScheduleStore, SqliteSchedules
+from .threads._beside_log import threads_for as threads_for
+from .threads._postgres import PostgresThreads
+from .threads._protocol import MemoryThreads, ThreadItem, ThreadStore
+from .threads._sqlite import SqliteThreads
 
 __all__ = [
     "Append",
@@ -89,6 +97,7 @@ __all__ = [
     "ControlRecord",
     "EncryptedArtifacts",
     "EncryptedLog",
+    "EncryptedThreads",
     "EventLog",
     "FileArtifacts",
     "FileLocks",
@@ -100,6 +109,7 @@ __all__ = [
     "MemoryMessages",
     "MemoryOutbox",
     "MemorySchedules",
+    "MemoryThreads",
     "Message",
     "MessageStore",
     "OutboxEntry",
@@ -108,6 +118,7 @@ __all__ = [
     "PostgresControl",
     "PostgresLocks",
     "PostgresLog",
+    "PostgresThreads",
     "QueueLimits",
     "Row",
     "RunControl",
@@ -119,6 +130,9 @@ __all__ = [
     "SqliteMessages",
     "SqliteOutbox",
     "SqliteSchedules",
+    "SqliteThreads",
+    "ThreadItem",
+    "ThreadStore",
     "WorkerRecord",
     "messages_for",
     "outbox_for",

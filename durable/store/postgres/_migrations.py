@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The number of migrations: a schema that has applied every one of them is at this version."""
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -208,6 +208,19 @@ CREATE TABLE {s}.memory_items (
         AND (text IS NULL) <> (sealed_text IS NULL))
 );
 CREATE INDEX memory_items_plain ON {s}.memory_items (id) WHERE text IS NOT NULL;
+""",
+    ),
+    (
+        "0011_threads",
+        """
+CREATE TABLE {s}.threads (
+    seq BIGSERIAL PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    thread TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value BYTEA NOT NULL,
+    UNIQUE (namespace, thread, key)
+);
 """,
     ),
 ]

@@ -1,0 +1,91 @@
+"""The thread stores that ship pass the conformance rules: memory, SQLite, Postgres, and sealed by a codec."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import durable
+from durable.store import (
+    EncryptedThreads,
+    MemoryLog,
+    MemoryThreads,
+    SqliteLog,
+    SqliteThreads,
+    ThreadStore,
+    threads_for,
+)
+from durable.store.conformance_threads import NS, ThreadStoreConformance
+from tests.helpers.pg import Server, drop_schema, new_schema
+
+KEY = bytes(range(32))
+
+
+class TestMemoryThreads(ThreadStoreConformance):
+    @pytest.fixture(autouse=True)
+    def _places(self) -> None:
+        self.stores: dict[Path, MemoryThreads] = {}
+
+    def open_store(self, where: Path) -> ThreadStore:
+        return self.stores.setdefault(where, MemoryThreads())
+
+
+class TestSqliteThreads(ThreadStoreConformance):
+    def open_store(self, where: Path) -> ThreadStore:
+        return SqliteThreads(where / "threads.db")
+
+
+class TestEncryptedThreads(ThreadStoreConformance):
+    def open_store(self, where: Path) -> ThreadStore:
+        return EncryptedThreads(SqliteThreads(where / "threads.db"), durable.EncryptionCodec(KEY))
+
+
+class TestPostgresThreads(ThreadStoreConformance):
+    @pytest.fixture(autouse=True)
+    def _schema(self, pg_server: Server) -> Iterator[None]:
+        self.dsn = pg_server.dsn
+        self.schema = new_schema()
+        self.dbs: list[Any] = []
+        yield
+        for db in self.dbs:
+            db.close()
+        drop_schema(pg_server.dsn, self.schema)
+
+    def open_store(self, where: Path) -> ThreadStore:
+        from durable.store.log._postgres import PostgresLog
+        from durable.store.postgres._schema import connect
+
+        db = connect(
+            self.dsn, schema=self.schema, min_size=1, max_size=2, reconnect_timeout=5, connect_timeout=10
+        )
+        self.dbs.append(db)
+        return threads_for(PostgresLog(db))
+
+
+def test_a_sealed_value_does_not_open_under_another_key_or_thread(tmp_path: Path) -> None:
+    """A ciphertext moved to another key, or a plain value in a sealed store, fails with ``CodecError``."""
+    plain = SqliteThreads(tmp_path / "threads.db")
+    sealed = EncryptedThreads(plain, durable.EncryptionCodec(KEY))
+    sealed.write(NS, "t", [("a", b"secret")])
+    stored = plain.get(NS, "t", "a")
+    assert stored is not None and b"secret" not in stored.value
+    plain.write(NS, "t", [("b", stored.value), ("c", b"plain")])
+    for key in ("b", "c"):
+        with pytest.raises(durable.CodecError, match="does not decrypt in its place"):
+            sealed.get(NS, "t", key)
+
+
+def test_a_world_keeps_its_threads_beside_its_log(tmp_path: Path) -> None:
+    """``world.threads`` is ``threads.db`` beside ``events.db``, and one store per memory log."""
+    with durable.local_world(tmp_path / "data") as world:
+        world.threads.write(NS, "t", [("a", b"1")])
+        assert isinstance(world.threads, SqliteThreads)
+    assert (tmp_path / "data" / "threads.db").exists()
+    with durable.local_world(tmp_path / "data", codec=durable.EncryptionCodec(KEY)) as sealed_world:
+        assert isinstance(sealed_world.threads, EncryptedThreads)
+    log = MemoryLog()
+    assert threads_for(log) is threads_for(log)
+    assert isinstance(threads_for(SqliteLog(tmp_path / "x.db")), SqliteThreads)
