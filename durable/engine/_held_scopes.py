@@ -77,13 +77,15 @@ class HeldSession:
     Attributes:
         session: The open ``Session`` (what ``async with durable.session(...)`` yields).
         scope: The session's scope: make it current where its calls run (``entered``).
+        resumed: The session was in the log when it opened: a resume replays it.
     """
 
-    __slots__ = ("_closed", "_traced", "scope", "session")
+    __slots__ = ("_closed", "_traced", "resumed", "scope", "session")
 
-    def __init__(self, session: Session, scope: Scope, traced: Any) -> None:
+    def __init__(self, session: Session, scope: Scope, traced: Any, *, resumed: bool = False) -> None:
         self.session = session
         self.scope = scope
+        self.resumed = resumed
         self._traced = traced
         self._closed = False
         scope.run.active += 1  # its calls run beside the caller's: flushes are grouped
@@ -153,4 +155,4 @@ def hold_session(
         opened = _open(run, path, role, slot, tools, workflows)
         run.flush()  # the manifest is durable before the session does anything
     traced = None if run.tracer is None else run.tracer.start_session(role, run.run_id, path, resumed)
-    return HeldSession(opened, Scope(run, path), traced)
+    return HeldSession(opened, Scope(run, path), traced, resumed=resumed)
