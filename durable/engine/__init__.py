@@ -73,6 +73,7 @@ from ._metrics import count_recovery as count_recovery
 from ._metrics import count_run as count_run
 from ._metrics import record_queue_wait as record_queue_wait
 from ._nested_calls import effect_body_scope as effect_body_scope
+from ._nested_calls import effect_body_scope_sync as effect_body_scope_sync
 from ._nested_calls import in_effect_body as in_effect_body
 from ._outbox_call import OUTBOX_TOOLS as OUTBOX_TOOLS
 from ._rebind import signature_changes as signature_changes

@@ -14,8 +14,8 @@ of the body that are not durable calls run again; make them tools.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from ._context import CURRENT, EFFECT_KEY, Scope
 from ._keys import effect_of_idempotency_key
@@ -35,6 +35,13 @@ async def effect_body_scope() -> AsyncIterator[None]:
     one after the other, share that scope and are numbered in call order; two
     at once are refused with ``NondeterminismError``, as in any scope.
     """
+    with effect_body_scope_sync():
+        yield
+
+
+@contextmanager
+def effect_body_scope_sync() -> Iterator[None]:
+    """``effect_body_scope`` for sync code (a framework's sync entry that starts a task of its own)."""
     scope = CURRENT.get()
     idempotency = EFFECT_KEY.get()
     if scope is None or idempotency is None:
