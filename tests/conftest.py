@@ -28,7 +28,9 @@ from durable.store import (  # noqa: E402
 )
 from tests.helpers import embedded_pg, pg  # noqa: E402
 
-POSTGRES_DIRS = frozenset({"engine", "runtime", "outer", "integrations", "recorded", "crash", "messages"})
+POSTGRES_DIRS = frozenset(
+    {"engine", "runtime", "outer", "integrations", "openai_agents", "recorded", "crash", "messages"}
+)
 """Test folders whose ``worlds`` fixture runs on Postgres too (the others test files and SQLite damage)."""
 
 PGVECTOR_DIRS = frozenset({"memory"})
