@@ -2,7 +2,10 @@
 # The integrations at the LOWEST versions pyproject.toml supports (CI installs the newest).
 # A fresh virtual environment with durable plus exactly the lower bounds of the extras
 # pydantic-ai, openai and anthropic, then tests/integrations (crash tests included) and the
-# agent recipes. Keep the pins below equal to the lower bounds in pyproject.toml.
+# agent recipes. The OpenAI Agents SDK's lowest (0.21.0) needs openai>=3 while the openai
+# client's lowest is openai 2.0.0: it gets a second environment of its own, with its tests,
+# its crash test on SQLite and its recipe. Keep the pins below equal to the lower bounds in
+# pyproject.toml.
 #
 #   scripts/test_lowest_integrations.sh [VENV_DIR]
 set -euo pipefail
@@ -10,7 +13,18 @@ cd "$(dirname "$0")/.."
 
 venv="${1:-$(mktemp -d)/venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q -e ".[dev]" \
-  "pydantic-ai-slim[mcp]==2.64.0" "openai==2.0.0" "anthropic==1.0.0"
+"$venv/bin/python" -m pip install -q -e ".[dev]"
+"$venv/bin/python" -m pip uninstall -q -y openai-agents  # tested at its lowest in its own environment
+"$venv/bin/python" -m pip install -q "pydantic-ai-slim[mcp]==2.64.0" "openai==2.0.0" "anthropic==1.0.0"
 "$venv/bin/python" -m pip list 2>/dev/null | grep -iE '^(pydantic-ai-slim|openai|anthropic|mcp) '
 "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 tests/integrations tests/crash/test_agent_recipes.py tests/cli/test_cookbook.py
+
+agents_venv="${venv}-openai-agents"
+[ -x "$agents_venv/bin/python" ] || python3 -m venv "$agents_venv"
+"$agents_venv/bin/python" -m pip install -q -e ".[postgres]" "openai-agents==0.21.0" "pytest>=8" "pytest-xdist>=3.5"
+"$agents_venv/bin/python" -m pip list 2>/dev/null | grep -iE '^(openai-agents|openai|mcp) '
+"$agents_venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 tests/integrations/openai_agents \
+  --ignore tests/integrations/openai_agents/test_crashes.py
+"$agents_venv/bin/python" -m pytest -q -p no:cacheprovider tests/integrations/openai_agents/test_crashes.py \
+  -k "third_model_call and sqlite"
+(cd cookbook && "$agents_venv/bin/python" openai_agents_support.py)
