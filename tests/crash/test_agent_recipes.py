@@ -43,6 +43,16 @@ WEATHER = {
     "model-turn-2",
 }
 MCP = {"model-turn-0", "read_note", "model-turn-1", "save_note", "model-turn-2"}
+OPENAI_AGENTS = {
+    "http-request-turn-0",
+    "http-request-turn-1",
+    "lookup_order",
+    "track_parcel",
+    "http-request-turn-3",
+    "http-request-turn-4",
+    "issue_refund",
+    "http-request-turn-5",
+}
 
 
 def run_recipe(recipe: str, data: Path, stop_at: str = "") -> subprocess.Popen[str]:
@@ -149,6 +159,15 @@ def test_mcp_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str
     check("mcp_agent.py", tmp_path, stop_at, MCP, answer)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_at", ["issue_refund", "http-request-turn-5"])
+def test_openai_agents_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str) -> None:
+    """The Agents SDK desk (handoffs, parallel tools), killed mid-run, sends no committed request again."""
+    pytest.importorskip("agents")
+    answer = "Your parcel TRK-88 is at the Oslo depot, due tomorrow. I refunded the 4.99 shipping (R-1234)."
+    check("openai_agents_support.py", tmp_path, stop_at, OPENAI_AGENTS, answer)
+
+
 @pytest.mark.parametrize(
     ("recipe", "package"),
     [
@@ -157,6 +176,7 @@ def test_mcp_recipe_resumes_without_repeating_calls(tmp_path: Path, stop_at: str
         ("pydantic_ai_agent.py", "pydantic_ai"),
         ("weather_agent.py", "pydantic_ai"),
         ("mcp_agent.py", "pydantic_ai"),
+        ("openai_agents_support.py", "agents"),
     ],
 )
 def test_recipe_without_its_package_skips_cleanly(tmp_path: Path, recipe: str, package: str) -> None:
