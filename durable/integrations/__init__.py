@@ -5,7 +5,10 @@
 - ``durable.integrations.openai.wrap(client)``: an ``openai`` client whose
   requests are ``@model_call`` calls inside a run.
 - ``durable.integrations.anthropic.wrap(client)``: the same for ``anthropic``.
+- ``durable.integrations.openai_agents.install()``: the OpenAI Agents SDK's
+  ``Runner.run`` durable inside runs (or ``DurableRunner.run`` per call).
 
 Each module needs its package (extras ``pydantic-ai``, ``openai``,
-``anthropic``, or ``agents`` for all); this package imports none of them.
+``anthropic``, ``openai-agents``, or ``agents`` for all); this package imports
+none of them.
 """

@@ -14,11 +14,18 @@ import pytest
         ("durable.integrations.pydantic_ai", "pydantic_ai"),
         ("durable.integrations.openai", "openai"),
         ("durable.integrations.anthropic", "anthropic"),
+        ("durable.integrations.openai_agents", "agents"),
     ],
 )
 def test_docstring_examples_run(module: str, package: str) -> None:
     """Every ``>>>`` example of the module gives the output it shows."""
     pytest.importorskip(package)
-    result = doctest.testmod(importlib.import_module(module), raise_on_error=False)
+    try:
+        result = doctest.testmod(importlib.import_module(module), raise_on_error=False)
+    finally:
+        if package == "agents":  # install()'s example sets the SDK's default runner: put it back
+            from agents.run import set_default_agent_runner
+
+            set_default_agent_runner(None)
     assert result.attempted > 0
     assert result.failed == 0

@@ -30,6 +30,6 @@ from ._session import DurableSession
 
 __all__ = ["DurableAgentRunner", "DurableRunner", "DurableSession", "ToolOptions", "install", "tool_options"]
 
-for _public in (DurableAgentRunner, DurableRunner, DurableSession, ToolOptions):
+for _public in (DurableAgentRunner, DurableRunner, DurableSession, ToolOptions, install, tool_options):
     _public.__module__ = __name__  # reprs, docs and doctest name the public module
 del _public
