@@ -14,14 +14,10 @@ import dataclasses
 import os
 import sqlite3
 import threading
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-from ...errors import LogCorruptedError
-from ...security import refuse_linked_database
-from .._sqlite_files import busy, refused, stayed_locked
+from .._sqlite_file import SqliteFile
 
 
 @dataclass(frozen=True)
@@ -166,46 +162,8 @@ class SqliteSchedules:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: int = 10_000):
-        self.path = Path(path)
-        refuse_linked_database(self.path.parent, (), self.path.name)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout)}")
-        deadline = time.monotonic() + busy_timeout / 1000
-        while True:
-            try:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute(_SCHEMA)
-                return
-            except sqlite3.OperationalError as exc:
-                if busy(exc) and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                    continue
-                self._db.close()
-                if busy(exc):
-                    raise stayed_locked(self.path, busy_timeout, exc) from exc
-                raise refused(self.path, exc) or self._unreadable(exc) from exc
-            except sqlite3.DatabaseError as exc:
-                self._db.close()
-                raise self._unreadable(exc) from exc
-
-    def _unreadable(self, exc: Exception) -> LogCorruptedError:
-        return LogCorruptedError(
-            f"{str(self.path)!r} is not a readable runtime store ({exc}); move it aside."
-        )
-
-    def _tx(self, body: Any) -> Any:
-        db = self._db
-        with self._lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                out = body(db)
-                db.execute("COMMIT")
-                return out
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+        self._file = SqliteFile(path, _SCHEMA, "runtime store", busy_timeout=busy_timeout)
+        self.path = self._file.path
 
     def upsert(self, record: ScheduleRecord) -> ScheduleRecord:
         def body(db: sqlite3.Connection) -> ScheduleRecord:
@@ -222,18 +180,14 @@ class SqliteSchedules:
             )
             return rec
 
-        result: ScheduleRecord = self._tx(body)
-        return result
+        return self._file.tx(body)
 
     def get(self, name: str) -> ScheduleRecord | None:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM schedules WHERE name = ?", (name,)).fetchone()
-        return _record(row) if row else None
+        rows = self._file.read(f"SELECT {_COLUMNS} FROM schedules WHERE name = ?", (name,))
+        return _record(rows[0]) if rows else None
 
     def all(self) -> list[ScheduleRecord]:
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM schedules ORDER BY name").fetchall()
-        return [_record(r) for r in rows]
+        return [_record(r) for r in self._file.read(f"SELECT {_COLUMNS} FROM schedules ORDER BY name")]
 
     def set_paused(self, name: str, paused: bool, now: float) -> ScheduleRecord | None:
         def body(db: sqlite3.Connection) -> ScheduleRecord | None:
@@ -243,15 +197,13 @@ class SqliteSchedules:
             ).fetchone()
             return _record(row) if row else None
 
-        result: ScheduleRecord | None = self._tx(body)
-        return result
+        return self._file.tx(body)
 
     def delete(self, name: str) -> bool:
         def body(db: sqlite3.Connection) -> bool:
             return db.execute("DELETE FROM schedules WHERE name = ?", (name,)).rowcount > 0
 
-        result: bool = self._tx(body)
-        return result
+        return self._file.tx(body)
 
     def advance(self, name: str, expected: float | None, tick: float, now: float) -> bool:
         def body(db: sqlite3.Connection) -> bool:
@@ -261,10 +213,8 @@ class SqliteSchedules:
             )
             return cur.rowcount > 0
 
-        result: bool = self._tx(body)
-        return result
+        return self._file.tx(body)
 
     def close(self) -> None:
         """Close the connection."""
-        with self._lock:
-            self._db.close()
+        self._file.close()

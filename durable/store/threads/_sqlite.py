@@ -9,16 +9,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, TypeVar
+from collections.abc import Sequence
 
-from ...errors import LogCorruptedError, LogUnavailableError
+from .._sqlite_file import SqliteFile
 from ._protocol import Order, ThreadItem, check_order
-
-T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS threads (
@@ -41,47 +35,12 @@ class SqliteThreads:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: int = 10_000):
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute(f"PRAGMA busy_timeout={int(busy_timeout)}")
-        deadline = time.monotonic() + busy_timeout / 1000
-        while True:
-            try:
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute(_SCHEMA)
-                return
-            except sqlite3.OperationalError as exc:
-                if time.monotonic() >= deadline:
-                    self._db.close()
-                    raise LogUnavailableError(f"{str(self.path)!r} stayed locked: {exc}") from exc
-                time.sleep(0.005)
-            except sqlite3.DatabaseError as exc:
-                self._db.close()
-                raise LogCorruptedError(
-                    f"{str(self.path)!r} is not a readable thread store ({exc}); move it aside."
-                ) from exc
+        self._file = SqliteFile(path, _SCHEMA, "thread store", busy_timeout=busy_timeout)
+        self.path = self._file.path
 
     def close(self) -> None:
         """Close the database file."""
-        self._db.close()
-
-    def _tx(self, body: Callable[[sqlite3.Connection], T]) -> T:
-        db = self._db
-        with self._lock:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                out = body(db)
-                db.execute("COMMIT")
-                return out
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
-
-    def _read(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        self._file.close()
 
     def write(
         self,
@@ -105,10 +64,10 @@ class SqliteThreads:
                 [(namespace, thread, k, bytes(v)) for k, v in items],
             )
 
-        self._tx(body)
+        self._file.tx(body)
 
     def get(self, namespace: str, thread: str, key: str) -> ThreadItem | None:
-        rows = self._read(
+        rows = self._file.read(
             "SELECT key, value, seq FROM threads WHERE namespace = ? AND thread = ? AND key = ?",
             (namespace, thread, key),
         )
@@ -126,7 +85,7 @@ class SqliteThreads:
     ) -> list[ThreadItem]:
         check_order(order)
         direction = "DESC" if newest_first else "ASC"
-        rows = self._read(
+        rows = self._file.read(
             "SELECT key, value, seq FROM threads WHERE namespace = ? AND thread = ? "
             f"AND substr(key, 1, ?) = ? ORDER BY {order} {direction} LIMIT ?",
             (namespace, thread, len(prefix), prefix, -1 if limit is None else limit),
@@ -134,14 +93,14 @@ class SqliteThreads:
         return [ThreadItem(k, bytes(v), s) for k, v, s in rows]
 
     def delete_thread(self, namespace: str, thread: str) -> None:
-        self._tx(
+        self._file.tx(
             lambda db: db.execute(
                 "DELETE FROM threads WHERE namespace = ? AND thread = ?", (namespace, thread)
             )
         )
 
     def threads(self, namespace: str) -> list[str]:
-        rows = self._read(
+        rows = self._file.read(
             "SELECT DISTINCT thread FROM threads WHERE namespace = ? ORDER BY thread", (namespace,)
         )
         return [r[0] for r in rows]
