@@ -22,13 +22,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import ConfigurationError
 from ._claim import Claim
 from ._context import CURRENT, NOTHING, Scope, check_awaited
-from ._decide import Call
-from ._keys import session_path
-from ._session_manifest import check_role
-from ._sessions import CURRENT_SESSION, Session, _close, _open
+from ._sessions import CURRENT_SESSION, Session, _close, opened_at, session_slot
 
 
 def keyed_scope(scope: Scope, name: str, key: str) -> Scope:
@@ -140,19 +136,14 @@ def hold_session(
         CapabilityDriftError: A resume found another manifest.
         ConfigurationError: A bad role or model slot.
     """
-    check_role(role)
-    slot = role if model_slot is None else model_slot
-    if not isinstance(slot, str) or not slot:
-        raise ConfigurationError(f"session model_slot= takes a non-empty string, not {slot!r}.")
+    slot = session_slot(role, model_slot)
     scope = CURRENT.get()
     if scope is None:
         return None
     run = scope.run
     with Claim(scope, f"session {role!r}") as claim:
-        path = session_path(scope.prefix, role, claim.n)
-        claim.recorded(run.recorded.sessions, Call("session", role, "", path))
-        resumed = run.replaying and path in run.recorded.sessions
-        opened = _open(run, path, role, slot, tools, workflows)
+        opened, resumed = opened_at(claim, role, slot, tools, workflows)
         run.flush()  # the manifest is durable before the session does anything
+    path = opened.path or ""
     traced = None if run.tracer is None else run.tracer.start_session(role, run.run_id, path, resumed)
     return HeldSession(opened, Scope(run, path), traced, resumed=resumed)

@@ -189,6 +189,24 @@ def _close(run: RunContext, session: Session) -> None:
     run.emit(SESSION_COMPLETED, ev.session_completed(session.path or "", session.role, session.manifest_hash))
 
 
+def session_slot(role: str, model_slot: str | None) -> str:
+    """The model slot of a session ``role`` (its role by default); a bad role or slot is refused."""
+    check_role(role)
+    slot = role if model_slot is None else model_slot
+    if not isinstance(slot, str) or not slot:
+        raise ConfigurationError(f"session model_slot= takes a non-empty string, not {slot!r}.")
+    return slot
+
+
+def opened_at(claim: Claim, role: str, slot: str, tools: Any, workflows: Any) -> tuple[Session, bool]:
+    """The session opened at ``claim``'s position (its manifest recorded or checked); whether it resumed."""
+    scope, run = claim.scope, claim.run
+    path = session_path(scope.prefix, role, claim.n)
+    claim.recorded(run.recorded.sessions, Call("session", role, "", path))
+    resumed = run.replaying and path in run.recorded.sessions
+    return _open(run, path, role, slot, tools, workflows), resumed
+
+
 @asynccontextmanager
 async def session(
     role: str,
@@ -231,10 +249,7 @@ async def session(
         >>> asyncio.run(durable.run_workflow(agent, world=durable.memory_world()))
         5
     """
-    check_role(role)
-    slot = role if model_slot is None else model_slot
-    if not isinstance(slot, str) or not slot:
-        raise ConfigurationError(f"session model_slot= takes a non-empty string, not {slot!r}.")
+    slot = session_slot(role, model_slot)
     scope = CURRENT.get()
     if scope is None:
         outside = Session(role, slot, None, session_manifest(role, slot, {}, tools, workflows))
@@ -246,10 +261,8 @@ async def session(
         return
     run = scope.run
     with Claim(scope, f"session {role!r}") as claim:
-        path = session_path(scope.prefix, role, claim.n)
-        claim.recorded(run.recorded.sessions, Call("session", role, "", path))
-        resumed = run.replaying and path in run.recorded.sessions
-        opened = _open(run, path, role, slot, tools, workflows)
+        opened, resumed = opened_at(claim, role, slot, tools, workflows)
+        path = opened.path or ""
         await run.flush_async()  # the manifest is durable before the session does anything
         traced = None if run.tracer is None else run.tracer.start_session(role, run.run_id, path, resumed)
         inner = Scope(run, path)
