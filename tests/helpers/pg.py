@@ -16,7 +16,9 @@ import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +115,30 @@ def drop_schema(dsn: str, schema: str) -> None:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     except psycopg.OperationalError:
         pass
+
+
+class OnPostgres:
+    """A test class mixin: a migrated schema per test, dropped afterwards; ``open_log()`` opens a log."""
+
+    dsn: str
+    schema: str
+
+    @pytest.fixture(autouse=True)
+    def _schema(self, pg_server: Server) -> Iterator[None]:
+        self.dsn = pg_server.dsn
+        self.schema = new_schema()
+        self.dbs: list[Any] = []
+        yield
+        for db in self.dbs:
+            db.close()
+        drop_schema(pg_server.dsn, self.schema)
+
+    def open_log(self) -> Any:
+        from durable.store.log._postgres import PostgresLog
+        from durable.store.postgres._schema import connect
+
+        db = connect(
+            self.dsn, schema=self.schema, min_size=1, max_size=2, reconnect_timeout=5, connect_timeout=10
+        )
+        self.dbs.append(db)
+        return PostgresLog(db)

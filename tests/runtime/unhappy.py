@@ -31,6 +31,25 @@ def wait_for(cond: Callable[[], Any], timeout: float = 30.0, what: str = "a cond
         time.sleep(0.02)
 
 
+def backend_env(kind: str, tmp: Path) -> dict[str, str]:
+    """The environment of a child process whose world is SQLite in ``tmp`` or a new Postgres schema.
+
+    ``DURABLE_TEST_DIR`` is ``tmp``; on Postgres ``DURABLE_TEST_PG_DSN`` and
+    ``DURABLE_TEST_SCHEMA`` name the server and a fresh schema (the test drops it).
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DURABLE_TEST_DIR": str(tmp)}
+    env.pop("DURABLE_TEST_SCHEMA", None)
+    if kind == "postgres":
+        reason = pg.unavailable_reason()
+        if reason is not None:
+            pg.skip_or_fail(reason)
+        env["DURABLE_TEST_SCHEMA"] = pg.new_schema()
+        env["DURABLE_TEST_PG_DSN"] = os.environ[pg.ENV]
+    else:
+        env.pop("DURABLE_TEST_PG_DSN", None)
+    return env
+
+
 class Procs:
     """Worker processes serving the ``unhappy`` queue on one backend, and the test's own world on it."""
 
@@ -38,16 +57,7 @@ class Procs:
         self.kind = kind
         self.tmp = tmp
         self.procs: list[subprocess.Popen[str]] = []
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DURABLE_TEST_DIR": str(tmp)}
-        self.env.pop("DURABLE_TEST_SCHEMA", None)
-        if kind == "postgres":
-            reason = pg.unavailable_reason()
-            if reason is not None:
-                pg.skip_or_fail(reason)
-            self.env["DURABLE_TEST_SCHEMA"] = pg.new_schema()
-            self.env["DURABLE_TEST_PG_DSN"] = os.environ[pg.ENV]
-        else:
-            self.env.pop("DURABLE_TEST_PG_DSN", None)
+        self.env = backend_env(kind, tmp)
         from tests.helpers.procs import unhappy_app
 
         os.environ["DURABLE_TEST_DIR"] = str(tmp)  # the app's note() in this process too

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,7 +17,7 @@ from durable.store import (
     threads_for,
 )
 from durable.store.conformance_threads import NS, ThreadStoreConformance
-from tests.helpers.pg import Server, drop_schema, new_schema
+from tests.helpers.pg import OnPostgres
 
 KEY = bytes(range(32))
 
@@ -43,26 +41,9 @@ class TestEncryptedThreads(ThreadStoreConformance):
         return EncryptedThreads(SqliteThreads(where / "threads.db"), durable.EncryptionCodec(KEY))
 
 
-class TestPostgresThreads(ThreadStoreConformance):
-    @pytest.fixture(autouse=True)
-    def _schema(self, pg_server: Server) -> Iterator[None]:
-        self.dsn = pg_server.dsn
-        self.schema = new_schema()
-        self.dbs: list[Any] = []
-        yield
-        for db in self.dbs:
-            db.close()
-        drop_schema(pg_server.dsn, self.schema)
-
+class TestPostgresThreads(OnPostgres, ThreadStoreConformance):
     def open_store(self, where: Path) -> ThreadStore:
-        from durable.store.log._postgres import PostgresLog
-        from durable.store.postgres._schema import connect
-
-        db = connect(
-            self.dsn, schema=self.schema, min_size=1, max_size=2, reconnect_timeout=5, connect_timeout=10
-        )
-        self.dbs.append(db)
-        return threads_for(PostgresLog(db))
+        return threads_for(self.open_log())
 
 
 def test_a_sealed_value_does_not_open_under_another_key_or_thread(tmp_path: Path) -> None:

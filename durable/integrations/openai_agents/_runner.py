@@ -20,7 +20,8 @@ Inside a run, an agent run:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -265,29 +266,28 @@ class DurableRunner:
     @classmethod
     async def run(cls, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
         """``Runner.run(starting_agent, input, **kwargs)``, durable inside a run."""
-        _installed(always=False)
-        token = _ACTIVE.set(True)
-        try:
+        with _durable_runner():
             return await Runner.run(starting_agent, input, **kwargs)
-        finally:
-            _ACTIVE.reset(token)
 
     @classmethod
     def run_streamed(cls, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResultStreaming:
         """``Runner.run_streamed(starting_agent, input, **kwargs)``, durable inside a run, streamed live."""
-        _installed(always=False)
-        token = _ACTIVE.set(True)
-        try:
+        with _durable_runner():
             return Runner.run_streamed(starting_agent, input, **kwargs)
-        finally:
-            _ACTIVE.reset(token)
 
     @classmethod
     def run_sync(cls, starting_agent: Agent[Any], input: Any, **kwargs: Any) -> RunResult:
         """``Runner.run_sync(starting_agent, input, **kwargs)``; inside a run, refused with advice."""
-        _installed(always=False)
-        token = _ACTIVE.set(True)
-        try:
+        with _durable_runner():
             return Runner.run_sync(starting_agent, input, **kwargs)
-        finally:
-            _ACTIVE.reset(token)
+
+
+@contextmanager
+def _durable_runner() -> Iterator[None]:
+    """The durable runner installed (durable while ``DurableRunner`` runs), and this call marked as one."""
+    _installed(always=False)
+    token = _ACTIVE.set(True)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)

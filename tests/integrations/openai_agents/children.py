@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import selectors
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from typing import Any
 import durable
 from durable.engine import Recorded
 from tests.helpers import pg
+from tests.runtime.unhappy import backend_env
 
 ROOT = Path(__file__).resolve().parents[3]
 APP = "tests.helpers.procs.openai_agents_app"
@@ -26,16 +26,7 @@ class Children:
     def __init__(self, kind: str, tmp: Path) -> None:
         self.kind = kind
         self.tmp = tmp
-        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DURABLE_TEST_DIR": str(tmp)}
-        self.env.pop("DURABLE_TEST_SCHEMA", None)
-        if kind == "postgres":
-            reason = pg.unavailable_reason()
-            if reason is not None:
-                pg.skip_or_fail(reason)
-            self.env["DURABLE_TEST_SCHEMA"] = pg.new_schema()
-            self.env["DURABLE_TEST_PG_DSN"] = os.environ[pg.ENV]
-        else:
-            self.env.pop("DURABLE_TEST_PG_DSN", None)
+        self.env = backend_env(kind, tmp)
         self.procs: list[subprocess.Popen[str]] = []
 
     def world(self) -> durable.World:
