@@ -7,12 +7,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from agents import Agent
 from agents.run_internal.items import REJECTION_MESSAGE
+from agents.testing import assistant_message, function_call
 
 import durable
 from durable.integrations.openai_agents import DurableRunner
 from tests.conftest import Worlds
-from tests.helpers.openai_agents_kit import refund_desk
+from tests.helpers.openai_agents_kit import Deciding, outputs, refund_desk
 
 
 class Calls(Counter[str]):
@@ -109,3 +111,30 @@ def test_an_answer_of_another_shape_is_asked_again_with_the_problem(worlds: Worl
     assert calls["refund-A1"] == 0
     out = asyncio.run(durable.run_workflow(wf, world=worlds.open(), run_id="r", resume=True))
     assert out == "refunded 5 on A1 | refunded 7 on B2"
+
+
+def test_an_agent_used_as_a_tool_asks_for_its_approvals_at_its_own_place(worlds: Worlds) -> None:
+    """A nested run's pending refunds make the run wait inside the tool call; answered, each runs once."""
+    calls = Calls()
+    ask = refund_desk(calls).as_tool(tool_name="ask_refunds", tool_description="Ask the refund desk.")
+
+    def decide(call: Any) -> Any:
+        if not outputs(call):
+            return [function_call("ask_refunds", {"input": "refund both"}, call_id="b1")]
+        return [assistant_message("boss: " + outputs(call)[0]["output"])]
+
+    boss = Agent(name="boss", model=Deciding("boss", decide, calls), tools=[ask])
+
+    @durable.workflow
+    async def delegate() -> str:
+        return str((await DurableRunner.run(boss, "go")).final_output)
+
+    with pytest.raises(durable.RunInterrupted) as waiting:
+        asyncio.run(durable.run_workflow(delegate, world=worlds.open(), run_id="r"))
+    assert waiting.value.path == (
+        "session:boss#0.turn-0[0].tool:openai_agents__tool__ask_refunds#0.session:refunds#0.interrupt#1"
+    )
+    out = asyncio.run(durable.run_workflow(delegate, world=worlds.open(), run_id="r", resume=True))
+    assert out == "boss: refunded 5 on A1 | refunded 7 on B2"
+    once = ("model-boss-0", "model-refunds-0", "refund-A1", "refund-B2", "model-refunds-2", "model-boss-1")
+    assert calls == Counter(once)
