@@ -39,6 +39,7 @@ _PARTS = (
     ("memory_items", "memory items"),
     ("messages", "messages and outbox entries"),
     ("runtime_inputs", "queued and schedule inputs"),
+    ("thread_values", "thread values"),
 )
 
 

@@ -59,8 +59,9 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
 
     Returns:
         What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts", "outer_loops",
-        "memory_items", "messages", "runtime_inputs"}`` (``messages``: messages and
-        outbox entries; ``runtime_inputs``: queued inputs and schedule inputs of ``runtime.db``).
+        "memory_items", "messages", "runtime_inputs", "thread_values"}`` (``messages``: messages
+        and outbox entries; ``runtime_inputs``: queued inputs and schedule inputs of ``runtime.db``;
+        ``thread_values``: the values of ``threads.db``, conversation sessions' items).
 
     Raises:
         KeyMismatchError: ``old`` does not hold the directory's key.
@@ -69,7 +70,7 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
             must be finished first (its journal names the key).
     """
     root = Path(data_dir)
-    for rel, name in (((), "events.db"), ((), "runtime.db"), (("memory",), "memory.db")):
+    for rel, name in (((), "events.db"), ((), "runtime.db"), ((), "threads.db"), (("memory",), "memory.db")):
         refuse_linked_database(root, rel, name)
     target = None if new is None else new.key_id
     # A part already rewritten by a stopped rekey is under the new key: the new codec reads it too.
@@ -102,6 +103,7 @@ def rekey(data_dir: str | Path, new: Codec | None, old: Codec | None) -> dict[st
         "outer_loops": _rewrite_outer,
         "memory_items": _rewrite_memory,
         "runtime_inputs": _rewrite_runtime,
+        "thread_values": _rewrite_threads,
     }
     for name, part in parts.items():
         if name not in done:
@@ -318,6 +320,40 @@ def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
                     sealed = seal_text(new, plain, ad) if new is not None else plain
                     db.execute("UPDATE schedules SET input = ? WHERE name = ?", (sealed, name))
                     n += 1
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return n
+
+
+def _rewrite_threads(root: Path, old: Codec | None, new: Codec | None) -> int:
+    """Rewrite every value of ``threads.db`` in one transaction, then vacuum it."""
+    path = root / "threads.db"
+    if not path.is_file():
+        return 0
+    from ..store import open_thread_value, seal_thread_value
+
+    db = sqlite3.connect(path, isolation_level=None)  # the file was checked for links above
+    n = 0
+    try:
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for seq, ns, thread, key, value in db.execute(
+                "SELECT seq, namespace, thread, key, value FROM threads"
+            ).fetchall():
+                stored = bytes(value)
+                sealed = old is not None and stored.startswith(PREFIX.encode())  # one transaction: one form
+                plain = open_thread_value(old, ns, thread, key, stored) if old and sealed else stored
+                again = seal_thread_value(new, ns, thread, key, plain) if new is not None else plain
+                db.execute("UPDATE threads SET value = ? WHERE seq = ?", (again, seq))
+                n += 1
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

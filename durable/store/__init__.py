@@ -60,6 +60,8 @@ from .encrypted._messages import rekey_talk as rekey_talk
 from .encrypted._messages import schedule_ad as schedule_ad
 from .encrypted._messages import seal_text as seal_text
 from .encrypted._threads import EncryptedThreads
+from .encrypted._threads import open_thread_value as open_thread_value
+from .encrypted._threads import seal_thread_value as seal_thread_value
 from .locks._postgres import PostgresLocks
 from .locks._protocol import FileLocks, Locks, MemoryLocks
 from .locks._protocol import hold as hold

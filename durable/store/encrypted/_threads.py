@@ -23,6 +23,32 @@ def thread_ad(namespace: str, thread: str, key: str) -> bytes:
     return f"thread|{parts}".encode("utf-8", "surrogatepass")
 
 
+def seal_thread_value(codec: Codec, namespace: str, thread: str, key: str, plain: bytes) -> bytes:
+    """A thread's value as ``EncryptedThreads`` stores it: ``enc1:`` and the ciphertext bound to its place."""
+    return PREFIX + codec.encrypt(bytes(plain), thread_ad(namespace, thread, key))
+
+
+def open_thread_value(codec: Codec, namespace: str, thread: str, key: str, stored: bytes) -> bytes:
+    """The plain bytes of ``seal_thread_value``'s output.
+
+    Raises:
+        CodecError: It is not encrypted, or does not decrypt in its place (moved, edited).
+        KeyMismatchError: It was encrypted under a key the codec does not hold.
+    """
+    what = f"the value {key!r} of thread {thread!r} ({namespace})"
+    try:
+        if not stored.startswith(PREFIX):
+            raise CodecError("it is not encrypted")
+        return codec.decrypt(stored[len(PREFIX) :], thread_ad(namespace, thread, key))
+    except KeyMismatchError as exc:
+        raise KeyMismatchError(f"{what}: {exc}", key_id=exc.key_id) from None
+    except CodecError as exc:
+        raise CodecError(
+            f"{what} does not decrypt in its place ({exc}); it was moved from another one, "
+            "written without the world's codec, edited or damaged."
+        ) from None
+
+
 class EncryptedThreads:
     """A thread store whose values are sealed with ``codec`` (``world.threads`` under a codec).
 
@@ -36,19 +62,7 @@ class EncryptedThreads:
         self.codec = codec
 
     def _open(self, namespace: str, thread: str, item: ThreadItem) -> ThreadItem:
-        what = f"the value {item.key!r} of thread {thread!r} ({namespace})"
-        try:
-            if not item.value.startswith(PREFIX):
-                raise CodecError("it is not encrypted")
-            plain = self.codec.decrypt(item.value[len(PREFIX) :], thread_ad(namespace, thread, item.key))
-        except KeyMismatchError as exc:
-            raise KeyMismatchError(f"{what}: {exc}", key_id=exc.key_id) from None
-        except CodecError as exc:
-            raise CodecError(
-                f"{what} does not decrypt in its place ({exc}); it was moved from another one, "
-                "written without the world's codec, edited or damaged."
-            ) from None
-        return replace(item, value=plain)
+        return replace(item, value=open_thread_value(self.codec, namespace, thread, item.key, item.value))
 
     def close(self) -> None:
         """Close the inner store."""
@@ -63,9 +77,7 @@ class EncryptedThreads:
         replace: bool = False,
         delete: Sequence[str] = (),
     ) -> None:
-        sealed = [
-            (k, PREFIX + self.codec.encrypt(bytes(v), thread_ad(namespace, thread, k))) for k, v in items
-        ]
+        sealed = [(k, seal_thread_value(self.codec, namespace, thread, k, v)) for k, v in items]
         self.inner.write(namespace, thread, sealed, replace=replace, delete=delete)
 
     def get(self, namespace: str, thread: str, key: str) -> ThreadItem | None:
