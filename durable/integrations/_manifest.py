@@ -83,15 +83,26 @@ def described_value(name: str, value: Any) -> Any:
     return _stand_in(name, inspect.Signature([], return_annotation=_Shown(_text(value))), {})
 
 
+_STAND_INS: dict[tuple[Any, ...], Any] = {}
+
+
 def _stand_in(name: str, signature: inspect.Signature, options: Mapping[str, Any]) -> Any:
+    """The stand-in of one description: made once, so its manifest entry is computed once."""
+    opts = tuple(options.get(k) for k in ("idempotent", "reconcile", "retry", "compensate"))
+    key = (name_part(name), str(signature), *opts)
+    made = _STAND_INS.get(key)
+    if made is not None:
+        return made
+
     async def described(**kwargs: Any) -> Any:
         raise NotImplementedError  # pragma: no cover - a description, never called
 
     described.__signature__ = signature  # type: ignore[attr-defined]
-    return durable.tool(
+    made = _STAND_INS[key] = durable.tool(
         name=name_part(name),
         idempotent=bool(options.get("idempotent", False)),
         reconcile=options.get("reconcile"),
         retry=options.get("retry"),
         compensate=options.get("compensate"),
     )(described)
+    return made
