@@ -2,9 +2,9 @@
 
 Every sealed value of every table is rewritten under the new key: event
 payloads, messages, outbox entries' arguments, results and errors, queued
-inputs and blocked runs' errors, schedule inputs, outer-loop manifests,
-artifacts (payload, manifest, and the keyed name of the row) and memory
-items' texts and metadata. A table is
+inputs and blocked runs' errors, schedule inputs, outer-loop manifests, the
+thread store's values, artifacts (payload, manifest, and the keyed name of
+the row) and memory items' texts and metadata. A table is
 rewritten in batches of ``batch`` rows in primary-key order, each batch one
 transaction that also moves the journal, so a rekey stopped at any point
 (Ctrl-C, a lost connection, SIGKILL) has committed whole batches and says
@@ -46,12 +46,14 @@ from ..store import (
     message_ad,
     open_manifest,
     open_text,
+    open_thread_value,
     outbox_ad,
     quote,
     recognise_world,
     row_ad,
     schedule_ad,
     seal_text,
+    seal_thread_value,
     sha256_of,
     verify_key_check,
     world_lock,
@@ -128,6 +130,18 @@ def _memory_items(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
 def _schedules(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
     name, input_ = row
     return {"input": k.text(input_, schedule_ad(name), f"the input of schedule {name!r}")}
+
+
+def _threads(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
+    _, namespace, thread, key, value = row
+    stored = bytes(value)
+    plain = stored
+    if stored.startswith(PREFIX.encode()):
+        if k.reading is None:
+            what = f"the value {key!r} of thread {thread!r}"
+            raise CodecError(f"{what} is encrypted: give its key; rekey stopped")
+        plain = open_thread_value(k.reading, namespace, thread, key, stored)
+    return {"value": plain if k.new is None else seal_thread_value(k.new, namespace, thread, key, plain)}
 
 
 def _documents(k: _Keys, row: Sequence[Any]) -> dict[str, Any]:
@@ -220,6 +234,7 @@ TABLES = (
     _Table("control", ("run_id",), ("run_id", "queue", "debounce_key", "input", "blocked"), _control),
     _Table("schedules", ("name",), ("name", "input"), _schedules),
     _Table("documents", ("namespace", "key"), ("namespace", "key", "value"), _documents),
+    _Table("threads", ("seq",), ("seq", "namespace", "thread", "key", "value"), _threads),
     _Table("artifacts", ("sha256",), ("sha256", "data", "manifest"), replace=_artifact),
     _Table(
         "memory_items",
@@ -250,8 +265,9 @@ def rekey_postgres(
 
     Returns:
         What was rewritten: ``{"from_key_id", "to_key_id", "events", "artifacts",
-        "outer_loops", "memory_items", "messages", "runtime_inputs"}`` (``messages``: messages and outbox
-        entries; ``runtime_inputs``: the control table's records and the schedules).
+        "outer_loops", "memory_items", "messages", "runtime_inputs", "thread_values"}``
+        (``messages``: messages and outbox entries; ``runtime_inputs``: the control table's
+        records and the schedules; ``thread_values``: the thread store's values).
 
     Raises:
         ConfigurationError: A process has the world open; or a stopped rekey of the schema
@@ -313,6 +329,7 @@ def rekey_postgres(
         "memory_items": done["memory_items"],
         "messages": done["messages"] + done["outbox"],
         "runtime_inputs": done["control"] + done["schedules"],
+        "thread_values": done["threads"],
     }
 
 

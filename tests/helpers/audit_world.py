@@ -7,7 +7,8 @@ blocked by a failing compensation), events, streams, artifacts and their
 names, outbox entries (delivered and failed), messages (consumed and
 waiting), queued and debounced inputs, schedule inputs, an interrupt and
 its answer, a child run, an outer loop's manifest, a compacted run's
-snapshot, and memory items where the world has a memory store. The audits
+snapshot, a thread store's value, and memory items where the world has a
+memory store. The audits
 then look for the markers in every table (and file) the world has.
 """
 
@@ -55,10 +56,14 @@ MARKS: dict[str, str] = {
     "outer_loop": "ZEBRA-OUTER-LOOP",
     "snapshot": "ZEBRA-SNAPSHOT",
     "waiting": "ZEBRA-WAITING",
+    "thread": "ZEBRA-THREAD",
     "memory_text": "ZEBRA-MEMORY-TEXT",
     "memory_meta": "ZEBRA-MEMORY-META",
 }
 """The marker of each kind of value ``fill`` writes (memory ones only where the world has memory)."""
+
+THREADS = "audit.conversation"
+"""The thread store namespace ``fill`` writes its value in."""
 
 M = MARKS
 
@@ -216,6 +221,7 @@ async def _fill(world: durable.World, *, memory: bool) -> str:
         outer_loop_id="loop1",
         world=world,
     )
+    world.threads.write(THREADS, "chat-1", [("item:1", M["thread"].encode())])
     if memory:
         world.memory.configure(durable.lexical_embedder(dim=64))
         await world.memory.put(("notes",), "n1", M["memory_text"], {"tag": M["memory_meta"]})
@@ -259,6 +265,8 @@ async def _goes_on(open_world: Callable[[Callable[[], float]], durable.World], *
             world=world,
         )
         assert M["outer_loop"] in str(loop.final_output)
+        kept = world.threads.get(THREADS, "chat-1", "item:1")
+        assert kept is not None and kept.value == M["thread"].encode()
         if memory:
             world.memory.configure(durable.lexical_embedder(dim=64))
             item = await world.memory.get(("notes",), "n1")

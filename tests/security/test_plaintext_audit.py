@@ -57,6 +57,10 @@ LOCAL_TABLES: dict[str, dict[str, dict[str, list[str]]]] = {
         "schedules": {"input": [M["schedule"]]},
         "workers": {},  # the live workers' names, hosts and the hashes of their code
     },
+    "threads.db": {
+        "threads": {"value": [M["thread"]]},
+        "sqlite_sequence": {},
+    },
     "memory/memory.db": {
         "items": {"text": [M["memory_text"]], "metadata": [M["memory_meta"]]},
         "settings": {},  # the dimension, the metric, the key check
@@ -73,6 +77,7 @@ PG_TABLES: dict[str, dict[str, list[str]]] = {
     "schedules": {"input": [M["schedule"]]},
     "artifacts": {"data": [M["artifact"], M["big_output"]], "manifest": [M["artifact_name"]]},
     "documents": {"value": [M["outer_loop"]]},
+    "threads": {"value": [M["thread"]]},
     **TALK,
     "memory_items": {  # texts and metadata in the clear, or sealed: the other pair is empty
         "text": [M["memory_text"]],
@@ -104,6 +109,8 @@ def _sealed(value: Any) -> bool:
         return True
     if isinstance(value, bytes | memoryview):
         raw = bytes(value)
+        if raw.startswith(b"enc1:"):  # a thread's value: the prefix, then the ciphertext
+            raw = raw[5:]
         return len(raw) > 33 and raw[0] == 1
     text = str(value)
     if text.startswith(("enc1:", "sealed:")):
