@@ -7,7 +7,15 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from agents import Agent, GuardrailFunctionOutput, Runner, function_tool, input_guardrail
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+    function_tool,
+    input_guardrail,
+)
 from agents.testing import assistant_message, function_call
 
 import durable
@@ -148,6 +156,79 @@ def test_a_guardrail_agent_runs_beside_the_first_model_call_and_replays(worlds: 
         world, "r"
     )
     assert asyncio.run(run_replaying_always(greet, world=worlds.open())).output == ["hello", ["safe"]]
+
+
+class Hooks(RunHooks[Any]):
+    """Notes what the SDK calls back, in a list the test reads."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    async def on_agent_start(self, context: Any, agent: Any) -> None:
+        self.seen.append(f"agent {agent.name}")
+
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
+        self.seen.append(f"llm {agent.name}: {system_prompt}")
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        self.seen.append(f"llm-end {agent.name}")
+
+    async def on_handoff(self, context: Any, from_agent: Any, to_agent: Any) -> None:
+        self.seen.append(f"handoff {from_agent.name} > {to_agent.name}")
+
+    async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+        self.seen.append(f"tool {tool.name}")
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+        self.seen.append(f"tool-end {tool.name}: {result}")
+
+
+def hooked_desk(calls: Calls, seen: list[str]) -> Agent[Any]:
+    """The support desk with user code the SDK calls back: an input guardrail and dynamic instructions."""
+    triage, billing, _ = support_desk(calls)
+
+    @input_guardrail
+    async def polite(ctx: Any, agent: Any, text: Any) -> GuardrailFunctionOutput:
+        seen.append(f"guardrail {agent.name}")
+        return GuardrailFunctionOutput(output_info="ok", tripwire_triggered=False)
+
+    def instructions(ctx: RunContextWrapper[Any], agent: Agent[Any]) -> str:
+        seen.append(f"instructions {agent.name}")
+        return "You answer billing questions, briefly."
+
+    triage.input_guardrails = [polite]
+    billing.instructions = instructions
+    return triage
+
+
+def test_hooks_guardrails_and_dynamic_instructions_run_again_on_a_replay(worlds: Worlds) -> None:
+    """User code the SDK calls back is not recorded: a resume that replays every call calls it as a plain run.
+
+    Each resume of ``run_replaying_always`` starts the body again; the last one
+    replays every model and tool call and still calls the hooks, the guardrail
+    and the dynamic instructions in the plain run's order, with the replayed
+    responses and tool results.
+    """
+    plain_seen: list[str] = []
+    plain_calls = Calls()
+    plain = asyncio.run(Runner.run(hooked_desk(plain_calls, plain_seen), "q", hooks=Hooks(plain_seen)))
+    assert {"guardrail triage", "instructions billing", "tool lookup_order"} <= set(plain_seen)
+    seen: list[str] = []
+    calls = Calls()
+    triage = hooked_desk(calls, seen)
+
+    @durable.workflow
+    async def support() -> str:
+        seen.clear()  # what this drive of the body called back
+        return str((await DurableRunner.run(triage, "q", hooks=Hooks(seen))).final_output)
+
+    replayed = asyncio.run(run_replaying_always(support, world=worlds.open()))
+    assert replayed.output == plain.final_output
+    assert replayed.resumes > 5
+    assert set(calls) == set(plain_calls)  # cut after each intent, a call is made again; none other
+    assert sorted(seen) == sorted(plain_seen)
+    in_order = [e for e in plain_seen if not e.startswith("tool")]  # parallel tools: any order
+    assert [e for e in seen if not e.startswith("tool")] == in_order
 
 
 def test_install_makes_runner_run_durable_and_leaves_it_alone_outside_runs(worlds: Worlds) -> None:
