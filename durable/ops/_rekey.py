@@ -23,7 +23,8 @@ from __future__ import annotations
 import base64
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -275,6 +276,30 @@ class _Sealer(EncryptedLog):
         self._blob = bytearray  # rekey binds the rows to sqlite3 itself, as a SqliteLog does
 
 
+@contextmanager
+def _rewritten(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to the SQLite file ``path`` inside one write transaction, committed and vacuumed after.
+
+    The file was checked for links before. A failure rolls the transaction back; after the
+    commit the file is rewritten (``VACUUM``) so that no free page keeps an old value.
+    """
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("VACUUM")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+
+
 def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
     """Rewrite the queued inputs, blocked runs' errors and schedule inputs of ``runtime.db``, then vacuum it.
 
@@ -289,46 +314,33 @@ def _rewrite_runtime(root: Path, old: Codec | None, new: Codec | None) -> int:
     def reseal(field: str, binding: str, text: str, what: str) -> str:
         return seal_control(new, field, binding, open_control(old, field, binding, text, what))
 
-    db = sqlite3.connect(path, isolation_level=None)
     n = 0
-    try:
-        db.execute("PRAGMA busy_timeout = 10000")
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "control" in tables:
-                have = {r[1] for r in db.execute("PRAGMA table_info(control)")}  # an older file lacks some
-                cols = [c if c in have else "NULL" for c in ("queue", "debounce_key", "input", "blocked")]
-                rows = db.execute(f"SELECT run_id, {', '.join(cols)} FROM control").fetchall()
-                for run_id, queue, debounce_key, text, blocked in rows:
-                    binding = input_binding(run_id, queue, debounce_key)
-                    text = reseal("input", binding, text, f"the queued input of run {run_id!r}")
-                    why = json.loads(blocked) if blocked else None
-                    if isinstance(why, dict) and isinstance(why.get("error_message"), str):
-                        what = f"the error of blocked run {run_id!r}"
-                        why["error_message"] = reseal("error", run_id, why["error_message"], what)
-                        blocked = json.dumps(why)
-                    db.execute("UPDATE control SET input = ? WHERE run_id = ?", (text, run_id))
-                    if blocked is not None:
-                        db.execute("UPDATE control SET blocked = ? WHERE run_id = ?", (blocked, run_id))
-                    n += 1
-            if "schedules" in tables:
-                for name, text in db.execute("SELECT name, input FROM schedules").fetchall():
-                    ad, what = schedule_ad(name), f"the input of schedule {name!r}"
-                    sealed = old is not None and text.startswith(PREFIX)  # one transaction: all one form
-                    plain = open_text(old, text, ad, what, None) if old is not None and sealed else text
-                    sealed = seal_text(new, plain, ad) if new is not None else plain
-                    db.execute("UPDATE schedules SET input = ? WHERE name = ?", (sealed, name))
-                    n += 1
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        db.execute("VACUUM")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
+    with _rewritten(path) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "control" in tables:
+            have = {r[1] for r in db.execute("PRAGMA table_info(control)")}  # an older file lacks some
+            cols = [c if c in have else "NULL" for c in ("queue", "debounce_key", "input", "blocked")]
+            rows = db.execute(f"SELECT run_id, {', '.join(cols)} FROM control").fetchall()
+            for run_id, queue, debounce_key, text, blocked in rows:
+                binding = input_binding(run_id, queue, debounce_key)
+                text = reseal("input", binding, text, f"the queued input of run {run_id!r}")
+                why = json.loads(blocked) if blocked else None
+                if isinstance(why, dict) and isinstance(why.get("error_message"), str):
+                    what = f"the error of blocked run {run_id!r}"
+                    why["error_message"] = reseal("error", run_id, why["error_message"], what)
+                    blocked = json.dumps(why)
+                db.execute("UPDATE control SET input = ? WHERE run_id = ?", (text, run_id))
+                if blocked is not None:
+                    db.execute("UPDATE control SET blocked = ? WHERE run_id = ?", (blocked, run_id))
+                n += 1
+        if "schedules" in tables:
+            for name, text in db.execute("SELECT name, input FROM schedules").fetchall():
+                ad, what = schedule_ad(name), f"the input of schedule {name!r}"
+                sealed = old is not None and text.startswith(PREFIX)  # one transaction: all one form
+                plain = open_text(old, text, ad, what, None) if old is not None and sealed else text
+                sealed = seal_text(new, plain, ad) if new is not None else plain
+                db.execute("UPDATE schedules SET input = ? WHERE name = ?", (sealed, name))
+                n += 1
     return n
 
 
@@ -339,30 +351,16 @@ def _rewrite_threads(root: Path, old: Codec | None, new: Codec | None) -> int:
         return 0
     from ..store import open_thread_value, seal_thread_value
 
-    db = sqlite3.connect(path, isolation_level=None)  # the file was checked for links above
     n = 0
-    try:
-        db.execute("PRAGMA busy_timeout = 10000")
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for seq, ns, thread, key, value in db.execute(
-                "SELECT seq, namespace, thread, key, value FROM threads"
-            ).fetchall():
-                stored = bytes(value)
-                sealed = old is not None and stored.startswith(PREFIX.encode())  # one transaction: one form
-                plain = open_thread_value(old, ns, thread, key, stored) if old and sealed else stored
-                again = seal_thread_value(new, ns, thread, key, plain) if new is not None else plain
-                db.execute("UPDATE threads SET value = ? WHERE seq = ?", (again, seq))
-                n += 1
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        db.execute("VACUUM")
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        db.close()
+    with _rewritten(path) as db:
+        rows = db.execute("SELECT seq, namespace, thread, key, value FROM threads").fetchall()
+        for seq, ns, thread, key, value in rows:
+            stored = bytes(value)
+            sealed = old is not None and stored.startswith(PREFIX.encode())  # one transaction: one form
+            plain = open_thread_value(old, ns, thread, key, stored) if old and sealed else stored
+            again = seal_thread_value(new, ns, thread, key, plain) if new is not None else plain
+            db.execute("UPDATE threads SET value = ? WHERE seq = ?", (again, seq))
+            n += 1
     return n
 
 
