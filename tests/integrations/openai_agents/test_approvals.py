@@ -7,6 +7,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
+pytest.importorskip("agents")
+
 from agents import Agent
 from agents.run_internal.items import REJECTION_MESSAGE
 from agents.testing import assistant_message, function_call

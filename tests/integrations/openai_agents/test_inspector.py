@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("agents")
 pytest.importorskip("starlette.testclient")
 
 from starlette import testclient

@@ -10,6 +10,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+pytest.importorskip("agents")
+
 import durable
 from durable.integrations.openai_agents import DurableRunner, _names
 from tests.helpers.openai_agents_kit import support_desk

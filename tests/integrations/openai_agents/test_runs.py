@@ -7,6 +7,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
+pytest.importorskip("agents")
+
 from agents import (
     Agent,
     GuardrailFunctionOutput,

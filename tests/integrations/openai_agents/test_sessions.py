@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("agents")
+
 from agents import Agent, SQLiteSession
 from agents.testing import assistant_message
 

@@ -8,6 +8,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
+pytest.importorskip("agents")
+
 from agents import Agent
 from agents.testing import ScriptedModel, assistant_message, function_call
 

@@ -7,6 +7,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
+pytest.importorskip("agents")
+
 from agents import Agent, ModelSettings, function_tool
 from agents.retry import ModelRetrySettings, retry_policies
 from agents.testing import assistant_message, function_call
