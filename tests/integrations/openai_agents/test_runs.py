@@ -13,6 +13,9 @@ pytest.importorskip("agents")
 from agents import (
     Agent,
     GuardrailFunctionOutput,
+    Model,
+    ModelProvider,
+    RunConfig,
     RunContextWrapper,
     RunHooks,
     Runner,
@@ -232,6 +235,45 @@ def test_hooks_guardrails_and_dynamic_instructions_run_again_on_a_replay(worlds:
     assert sorted(seen) == sorted(plain_seen)
     in_order = [e for e in plain_seen if not e.startswith("tool")]  # parallel tools: any order
     assert [e for e in seen if not e.startswith("tool")] == in_order
+
+
+class Provider(ModelProvider):
+    """A provider of models that decide from their input; it notes each name it is asked for."""
+
+    def __init__(self, calls: Calls) -> None:
+        self.calls = calls
+        self.asked: list[str | None] = []
+
+    def get_model(self, model_name: str | None) -> Model:
+        self.asked.append(model_name)
+        return Deciding(str(model_name), lambda c: [assistant_message(f"{model_name} says hi")], self.calls)
+
+
+def test_a_run_config_s_model_provider_is_recorded_and_a_model_slot_maps_its_name(worlds: Worlds) -> None:
+    """An agent naming its model gets it from the run's provider, asked for the slot's model; it replays."""
+    agent = Agent(name="desk", model="desk")
+    plain = asyncio.run(Runner.run(agent, "hi", run_config=RunConfig(model_provider=Provider(Calls()))))
+    assert plain.final_output == "desk says hi"
+    calls = Calls()
+    provider = Provider(calls)
+
+    @durable.workflow
+    async def greet() -> str:
+        return str(
+            (await DurableRunner.run(agent, "hi", run_config=RunConfig(model_provider=provider))).final_output
+        )
+
+    world = worlds.open()
+    out = asyncio.run(durable.run_workflow(greet, world=world, run_id="r", models={"desk": "desk-v2"}))
+    assert out == "desk-v2 says hi"
+    assert provider.asked == ["desk-v2"]
+    assert calls == Counter({"model-desk-v2-0": 1})
+    assert receipts(world, "r") == ["session:desk#0.model:openai_agents__model#0"]
+    again = asyncio.run(
+        durable.run_workflow(greet, world=worlds.open(), run_id="r", models={"desk": "desk-v2"})
+    )
+    assert again == out
+    assert calls == Counter({"model-desk-v2-0": 1})
 
 
 def test_install_makes_runner_run_durable_and_leaves_it_alone_outside_runs(worlds: Worlds) -> None:
