@@ -13,7 +13,8 @@ A response is recorded as JSON (only the fields the model set, so the items
 the runner builds from a rebuilt response equal those of the live one) with
 its usage and model beside it for budgets; a call that ran hands the runner
 its live response. A streamed response is recorded event by event as the
-events arrive (``_stream``).
+events arrive (``_stream``). An ``openai`` error is recorded with what the
+SDK's retry decision reads and raised again as its own type (``_errors``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import functools
 import inspect
 from typing import Any
 
+import openai
 from agents.items import ModelResponse
 from agents.models.interface import Model, ModelProvider
 from pydantic import TypeAdapter
@@ -31,6 +33,7 @@ import durable
 
 from ...engine import carried
 from .._effects import in_run, run_effect
+from ._errors import ProviderError
 from ._names import MODEL
 from ._state import CURRENT_RUN
 from ._stream import streamed
@@ -156,16 +159,24 @@ def wrap_model(model: Model, *, name: str | None = None, slot: str | None = None
         live: list[ModelResponse] = []
 
         async def body() -> Any:
-            response = await original(*args, **kwargs)
+            try:
+                response = await original(*args, **kwargs)
+            except openai.APIError as exc:
+                raise ProviderError.of(exc) from exc
             live.append(response)
             return encode(response, label)
 
+        failure: BaseException | None = None
         try:
             payload = await run_effect(
                 "model", MODEL, body, slot=slot, request=request_identity(label, args, kwargs)
             )
         except durable.DurableError as exc:
             raise carried(exc) from exc
+        except ProviderError as kept:
+            failure = kept.error()
+        if failure is not None:
+            raise failure  # outside the handler: the SDK reads the error's own chain
         if live:
             run = CURRENT_RUN.get()
             if run is not None:

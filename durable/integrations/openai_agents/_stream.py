@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import openai
 from agents.items import TResponseStreamEvent
 from pydantic import TypeAdapter
 
@@ -21,6 +22,7 @@ import durable
 
 from ...engine import carried
 from .._effects import in_run, run_stream
+from ._errors import ProviderError
 from ._names import MODEL_STREAM
 from ._state import CURRENT_RUN
 
@@ -56,13 +58,17 @@ def streamed(
         live: dict[int, Any] = {}
 
         async def events() -> AsyncIterator[Any]:
-            async for event in original(*args, **kwargs):
-                chunk = {"event": _dump(event)}
-                live[id(chunk)] = event
-                yield chunk
+            try:
+                async for event in original(*args, **kwargs):
+                    chunk = {"event": _dump(event)}
+                    live[id(chunk)] = event
+                    yield chunk
+            except openai.APIError as exc:
+                raise ProviderError.of(exc) from exc
 
         chunks = run_stream(MODEL_STREAM, events, slot=slot, request=identity(label, args, kwargs))
         ran = False
+        failure: BaseException | None = None
         try:
             async for chunk in chunks:
                 event = live.pop(id(chunk), None)
@@ -74,10 +80,14 @@ def streamed(
                 yield event
         except durable.DurableError as exc:
             raise carried(exc) from exc
+        except ProviderError as kept:
+            failure = kept.error()
         finally:
             await chunks.aclose()
             run = CURRENT_RUN.get()
             if ran and run is not None:
                 run.live = True
+        if failure is not None:
+            raise failure
 
     return stream_response

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 pytest.importorskip("agents")
 
+import openai
 from agents import Agent, ModelSettings, function_tool
 from agents.retry import ModelRetrySettings, retry_policies
 from agents.testing import assistant_message, function_call
@@ -17,6 +19,7 @@ from agents.testing import assistant_message, function_call
 import durable
 from durable.engine import Recorded
 from durable.integrations.openai_agents import DurableRunner, tool_options
+from durable.integrations.openai_agents._errors import ProviderError, http_library
 from tests.conftest import Worlds
 from tests.helpers.crash import SimulatedCrash, on
 from tests.helpers.openai_agents_kit import ANSWER, Deciding, outputs, refund_desk, support_desk
@@ -92,6 +95,73 @@ def test_a_model_error_is_recorded_and_the_sdk_retries_the_same_way_on_a_replay(
     rec = Recorded.from_rows(world.log.read("r"))
     first = rec.receipts["session:triage#0.model:openai_agents__model#0"]
     assert (first["outcome"], first["error_type"]) == ("error", "builtins.TimeoutError")
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+def test_a_rate_limited_request_replays_as_the_same_openai_error_and_the_sdk_retries_again(
+    worlds: Worlds, streamed: bool
+) -> None:
+    """A 429 replays as ``openai.RateLimitError`` with its status, headers and body: the SDK retries again.
+
+    Without them the replayed error would have no status, ``http_status([429])``
+    would not retry, and the resumed run would fail where the live one went on.
+    """
+    calls = Calls()
+    triage, _, _ = support_desk(calls)
+    failed: list[int] = []
+    inner = triage.model
+    http = http_library()
+
+    def limited() -> None:
+        if not failed:
+            failed.append(1)
+            request = http.Request("POST", "https://api.openai.com/v1/responses")
+            headers = {"retry-after-ms": "0", "x-request-id": "req_1", "openai-project": "proj_x"}
+            response = http.Response(429, headers=headers, request=request)
+            body = {"message": "Rate limit reached", "code": "rate_limit_exceeded"}
+            raise openai.RateLimitError("Rate limit reached", response=response, body=body)
+
+    class RateLimitedOnce(Deciding):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            limited()
+            return await inner.get_response(*args, **kwargs)  # type: ignore[union-attr]
+
+        async def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            limited()
+            async for event in inner.stream_response(*args, **kwargs):  # type: ignore[union-attr]
+                yield event
+
+    retry = ModelRetrySettings(
+        max_retries=2, backoff={"initial_delay": 0, "jitter": False}, policy=retry_policies.http_status([429])
+    )
+    triage.model = RateLimitedOnce("triage", lambda c: None, calls)
+    triage.model_settings = ModelSettings(retry=retry)
+
+    @durable.workflow
+    async def support() -> str:
+        if not streamed:
+            return str((await DurableRunner.run(triage, "where?")).final_output)
+        result = DurableRunner.run_streamed(triage, "where?")
+        async for _ in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    crashing = worlds.crashing(on("effect.intent", "lookup_order"))
+    with pytest.raises(SimulatedCrash):
+        asyncio.run(durable.run_workflow(support, world=crashing, run_id="r"))
+    world = worlds.open()
+    assert asyncio.run(durable.run_workflow(support, world=world, run_id="r")).startswith(ANSWER)
+    assert failed == [1]
+    assert calls["model-triage-0"] == 1  # the retried request replayed
+    rec = Recorded.from_rows(world.log.read("r"))
+    first = rec.receipts["session:triage#0.model:openai_agents__model" + ("_stream#0" if streamed else "#0")]
+    assert first["outcome"] == "error"
+    assert first["error_message"] == "openai.RateLimitError: Rate limit reached"
+    assert "proj_x" not in json.dumps(first)  # only the headers the retry decision reads
+    kept = ProviderError(*first["error_args"])
+    again = kept.error()
+    assert isinstance(again, openai.RateLimitError)
+    assert (again.status_code, again.request_id, again.code) == (429, "req_1", "rate_limit_exceeded")
 
 
 def test_a_cancel_during_a_tool_call_lets_it_finish_then_undoes_it(worlds: Worlds) -> None:
