@@ -84,6 +84,8 @@ def described_value(name: str, value: Any) -> Any:
 
 
 _STAND_INS: dict[tuple[Any, ...], Any] = {}
+_MOST_STAND_INS = 4096
+"""Descriptions kept made at most: past that the memo starts again (a process whose agents change forever)."""
 
 
 def _stand_in(name: str, signature: inspect.Signature, options: Mapping[str, Any]) -> Any:
@@ -93,6 +95,8 @@ def _stand_in(name: str, signature: inspect.Signature, options: Mapping[str, Any
     made = _STAND_INS.get(key)
     if made is not None:
         return made
+    if len(_STAND_INS) >= _MOST_STAND_INS:
+        _STAND_INS.clear()
 
     async def described(**kwargs: Any) -> Any:
         raise NotImplementedError  # pragma: no cover - a description, never called
