@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
@@ -64,6 +65,13 @@ class Guard(Protocol):
         """The guard of a child run started by ``run`` (a parent's cancellation reaches it)."""
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class RunContext:
     """One driver's view of one run: identity, recorded events, write buffer."""
 
@@ -80,6 +88,8 @@ class RunContext:
         "group",
         "guard",
         "log",
+        "loop",
+        "loop_thread",
         "meters",
         "models",
         "previous_inputs",
@@ -107,6 +117,10 @@ class RunContext:
     ):
         self.world = world
         self.log: EventLog = world.log
+        # The event loop that drives the run and its thread: a framework's worker thread
+        # (a sync node, a sync tool) hands its durable calls to them (``None`` outside a loop).
+        self.loop: asyncio.AbstractEventLoop | None = _running_loop()
+        self.loop_thread = threading.get_ident()
         self.group = world.commits
         self.run_id = run_id
         self.token = token
