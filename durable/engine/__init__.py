@@ -35,6 +35,7 @@ from ._context import EFFECT_KEY as EFFECT_KEY
 from ._context import RunContext as RunContext
 from ._context import Scope as Scope
 from ._decorators import make_decorator as make_decorator
+from ._determinism import record_value as record_value
 from ._drift import acceptance_blockers as acceptance_blockers
 from ._drift import blocked_advice as blocked_advice
 from ._drift import change_lines as change_lines

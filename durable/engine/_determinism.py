@@ -38,7 +38,12 @@ def _seconds(seconds: float) -> float:
     return max(0.0, float(seconds))
 
 
-def _record(kind: str, produce: Callable[[], Any]) -> Any:
+def record_value(kind: str, produce: Callable[[], Any]) -> Any:
+    """``produce()`` recorded once as a value of ``kind`` in the current scope, replayed after.
+
+    Outside a run it is ``produce()``. The value must be JSON; an integration
+    records with it what a framework draws at random (a graph's checkpoint ids).
+    """
     scope = CURRENT.get()
     if scope is None:
         return produce()
@@ -62,18 +67,18 @@ def now() -> datetime:
     """
     scope = CURRENT.get()
     clock = scope.run.clock if scope is not None else None
-    stamp = _record("now", clock if clock is not None else lambda: datetime.now(UTC).timestamp())
+    stamp = record_value("now", clock if clock is not None else lambda: datetime.now(UTC).timestamp())
     return datetime.fromtimestamp(stamp, UTC)
 
 
 def uuid4() -> _uuid.UUID:
     """A random UUID; inside a run, recorded once and replayed on resume."""
-    return _uuid.UUID(_record("uuid4", lambda: _uuid.uuid4().hex))
+    return _uuid.UUID(record_value("uuid4", lambda: _uuid.uuid4().hex))
 
 
 def random() -> float:
     """A random float in [0, 1); inside a run, recorded once and replayed on resume."""
-    return float(_record("random", _random.random))
+    return float(record_value("random", _random.random))
 
 
 async def sleep(seconds: float) -> None:
