@@ -188,9 +188,20 @@ async def run_effect(
         _BODY.reset(token)
 
 
-def run_effect_sync(name: str, body: Callable[[], Any], *, slot: str | None = None, **identity: Any) -> Any:
-    """``run_effect`` for a model call made by a sync client: ``body`` is a plain function."""
-    fn = _decorated("model", name, False, None, slot, "sync")
+def run_effect_sync(
+    name: str,
+    body: Callable[[], Any],
+    *,
+    kind: Literal["model", "tool"] = "model",
+    idempotent: bool = False,
+    reconcile: _Reconcile | None = None,
+    slot: str | None = None,
+    retry: Any = None,
+    compensate: Any = None,
+    **identity: Any,
+) -> Any:
+    """``run_effect`` for a call made from sync code (a sync client, a sync tool): ``body`` is plain."""
+    fn = _decorated(kind, name, idempotent, reconcile, slot, "sync", retry=retry, compensate=compensate)
     token = _BODY.set(body)
     try:
         return fn(identity)
