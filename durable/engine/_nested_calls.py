@@ -7,8 +7,9 @@ and tool calls of its own; recorded in the tool's own scope
 called again, so a kill inside the delegate runs again only the call it cut.
 
 An effect whose body recorded such calls is called again after a crash
-between its intent and its receipt (``body_recorded_calls``): its own
-durable calls make that safe, they replay and do not run twice. Side effects
+between its intent and its receipt, or after an interrupt its body raised
+(``body_recorded_calls``): its own durable calls make that safe, they
+replay and do not run twice. Side effects
 of the body that are not durable calls run again; make them tools.
 """
 
@@ -73,6 +74,10 @@ def effect_body_scope_sync() -> Iterator[None]:
 
 
 def body_recorded_calls(rec: Recorded, key: str) -> bool:
-    """Whether the log holds durable calls made inside the body of the effect ``key``."""
+    """Whether the log holds durable calls made inside the body of the effect ``key``.
+
+    An interrupt counts: a body that asked a person (``durable.interrupt`` in a
+    tool) stopped there, and called again it replays to the answer.
+    """
     prefix = key + "."
-    return any(k.startswith(prefix) for k in rec.intents) or any(p.startswith(prefix) for p in rec.sessions)
+    return any(k.startswith(prefix) for index in (rec.intents, rec.sessions, rec.interrupts) for k in index)
