@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 import durable
 
+from ..engine import CURRENT, EFFECT_KEY
+
 _BODY: ContextVar[Callable[[], Any] | None] = ContextVar("durable_integration_body", default=None)
 
 _Reconcile = Callable[[str, dict[str, Any]], Any]
@@ -24,27 +26,21 @@ _Undo = Callable[[dict[str, Any], Any], Awaitable[Any]]
 _CALLS: dict[tuple[Any, ...], Any] = {}
 _UNDOS: dict[tuple[Any, ...], Any] = {}
 
-_PROBE = "durable.integrations"
-
 
 def in_run() -> bool:
-    """Whether a call made here should be recorded: inside a durable run, outside any effect body.
+    """Whether a call made here should be recorded: inside a durable run, outside any effect's own call.
 
-    ``durable.model_for`` answers only inside a run, ``durable.idempotency_key``
-    only inside the body of a ``@tool`` or ``@model_call``. Inside such a body
-    (a ``@model_call`` of the user's own around a wrapped client, a sub-agent run
-    by a tool) the call is part of that effect, which records its outcome, so
-    it runs as it would outside a run.
+    Inside the body of a ``@tool`` or ``@model_call`` (a ``@model_call`` of the
+    user's own around a wrapped client, a sub-agent run by a tool) the call is
+    part of that effect, which records its outcome, so it runs as it would
+    outside a run. A scope of its own inside the body (``durable.branch``, or
+    the scope an integration gives a tool's body) records calls again, as the
+    engine records ``@tool`` calls made there.
     """
-    try:
-        durable.model_for(_PROBE, default=_PROBE)
-    except durable.ConfigurationError:
+    scope = CURRENT.get()
+    if scope is None:
         return False
-    try:
-        durable.idempotency_key()
-    except durable.ConfigurationError:
-        return True
-    return False
+    return EFFECT_KEY.get() is None or scope.busy is None
 
 
 def _body() -> Callable[[], Any]:
