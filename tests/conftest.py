@@ -29,7 +29,18 @@ from durable.store import (  # noqa: E402
 from tests.helpers import embedded_pg, pg  # noqa: E402
 
 POSTGRES_DIRS = frozenset(
-    {"engine", "runtime", "outer", "integrations", "openai_agents", "recorded", "crash", "messages"}
+    {
+        "engine",
+        "runtime",
+        "outer",
+        "integrations",
+        "openai_agents",
+        "langchain",
+        "langgraph",
+        "recorded",
+        "crash",
+        "messages",
+    }
 )
 """Test folders whose ``worlds`` fixture runs on Postgres too (the others test files and SQLite damage)."""
 

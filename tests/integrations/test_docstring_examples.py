@@ -15,6 +15,10 @@ import pytest
         ("durable.integrations.openai", "openai"),
         ("durable.integrations.anthropic", "anthropic"),
         ("durable.integrations.openai_agents", "agents"),
+        ("durable.integrations.langchain", "langchain"),
+        ("durable.integrations.langchain._model", "langchain"),
+        ("durable.integrations.langchain._tool", "langchain"),
+        ("durable.integrations.langgraph", "langgraph"),
     ],
 )
 def test_docstring_examples_run(module: str, package: str) -> None:
