@@ -28,7 +28,19 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60
 """Seconds a block may take (each should take a few)."""
 INCLUDE = re.compile(r'^-{2}8<-{2} "(?P<path>[^"]+)"$')
-EXTRAS = {"openai", "anthropic", "pydantic_ai", "sqlite_vec", "apsw", "cryptography", "psycopg", "starlette"}
+EXTRAS = {
+    "openai",
+    "anthropic",
+    "pydantic_ai",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "sqlite_vec",
+    "apsw",
+    "cryptography",
+    "psycopg",
+    "starlette",
+}
 """Modules of the optional extras: a block that needs one is skipped where it is not installed."""
 
 

@@ -294,6 +294,34 @@ def test_an_interrupt_in_a_node_is_answered_through_the_run(worlds: Worlds) -> N
     assert Counter({"draft tides": 1, "final (ship it)": 1}) == ASKED
 
 
+def test_durable_interrupt_in_a_node_waits_and_the_node_runs_again_with_the_answer(worlds: Worlds) -> None:
+    """durable.interrupt in a node (past a RetryPolicy) ends the run interrupted; the answer reaches it."""
+
+    async def ask(state: Research) -> dict[str, Any]:
+        draft = str((await MODEL.ainvoke([HumanMessage("draft")])).content)
+        return {"notes": [draft, str(durable.interrupt({"draft": draft}))]}
+
+    g = StateGraph(Research)
+    g.add_node("ask", ask, retry_policy=RetryPolicy(retry_on=lambda e: True))
+    g.add_edge(START, "ask")
+    world = worlds.open()
+    graph = g.compile(checkpointer=DurableSaver(world))
+
+    @durable.workflow
+    async def run(topic: str) -> list[str]:
+        out = await graph.ainvoke({"messages": [], "notes": []}, {"configurable": {"thread_id": topic}})
+        return list(out["notes"])
+
+    with pytest.raises(durable.RunInterrupted) as info:
+        asyncio.run(durable.run_workflow(run, "t", world=world, run_id="r"))
+    assert info.value.value == {"draft": "re: draft"}
+    assert asyncio.run(durable.run_workflow(run, "t", world=world, run_id="r", resume="ok")) == [
+        "re: draft",
+        "ok",
+    ]
+    assert dict(ASKED) == {"draft": 1}
+
+
 def test_a_replay_off_the_logs_path_inside_a_node_ends_the_run_past_its_retry_policy(worlds: Worlds) -> None:
     """A NondeterminismError raised in a node with RetryPolicy(retry_on=everything) is not retried."""
     prompts = {"first": "outline"}

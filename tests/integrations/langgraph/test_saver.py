@@ -150,3 +150,16 @@ def test_outside_a_run_a_graph_keeps_its_thread_in_the_world(worlds: Worlds) -> 
     assert graph.invoke({"notes": []}, config)["notes"] == ["note 0", "note 1"]
     again = note_graph(DurableSaver(worlds.open()))  # another process over the same store
     assert asyncio.run(again.aget_state(config)).values["notes"] == ["note 0", "note 1"]
+
+
+def test_prune_keep_latest_refuses_to_drop_the_history_of_delta_channels(worlds: Worlds) -> None:
+    """A thread whose newest checkpoint counts DeltaChannel updates is not cut down to that checkpoint."""
+    saver = DurableSaver(worlds.open())
+    first = saver.put(CONFIG, checkpoint(x=1), {"source": "input", "step": -1}, {})
+    delta = {"source": "loop", "step": 0, "counters_since_delta_snapshot": {"log": [1, 1]}}
+    saver.put(first, checkpoint(x=2), delta, {})  # type: ignore[arg-type]
+    with pytest.raises(durable.ConfigurationError, match="strategy='delete'"):
+        saver.prune(["t"])
+    assert len(list(saver.list(CONFIG))) == 2
+    saver.prune(["t"], strategy="delete")
+    assert list(saver.list(CONFIG)) == []
