@@ -5,20 +5,24 @@ asked. ``DecidingChatModel`` answers with whatever its ``decide`` function
 makes of the messages (and the bound tools), so a model asked again after a
 crash, in a new process, answers the same: the tests count what really ran,
 not a script's position. It streams its answer word by word, tool calls in
-the last chunk, with usage on every answer.
+the last chunk, with usage on every answer. ``tool_loop`` builds the usual
+graph around it: a model node and a tool node.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode
 
 Decide = Callable[[list[BaseMessage], dict[str, Any]], AIMessage | str]
 
@@ -105,3 +109,37 @@ class DecidingChatModel(BaseChatModel):
     def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
         """Bind tools as OpenAI tool dicts (what ``decide`` sees under ``tools``)."""
         return self.bind(tools=[convert_to_openai_tool(t) for t in tools], tool_choice=tool_choice, **kwargs)
+
+
+class Chat(TypedDict):
+    """A conversation: the state of a tool loop."""
+
+    messages: Annotated[list[BaseMessage], operator.add]
+
+
+def tool_loop(
+    decide: Decide, tools: list[Any], *, handle_tool_errors: Any = True, checkpointer: Any = None
+) -> Any:
+    """A graph of a model node and a tool node that loops until the model answers in words.
+
+    The model is a ``DecidingChatModel`` made durable with ``wrap`` and bound to
+    ``tools``; the tools are given to LangGraph's ``ToolNode`` as they are.
+    """
+    from durable.integrations.langchain import wrap
+
+    model = wrap(DecidingChatModel(decide=decide)).bind_tools(tools)
+
+    async def ask(state: Chat) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"])]}
+
+    def route(state: Chat) -> str:
+        last = state["messages"][-1]
+        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+
+    g = StateGraph(Chat)
+    g.add_node("ask", ask)
+    g.add_node("tools", ToolNode(tools, handle_tool_errors=handle_tool_errors))
+    g.add_edge(START, "ask")
+    g.add_conditional_edges("ask", route, ["tools", END])
+    g.add_edge("tools", "ask")
+    return g.compile(checkpointer=checkpointer)

@@ -10,6 +10,7 @@ produced it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
@@ -53,6 +54,31 @@ def request_messages(messages: list[BaseMessage]) -> list[dict[str, Any]]:
         data = message_to_dict(m)
         out.append({"type": data["type"], "data": {k: v for k, v in data["data"].items() if k != "id"}})
     return out
+
+
+class Live:
+    """What a recorded call hands back: the value itself when it ran here, rebuilt when it replayed.
+
+    The body of the call passes its value through ``ran`` (which returns what
+    the log records of it); ``of(payload)`` is that value, or, when the call
+    replayed and the body never ran, ``rebuild(payload)``.
+    """
+
+    __slots__ = ("_rebuild", "_record", "_values")
+
+    def __init__(self, record: Callable[[Any], Any], rebuild: Callable[[Any], Any]) -> None:
+        self._record = record
+        self._rebuild = rebuild
+        self._values: list[Any] = []
+
+    def ran(self, value: Any) -> Any:
+        """Keep ``value`` for the caller; what the log records of it."""
+        self._values.append(value)
+        return self._record(value)
+
+    def of(self, payload: Any) -> Any:
+        """The value the caller gets."""
+        return self._values[-1] if self._values else self._rebuild(payload)
 
 
 # -- a tool's result: a ToolMessage, a LangGraph Command, or plain content --------------------

@@ -25,9 +25,9 @@ from .._effects import in_run
 from .._from_threads import current_run, on_loop_thread, on_run_loop
 from .._graph_tasks import Described, describe_once, graph_call, graph_call_sync, passing_controls
 from .._manifest import described_value
-from ._messages import jsonable, rebuilt_tool_result, tool_result
+from ._messages import Live, jsonable, rebuilt_tool_result
 from ._model import wrap
-from ._tool import DurableTool, call_name, described, options_of, schema_of, tool_body
+from ._tool import DurableTool, call_identity, call_name, described, options_of, recorder, tool_body
 
 _OPTIONS = frozenset({"idempotent", "reconcile", "compensate"})
 
@@ -128,16 +128,11 @@ class DurableMiddleware(AgentMiddleware):
         tool = request.tool
         if not in_run() or isinstance(tool, DurableTool):
             return None
-        call = request.tool_call
-        name = str(call["name"])
-        args = dict(call.get("args") or {})
-        if isinstance(tool, BaseTool):
-            known = set((schema_of(tool).get("properties") or {}).keys())
-            args = {k: v for k, v in args.items() if not known or k in known}
-        identity = {"tool": name, "args": jsonable(args), "call": call.get("id")}
-        options = self._tools.get(name, {})
-        opts = options_of(tool, options) if isinstance(tool, BaseTool) else {}
-        return name, identity, opts
+        name = str(request.tool_call["name"])
+        known = tool if isinstance(tool, BaseTool) else None
+        _, identity = call_identity(known, name, {**request.tool_call, "type": "tool_call"})
+        options = options_of(known, self._tools.get(name, {})) if known is not None else {}
+        return name, identity, options
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Inside a run, the tool call as a recorded tool call keyed by its ``tool_call_id``."""
@@ -145,18 +140,17 @@ class DurableMiddleware(AgentMiddleware):
         if parts is None:
             return handler(request)
         name, identity, options = parts
-        live: list[Any] = []
-
-        def body() -> Any:
-            out = handler(request)
-            live.append(out)
-            return tool_result(out, f"tool {name!r}")
-
+        result = Live(recorder(name), rebuilt_tool_result)
         with passing_controls():
             payload = graph_call_sync(
-                "tool", call_name(name), body, call_id=identity["call"], **options, **identity
+                "tool",
+                call_name(name),
+                lambda: result.ran(handler(request)),
+                call_id=identity["call"],
+                **options,
+                **identity,
             )
-        return live[-1] if live else rebuilt_tool_result(payload)
+        return result.of(payload)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Inside a run, the tool call as a recorded tool call keyed by its ``tool_call_id``."""
@@ -164,16 +158,14 @@ class DurableMiddleware(AgentMiddleware):
         if parts is None:
             return await handler(request)
         name, identity, options = parts
-        live: list[Any] = []
+        result = Live(recorder(name), rebuilt_tool_result)
 
         async def body() -> Any:
             async with tool_body(request.tool):
-                out = await handler(request)
-            live.append(out)
-            return tool_result(out, f"tool {name!r}")
+                return result.ran(await handler(request))
 
         with passing_controls():
             payload = await graph_call(
                 "tool", call_name(name), body, call_id=identity["call"], **options, **identity
             )
-        return live[-1] if live else rebuilt_tool_result(payload)
+        return result.of(payload)

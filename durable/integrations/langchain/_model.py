@@ -30,7 +30,7 @@ from ...engine import keyed
 from .._effects import in_run, run_stream
 from .._graph_tasks import graph_call, graph_call_sync, passing_controls, task_scope
 from .._manifest import name_part
-from ._messages import jsonable, message_data, message_of, request_messages
+from ._messages import Live, jsonable, message_data, message_of, request_messages
 
 M = TypeVar("M")
 Stop = list[str] | None
@@ -55,6 +55,11 @@ def _recorded(message: BaseMessage) -> dict[str, Any]:
     if isinstance(model, str):
         data["model"] = model
     return data
+
+
+def _message(payload: dict[str, Any]) -> BaseMessage:
+    """The reply a recorded payload holds."""
+    return message_of(payload["message"])
 
 
 def _chunk(chunk: BaseMessage) -> dict[str, Any]:
@@ -94,17 +99,16 @@ class DurableChatModel:
         parent: Any = super()
         if not in_run():
             return parent.invoke(input, config, stop=stop, **kwargs)  # type: ignore[no-any-return]
-        live: list[BaseMessage] = []
-
-        def body() -> dict[str, Any]:
-            reply = parent.invoke(input, config, stop=stop, **kwargs)
-            live.append(reply)
-            return _recorded(reply)
-
+        reply = Live(_recorded, _message)
         identity = self._durable_identity(input, stop, kwargs)
         with passing_controls():
-            payload = graph_call_sync("model", self._durable_name(), body, request=identity)
-        return cast(AIMessage, live[-1] if live else message_of(payload["message"]))
+            payload = graph_call_sync(
+                "model",
+                self._durable_name(),
+                lambda: reply.ran(parent.invoke(input, config, stop=stop, **kwargs)),
+                request=identity,
+            )
+        return cast(AIMessage, reply.of(payload))
 
     async def ainvoke(
         self,
@@ -118,17 +122,15 @@ class DurableChatModel:
         parent: Any = super()
         if not in_run():
             return await parent.ainvoke(input, config, stop=stop, **kwargs)  # type: ignore[no-any-return]
-        live: list[BaseMessage] = []
+        reply = Live(_recorded, _message)
 
-        async def body() -> dict[str, Any]:
-            reply = await parent.ainvoke(input, config, stop=stop, **kwargs)
-            live.append(reply)
-            return _recorded(reply)
+        async def body() -> Any:
+            return reply.ran(await parent.ainvoke(input, config, stop=stop, **kwargs))
 
         identity = self._durable_identity(input, stop, kwargs)
         with passing_controls():
             payload = await graph_call("model", self._durable_name(), body, request=identity)
-        return cast(AIMessage, live[-1] if live else message_of(payload["message"]))
+        return cast(AIMessage, reply.of(payload))
 
     def stream(
         self,

@@ -29,7 +29,7 @@ from ...engine import EFFECT_KEY, effect_body_scope
 from .._effects import in_run, undo_tool
 from .._graph_tasks import graph_call, graph_call_sync, passing_controls
 from .._manifest import described_tool, name_part
-from ._messages import CONTENT, MESSAGE, jsonable, rebuilt_tool_result, tool_result
+from ._messages import CONTENT, MESSAGE, Live, jsonable, rebuilt_tool_result, tool_result
 
 T = TypeVar("T")
 
@@ -51,18 +51,22 @@ def schema_of(tool: BaseTool) -> dict[str, Any]:
     return dict(schema) if isinstance(schema, Mapping) else {}
 
 
-def call_parts(tool: BaseTool, input: Any) -> tuple[str | None, dict[str, Any]]:
-    """A tool call's id (``None`` for plain arguments) and its arguments as the model gave them."""
+def call_identity(tool: BaseTool | None, name: str, input: Any) -> tuple[str | None, dict[str, Any]]:
+    """A tool call's id (``None`` for plain arguments) and its identity: name, arguments, id.
+
+    The arguments are the ones the model gave: those LangGraph injects (the
+    state, the runtime) are not in the tool's call schema and are left out.
+    """
     call_id = None
     args: Any = input
     if isinstance(input, Mapping) and input.get("type") == "tool_call":
         call_id = str(input.get("id")) if input.get("id") is not None else None
         args = input.get("args", {})
-    if isinstance(args, str):
-        return call_id, {"input": args}
-    known = set((schema_of(tool).get("properties") or {}).keys())
-    given = dict(args) if isinstance(args, Mapping) else {"input": args}
-    return call_id, jsonable({k: v for k, v in given.items() if not known or k in known})
+    if not isinstance(args, Mapping):
+        return call_id, {"tool": name, "args": jsonable({"input": args}), "call": call_id}
+    known = set((schema_of(tool).get("properties") or {}).keys()) if tool is not None else set()
+    given = {k: v for k, v in args.items() if not known or k in known}
+    return call_id, {"tool": name, "args": jsonable(given), "call": call_id}
 
 
 def _content(payload: Any) -> Any:
@@ -164,6 +168,11 @@ def _rebuilt(payload: Any) -> Any:
     return rebuilt_tool_result(dict(payload)) if isinstance(payload, Mapping) else payload
 
 
+def recorder(tool_name: str) -> Callable[[Any], dict[str, Any]]:
+    """What the log records of a tool's result (a ``ToolMessage``, a ``Command``, content)."""
+    return lambda value: tool_result(value, f"tool {tool_name!r}")
+
+
 class DurableTool:
     """The overrides a wrapped tool's class gets (see ``wrap_tool``)."""
 
@@ -171,8 +180,7 @@ class DurableTool:
 
     def _durable_call(self, input: Any) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
         tool = cast(BaseTool, self)
-        call_id, args = call_parts(tool, input)
-        identity = {"tool": tool.name, "args": args, "call": call_id}
+        call_id, identity = call_identity(tool, tool.name, input)
         return call_id, identity, options_of(tool, self.durable_options)
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
@@ -182,24 +190,19 @@ class DurableTool:
             return parent.invoke(input, config, **kwargs)
         tool = cast(BaseTool, self)
         call_id, identity, options = self._durable_call(input)
-        live: list[Any] = []
-
-        def body() -> Any:
-            out = parent.invoke(input, config, **kwargs)
-            live.append(out)
-            return tool_result(out, f"tool {tool.name!r}")
+        result = Live(recorder(tool.name), _rebuilt)
 
         with passing_controls():
             payload = graph_call_sync(
                 "tool",
                 call_name(tool.name),
-                body,
+                lambda: result.ran(parent.invoke(input, config, **kwargs)),
                 call_id=call_id,
                 described=(tool.name, [described(tool, self.durable_options)]),
                 **options,
                 **identity,
             )
-        return live[-1] if live else _rebuilt(payload)
+        return result.of(payload)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         """``BaseTool.ainvoke``, a recorded tool call inside a run."""
@@ -208,13 +211,11 @@ class DurableTool:
             return await parent.ainvoke(input, config, **kwargs)
         tool = cast(BaseTool, self)
         call_id, identity, options = self._durable_call(input)
-        live: list[Any] = []
+        result = Live(recorder(tool.name), _rebuilt)
 
         async def body() -> Any:
             async with tool_body(tool):
-                out = await parent.ainvoke(input, config, **kwargs)
-            live.append(out)
-            return tool_result(out, f"tool {tool.name!r}")
+                return result.ran(await parent.ainvoke(input, config, **kwargs))
 
         with passing_controls():
             payload = await graph_call(
@@ -226,7 +227,7 @@ class DurableTool:
                 **options,
                 **identity,
             )
-        return live[-1] if live else _rebuilt(payload)
+        return result.of(payload)
 
 
 def wrap_tool(

@@ -32,14 +32,13 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import ToolNode
 from langgraph.types import Command, interrupt
 
 import durable
 from durable.errors import DurableControl
 from durable.integrations.langchain import DurableMiddleware, wrap, wrap_tool
 from durable.integrations.langgraph import DurableSaver
-from tests.helpers.langchain_doubles import DecidingChatModel, tool_call, turn
+from tests.helpers.langchain_doubles import DecidingChatModel, tool_call, tool_loop, turn
 
 queue = durable.Queue("langgraph")
 
@@ -234,28 +233,11 @@ def cashier(messages: list[BaseMessage], call: dict[str, Any]) -> AIMessage | st
     return f"charged {order}"
 
 
-class Chat(TypedDict):
-    messages: Annotated[list[BaseMessage], operator.add]
-
-
 @durable.workflow
 async def checkout(order: str) -> str:
-    model = wrap(DecidingChatModel(decide=cashier)).bind_tools([charge])
-
-    async def ask(state: Chat) -> dict[str, Any]:
-        return {"messages": [await model.ainvoke(state["messages"])]}
-
-    def route(state: Chat) -> str:
-        last = state["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
-
-    g = StateGraph(Chat)
-    g.add_node("ask", ask)
-    g.add_node("tools", ToolNode([wrap_tool(charge)], handle_tool_errors=True))
-    g.add_edge(START, "ask")
-    g.add_conditional_edges("ask", route, ["tools", END])
-    g.add_edge("tools", "ask")
-    graph = g.compile(checkpointer=DurableSaver(world()))
+    graph = tool_loop(
+        cashier, [wrap_tool(charge)], handle_tool_errors=True, checkpointer=DurableSaver(world())
+    )
     out = await graph.ainvoke(
         {"messages": [HumanMessage(order)]}, {"configurable": {"thread_id": f"co-{order}"}}
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import operator
 from collections import Counter
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 
@@ -13,15 +12,13 @@ pytest.importorskip("langchain")
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from langgraph.graph import END, START, StateGraph
-from langgraph.prebuilt import ToolNode
 from langgraph.types import Command
 
 import durable
-from durable.integrations.langchain import wrap, wrap_tool
+from durable.integrations.langchain import wrap_tool
 from durable.testing import SimulatedCrash
 from tests.conftest import Worlds
-from tests.helpers.langchain_doubles import DecidingChatModel, tool_call, turn
+from tests.helpers.langchain_doubles import DecidingChatModel, tool_call, tool_loop, turn
 from tests.integrations.langchain.test_model import crash_then_resume
 
 RAN: Counter[str] = Counter()
@@ -57,10 +54,6 @@ def broken(city: str) -> str:
     raise ValueError(f"no weather for {city}")
 
 
-class Chat(TypedDict):
-    messages: Annotated[list[BaseMessage], operator.add]
-
-
 def two_cities(messages: list[BaseMessage], call: dict[str, Any]) -> AIMessage | str:
     """Turn 0 asks for two tools at once; then the model answers from their results."""
     if turn(messages) == 0:
@@ -74,23 +67,20 @@ def two_cities(messages: list[BaseMessage], call: dict[str, Any]) -> AIMessage |
 
 
 def agent_graph(tools: list[Any], *, handle_tool_errors: Any = True) -> Any:
-    """A model node and a tool node, looping until the model answers in words."""
-    model = wrap(DecidingChatModel(decide=two_cities)).bind_tools(tools)
+    """The tool loop over ``two_cities``: two tool calls at once, then the answer."""
+    return tool_loop(two_cities, tools, handle_tool_errors=handle_tool_errors)
 
-    async def ask(state: Chat) -> dict[str, Any]:
-        return {"messages": [await model.ainvoke(state["messages"])]}
 
-    def route(state: Chat) -> str:
-        last = state["messages"][-1]
-        return "tools" if isinstance(last, AIMessage) and last.tool_calls else END
+def asking(graph: Any) -> Any:
+    """A workflow that sends its question through ``graph`` and returns the last message."""
 
-    g = StateGraph(Chat)
-    g.add_node("ask", ask)
-    g.add_node("tools", ToolNode(tools, handle_tool_errors=handle_tool_errors))
-    g.add_edge(START, "ask")
-    g.add_conditional_edges("ask", route, ["tools", END])
-    g.add_edge("tools", "ask")
-    return g.compile()
+    @durable.workflow
+    async def ask(q: str) -> str:
+        out = await graph.ainvoke({"messages": [HumanMessage(q)]})
+        await asyncio.sleep(0)  # the last model call's receipt is written with the next commit
+        return str(out["messages"][-1].content)
+
+    return ask
 
 
 def test_outside_a_run_a_wrapped_tool_runs_as_before() -> None:
@@ -112,11 +102,7 @@ def test_tool_calls_of_one_turn_run_at_once_keyed_by_their_ids_and_replay(worlds
     """A tool node's two calls: each runs once, in call[<tool_call_id>] of its task; the resume replays."""
     graph = agent_graph([wrap_tool(weather, idempotent=True)])
 
-    @durable.workflow
-    async def trip(q: str) -> str:
-        out = await graph.ainvoke({"messages": [HumanMessage(q)]})
-        await asyncio.sleep(0)  # the last model call's receipt is written with the next commit
-        return str(out["messages"][-1].content)
+    trip = asking(graph)
 
     out, world = crash_then_resume(worlds, trip, "pack?")
     assert out == "rain / sun"
@@ -130,10 +116,7 @@ def test_idempotency_key_is_the_same_in_the_tool_after_a_crash_cut_it(worlds: Wo
     """An idempotent tool cut by a crash runs again with the idempotency key it had the first time."""
     graph = agent_graph([wrap_tool(charge, idempotent=True)])
 
-    @durable.workflow
-    async def pay(q: str) -> str:
-        out = await graph.ainvoke({"messages": [HumanMessage(q)]})
-        return str(out["messages"][-1].content)
+    pay = asking(graph)
 
     cut = worlds.crashing(lambda t, d: t == "effect.receipt" and "call_Lisbon" in d.get("key", ""))
     with pytest.raises(SimulatedCrash):
@@ -149,10 +132,7 @@ def test_a_plain_tool_cut_by_a_crash_raises_unknown_commit_not_an_error_message(
     """A plain tool cut by a crash, handle_tool_errors=True around it: UnknownCommitError on resume."""
     graph = agent_graph([wrap_tool(charge)], handle_tool_errors=True)
 
-    @durable.workflow
-    async def pay(q: str) -> str:
-        out = await graph.ainvoke({"messages": [HumanMessage(q)]})
-        return str(out["messages"][-1].content)
+    pay = asking(graph)
 
     cut = worlds.crashing(lambda t, d: t == "effect.receipt" and "call_Oslo" in d.get("key", ""))
     with pytest.raises(SimulatedCrash):
@@ -210,11 +190,7 @@ def test_a_tool_that_raises_becomes_the_error_message_it_made_and_replays(worlds
     """With handle_tool_errors=True a failing tool's error ToolMessage is its recorded result."""
     graph = agent_graph([wrap_tool(broken)])
 
-    @durable.workflow
-    async def trip(q: str) -> str:
-        out = await graph.ainvoke({"messages": [HumanMessage(q)]})
-        await asyncio.sleep(0)
-        return str(out["messages"][-1].content)
+    trip = asking(graph)
 
     out, _ = crash_then_resume(worlds, trip, "pack?")
     assert out.startswith("Error: ValueError('no weather for Oslo')")
@@ -225,10 +201,7 @@ def test_a_tool_that_raises_without_a_handler_fails_the_run_with_its_own_error(w
     """Without handle_tool_errors the tool's own exception is recorded and ends the run, as its type."""
     graph = agent_graph([wrap_tool(broken)], handle_tool_errors=False)
 
-    @durable.workflow
-    async def trip(q: str) -> str:
-        out = await graph.ainvoke({"messages": [HumanMessage(q)]})
-        return str(out["messages"][-1].content)
+    trip = asking(graph)
 
     world = worlds.open()
     with pytest.raises(ValueError, match="no weather"):
@@ -249,11 +222,7 @@ def test_a_tool_that_returns_a_command_replays_the_command(worlds: Worlds) -> No
     """A Command with messages in its update is recorded and handed back to the tool node as such."""
     graph = agent_graph([wrap_tool(handoff)])
 
-    @durable.workflow
-    async def trip(q: str) -> str:
-        out = await graph.ainvoke({"messages": [HumanMessage(q)]})
-        await asyncio.sleep(0)
-        return str(out["messages"][-1].content)
+    trip = asking(graph)
 
     out, _ = crash_then_resume(worlds, trip, "pack?")
     assert out == "to Oslo / to Lisbon"
