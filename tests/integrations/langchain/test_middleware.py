@@ -179,3 +179,94 @@ def test_an_interrupt_raised_in_a_tool_reaches_the_caller_not_the_model(worlds: 
     out = asyncio.run(durable.run_workflow(answer(graph), "o1", world=world, run_id="r", resume="yes"))
     assert out == "approved: yes"
     assert RAN["approve"] == 2  # asked, then answered: its recorded interrupt makes running it again safe
+
+
+def test_a_budget_block_in_a_tool_node_reaches_the_caller_not_the_model(worlds: Worlds) -> None:
+    """A tool that asks a wrapped model past the run's budget: the run is blocked, no error ToolMessage.
+
+    A bigger budget then resumes it: the tool (idempotent, as a tool stopped halfway is otherwise
+    an unknown commit) asks its model, the agent answers, and nothing recorded is asked again.
+    """
+    from durable.integrations.langchain import wrap
+
+    seen: list[str] = []
+
+    def expert(messages: list[BaseMessage], call: dict[str, Any]) -> str:
+        RAN["expert"] += 1
+        return f"expert says {messages[-1].content}"
+
+    @tool
+    async def consult(question: str) -> str:
+        """Ask an expert model."""
+        return str((await wrap(DecidingChatModel(decide=expert)).ainvoke(question)).content)
+
+    def asks(messages: list[BaseMessage], call: dict[str, Any]) -> AIMessage | str:
+        seen.extend(str(m.content) for m in messages if m.type == "tool")
+        RAN[f"model-{turn(messages)}"] += 1
+        if turn(messages) == 0:
+            return AIMessage(content="", tool_calls=[tool_call("consult", {"question": "why"}, "call_x")])
+        return str(messages[-1].content)
+
+    durable_calls = DurableMiddleware(tools={"consult": {"idempotent": True}})
+    graph = create_agent(DecidingChatModel(decide=asks), [consult], middleware=[durable_calls])
+    ask = answer(graph)
+
+    async def main() -> None:
+        world = worlds.open()
+        h = durable.start_workflow(ask, "why", world=world, budget=durable.Budget(max_model_calls=1))
+        with pytest.raises(durable.RunBlockedError) as blocked:
+            await h.result(timeout=30)
+        assert isinstance(blocked.value.cause, durable.BudgetExhaustedError)
+        assert (await h.usage()).calls == 1
+        again = await durable.resume_run(
+            h.run_id, world=world, workflows=[ask], budget=durable.Budget(max_model_calls=5)
+        )
+        assert await again.result(timeout=30) == "expert says why"
+        assert (await h.usage()).calls == 3
+
+    asyncio.run(main())
+    assert seen == ["expert says why"]  # the model never saw the budget error as a tool result
+    assert Counter({"model-0": 1, "expert": 1, "model-1": 1}) == RAN
+
+
+def test_the_agents_calls_sit_under_the_step_that_made_them_in_the_inspector(worlds: Worlds) -> None:
+    """An agent run inside a @durable.step: its model and tool calls are rows below the step's row."""
+    import re
+
+    testclient = pytest.importorskip("starlette.testclient")
+    from durable.ui._app import Inspector, create_app
+    from durable.ui._pages import run_href
+
+    graph = agent()
+
+    @durable.step
+    async def handle_ticket(q: str) -> str:
+        out = await graph.ainvoke({"messages": [("user", q)]})
+        return str(out["messages"][-1].content)
+
+    @durable.workflow
+    async def desk(q: str) -> str:
+        return await handle_ticket(q)
+
+    world = worlds.open()
+    assert asyncio.run(durable.run_workflow(desk, "charge o1", world=world, run_id="t")) == "charged o1"
+    client = testclient.TestClient(
+        create_app(Inspector(world, "s3cret", {})), base_url="http://127.0.0.1:8787"
+    )
+    page = client.get(run_href("t"), headers={"Authorization": "Bearer s3cret"}).text
+    rows = {
+        d["data-key"]: d
+        for d in (
+            dict(re.findall(r'([\w-]+)="([^"]*)"', a)) for a in re.findall(r'<tr class="item" ([^>]*)>', page)
+        )
+    }
+    assert rows["handle_ticket"]["data-depth"] == "0"
+    below = {
+        k: r["data-kind"]
+        for k, r in rows.items()
+        if k.startswith("handle_ticket.") and r["data-kind"] in ("model", "tool")
+    }
+    assert sorted(below.values()) == ["model", "model", "model", "tool", "tool"], rows.keys()
+    assert all(int(rows[k]["data-depth"]) >= 1 for k in below)
+    charge_row = next(k for k in below if "charge" in k)
+    assert "charged o1" in page.split(f'data-key="{charge_row}"', 1)[1].split("</tr>", 1)[0]
