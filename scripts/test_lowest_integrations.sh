@@ -34,7 +34,8 @@ agents_venv="${venv}-openai-agents"
 # LangChain and LangGraph at their lowest, in a virtual environment of their own: durable with the
 # stores it is tested on and exactly the lower bounds of the extras langchain and langgraph (and the
 # conformance suite's first release). CI's main test run has their SIGKILL suites at the newest
-# versions; here the in-process tests and the LangGraph recipe check the API at the bounds.
+# versions on SQLite and Postgres; here the in-process tests, the recipe and two of the kills
+# (an agent's third model call, a node's second) on SQLite check the bounds.
 lc_venv="${venv}-langchain"
 [ -x "$lc_venv/bin/python" ] || python3 -m venv "$lc_venv"
 "$lc_venv/bin/python" -m pip install -q -e ".[postgres,crypto]" pytest pytest-xdist hypothesis \
@@ -44,3 +45,5 @@ lc_venv="${venv}-langchain"
 "$lc_venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m "not slow" \
   tests/integrations/langchain tests/integrations/langgraph tests/integrations/test_docstring_examples.py \
   tests/cli/test_cookbook.py -k "not test_recipe_runs or langgraph_research"
+"$lc_venv/bin/python" -m pytest -q -p no:cacheprovider tests/integrations/langgraph/test_crashes.py \
+  -k "sqlite and (third_model_call or second_model_call)"
