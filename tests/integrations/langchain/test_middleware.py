@@ -181,15 +181,20 @@ def test_an_interrupt_raised_in_a_tool_reaches_the_caller_not_the_model(worlds: 
     assert RAN["approve"] == 2  # asked, then answered: its recorded interrupt makes running it again safe
 
 
-def test_a_budget_block_in_a_tool_node_reaches_the_caller_not_the_model(worlds: Worlds) -> None:
+@pytest.mark.parametrize("tool_kind", ["idempotent", "plain"])
+def test_a_budget_block_in_a_tool_node_reaches_the_caller_not_the_model(
+    worlds: Worlds, tool_kind: str
+) -> None:
     """A tool that asks a wrapped model past the run's budget: the run is blocked, no error ToolMessage.
 
-    A bigger budget then resumes it: the tool (idempotent, as a tool stopped halfway is otherwise
-    an unknown commit) asks its model, the agent answers, and nothing recorded is asked again.
+    A bigger budget then resumes it and nothing recorded is asked again. The tool stopped halfway
+    has an intent and no receipt: it is called again because it is idempotent, or, plain, because
+    its body recorded a call before the refused one (that call replays).
     """
     from durable.integrations.langchain import wrap
 
     seen: list[str] = []
+    asks_twice = tool_kind == "plain"
 
     def expert(messages: list[BaseMessage], call: dict[str, Any]) -> str:
         RAN["expert"] += 1
@@ -197,8 +202,11 @@ def test_a_budget_block_in_a_tool_node_reaches_the_caller_not_the_model(worlds: 
 
     @tool
     async def consult(question: str) -> str:
-        """Ask an expert model."""
-        return str((await wrap(DecidingChatModel(decide=expert)).ainvoke(question)).content)
+        """Ask an expert model (twice: a question, then a follow-up)."""
+        model = wrap(DecidingChatModel(decide=expert))
+        if asks_twice:
+            question = f"again {(await model.ainvoke(question)).content}"
+        return str((await model.ainvoke(question)).content)
 
     def asks(messages: list[BaseMessage], call: dict[str, Any]) -> AIMessage | str:
         seen.extend(str(m.content) for m in messages if m.type == "tool")
@@ -207,26 +215,30 @@ def test_a_budget_block_in_a_tool_node_reaches_the_caller_not_the_model(worlds: 
             return AIMessage(content="", tool_calls=[tool_call("consult", {"question": "why"}, "call_x")])
         return str(messages[-1].content)
 
-    durable_calls = DurableMiddleware(tools={"consult": {"idempotent": True}})
-    graph = create_agent(DecidingChatModel(decide=asks), [consult], middleware=[durable_calls])
+    options = {} if asks_twice else {"consult": {"idempotent": True}}
+    graph = create_agent(
+        DecidingChatModel(decide=asks), [consult], middleware=[DurableMiddleware(tools=options)]
+    )
     ask = answer(graph)
+    allowed = 2 if asks_twice else 1
+    expected = "expert says again expert says why" if asks_twice else "expert says why"
 
     async def main() -> None:
         world = worlds.open()
-        h = durable.start_workflow(ask, "why", world=world, budget=durable.Budget(max_model_calls=1))
+        h = durable.start_workflow(ask, "why", world=world, budget=durable.Budget(max_model_calls=allowed))
         with pytest.raises(durable.RunBlockedError) as blocked:
             await h.result(timeout=30)
         assert isinstance(blocked.value.cause, durable.BudgetExhaustedError)
-        assert (await h.usage()).calls == 1
+        assert (await h.usage()).calls == allowed
         again = await durable.resume_run(
-            h.run_id, world=world, workflows=[ask], budget=durable.Budget(max_model_calls=5)
+            h.run_id, world=world, workflows=[ask], budget=durable.Budget(max_model_calls=9)
         )
-        assert await again.result(timeout=30) == "expert says why"
-        assert (await h.usage()).calls == 3
+        assert await again.result(timeout=30) == expected
+        assert (await h.usage()).calls == allowed + 2
 
     asyncio.run(main())
-    assert seen == ["expert says why"]  # the model never saw the budget error as a tool result
-    assert Counter({"model-0": 1, "expert": 1, "model-1": 1}) == RAN
+    assert seen == [expected]  # the model never saw the budget error as a tool result
+    assert Counter({"model-0": 1, "expert": allowed, "model-1": 1}) == RAN
 
 
 def test_the_agents_calls_sit_under_the_step_that_made_them_in_the_inspector(worlds: Worlds) -> None:
