@@ -18,7 +18,7 @@ import durable
 from durable.integrations.langchain import DurableMiddleware, wrap_tool
 from durable.testing import SimulatedCrash
 from tests.conftest import Worlds
-from tests.helpers.langchain_doubles import DecidingChatModel, tool_call, turn
+from tests.helpers.langchain_doubles import DecidingChatModel, tool_call, tool_loop, turn
 from tests.integrations.langchain.test_model import crash_then_resume
 
 RAN: Counter[str] = Counter()
@@ -181,11 +181,16 @@ def test_an_interrupt_raised_in_a_tool_reaches_the_caller_not_the_model(worlds: 
     assert RAN["approve"] == 2  # asked, then answered: its recorded interrupt makes running it again safe
 
 
+@pytest.mark.parametrize("graph_kind", ["create_agent", "tool_node"])
 @pytest.mark.parametrize("tool_kind", ["idempotent", "plain"])
 def test_a_budget_block_in_a_tool_node_reaches_the_caller_not_the_model(
-    worlds: Worlds, tool_kind: str
+    worlds: Worlds, tool_kind: str, graph_kind: str
 ) -> None:
-    """A tool that asks a wrapped model past the run's budget: the run is blocked, no error ToolMessage.
+    """A tool that asks a wrapped model past the run's budget: the run is blocked on the budget.
+
+    In an agent with ``DurableMiddleware``, and in a graph whose ``ToolNode(handle_tool_errors=True)``
+    runs a ``wrap_tool`` tool (it turns every Exception into an error message for the model): the
+    model is never handed the refusal as a tool result, now or after the resume.
 
     A bigger budget then resumes it and nothing recorded is asked again. The tool stopped halfway
     has an intent and no receipt: it is called again because it is idempotent, or, plain, because
@@ -216,9 +221,12 @@ def test_a_budget_block_in_a_tool_node_reaches_the_caller_not_the_model(
         return str(messages[-1].content)
 
     options = {} if asks_twice else {"consult": {"idempotent": True}}
-    graph = create_agent(
-        DecidingChatModel(decide=asks), [consult], middleware=[DurableMiddleware(tools=options)]
-    )
+    if graph_kind == "create_agent":
+        graph = create_agent(
+            DecidingChatModel(decide=asks), [consult], middleware=[DurableMiddleware(tools=options)]
+        )
+    else:
+        graph = tool_loop(asks, [wrap_tool(consult, **options.get("consult", {}))], handle_tool_errors=True)
     ask = answer(graph)
     allowed = 2 if asks_twice else 1
     expected = "expert says again expert says why" if asks_twice else "expert says why"
