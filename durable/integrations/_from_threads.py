@@ -67,7 +67,8 @@ def refuse_blocked_loop(run: RunContext, what: str) -> None:
         f"run {run.run_id!r}: {what} was made from a worker thread while the run's event loop is "
         f"blocked in a sync {held.replace('Pregel.', 'graph.')}(...), which waits for that thread. "
         "Inside a durable run call 'await graph.ainvoke(...)' (or 'astream') instead of "
-        "'graph.invoke(...)', then call run_workflow again with the same run_id.",
+        "'graph.invoke(...)', then resume the run: "
+        f"run_workflow(..., run_id={run.run_id!r}, retry_failed=True) or `little resume {run.run_id}`.",
         run_id=run.run_id,
     )
 

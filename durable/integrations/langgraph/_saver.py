@@ -130,8 +130,9 @@ class DurableSaver(BaseCheckpointSaver[int]):
                 f"run {run.run_id!r}: DurableSaver.{what}() was called synchronously on the event loop "
                 "that drives the run (a sync graph.invoke(...), graph.stream(...) or graph.get_state(...) "
                 "in the workflow). Inside a durable run await the graph: 'await graph.ainvoke(...)', "
-                "'graph.astream(...)', 'await graph.aget_state(...)'; then call run_workflow again with "
-                "the same run_id.",
+                "'graph.astream(...)', 'await graph.aget_state(...)'; then resume the run: "
+                f"run_workflow(..., run_id={run.run_id!r}, retry_failed=True) or "
+                f"`little resume {run.run_id}`.",
                 run_id=run.run_id,
             )
 

@@ -237,12 +237,21 @@ def test_a_sync_graph_whose_tasks_need_the_blocked_loop_is_refused_not_hung(worl
     g.add_edge(START, "right")
     graph = g.compile()
 
+    fixed = {"yes": False}
+
     @durable.workflow
     async def both(topic: str) -> list[str]:
-        return list(graph.invoke({"messages": [], "notes": []})["notes"])
+        start = {"messages": [], "notes": []}
+        out = await graph.ainvoke(start) if fixed["yes"] else graph.invoke(start)
+        return sorted(out["notes"])
 
-    with pytest.raises(durable.ConfigurationError, match=r"await graph.ainvoke"):
-        asyncio.run(durable.run_workflow(both, "x", world=worlds.open(), run_id="r"))
+    world = worlds.open()
+    with pytest.raises(durable.ConfigurationError, match=r"await graph.ainvoke") as info:
+        asyncio.run(durable.run_workflow(both, "x", world=world, run_id="r"))
+    assert "retry_failed=True" in str(info.value)
+    fixed["yes"] = True  # the advice followed: the graph awaited, the run resumed
+    again = durable.run_workflow(both, "x", world=world, run_id="r", retry_failed=True)
+    assert len(asyncio.run(again)) == 2
 
 
 class Draft(TypedDict):
