@@ -52,11 +52,11 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import World, run_workflow
-from ._clock import VIRTUAL, VirtualClock
-from .errors import ConfigurationError
-from .store import Append, EventLog, MessageStore, Row, RunInfo, messages_for, row_times
-from .worlds import replay_file
+from .. import World, run_workflow
+from .._clock import VIRTUAL, VirtualClock
+from ..errors import ConfigurationError
+from ..store import Append, EventLog, MessageStore, Row, RunInfo, messages_for, row_times
+from ..worlds import replay_file
 
 __all__ = [
     "CrashResult",

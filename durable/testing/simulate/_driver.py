@@ -1,0 +1,445 @@
+"""The simulation: one run of a program through the real runtime, under faults and decisions, checked.
+
+``Simulation.run`` starts the run, then repeats: let virtual time pass until
+the run is quiet (it ended, is blocked, waits for an answer or for code, or
+nobody alive can drive it), check the invariants, and take the next action
+of the fault schedule (drawn from the seed, or played from a given
+schedule). Processes are ``Proc``s over one storage; the simulator reads
+the world through a view of its own that never crashes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import durable
+from durable.runtime import cancel_run, driver_of, run_status
+
+from .. import SimulatedCrash, virtual_time
+from ._code import MODELS, Code, Factory, factory
+from ._faults import Action, choose, first_actions
+from ._invariants import CALLS_CHANGED, Checker, Expect
+from ._ledger import Ledger
+from ._procs import Proc, Storage, task_factory
+from ._program import Program, nodes_of
+
+RUN = "sim-run"
+"""The id of the simulated run."""
+
+QUEUE = durable.Queue("sim")
+
+MAX_ACTIONS = 16
+SETTLE = 1800.0
+"""Virtual seconds an action's consequences may take before the run must be quiet."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a simulation runs, besides its schedule.
+
+    Attributes:
+        code: ``code(version, ledger)``, the factory of each version of the code.
+        input: The workflow's input.
+        expect: What the checks must know (``Expect``): the budget, whether version 2 changes the calls.
+        deadline: The run's ``deadline=`` (seconds), or ``None``.
+        topics: The topics the run receives messages on (a person may send to them).
+        versions: 2 when a deploy may bring version 2 of the code, else 1.
+        ledger: The ledger the code's fakes note into (``None``: a new one given to ``code``).
+    """
+
+    code: Factory
+    input: Any = None
+    expect: Expect = field(default_factory=Expect)
+    deadline: float | None = None
+    topics: tuple[str, ...] = ()
+    versions: int = 2
+    ledger: Ledger | None = None
+
+
+def setup_of(program: Program) -> Setup:
+    """The setup of a generated program."""
+    budget = program["budget"]
+    widths = [len(n["items"]) for n in nodes_of(program) if n["op"] == "parallel"]
+    return Setup(
+        code=factory(program),
+        input={"run": RUN},
+        expect=Expect(
+            budget=None if budget is None else budget["max_model_calls"],
+            calls_changed=program["change"] in CALLS_CHANGED,
+            in_flight=max(widths or [1]),
+        ),
+        deadline=program["deadline"],
+        topics=tuple(n["topic"] for n in nodes_of(program) if n["op"] == "recv"),
+    )
+
+
+@dataclass
+class Outcome:
+    """What one simulation did and found.
+
+    Attributes:
+        setup: What it ran.
+        backend: ``memory``, ``sqlite`` or ``postgres``.
+        schedule: The actions taken, in order (replayable).
+        violations: Each invariant broken, one line each (empty: none).
+        steps: Checks made (one after each action, and the final ones).
+        status: The run's status at the end.
+        notes: What each action met, one line each (for the printed test's comments).
+    """
+
+    setup: Setup
+    backend: str
+    schedule: list[Action] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    steps: int = 0
+    status: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def signature(self) -> str:
+        """The first violation's kind (the text before its colon), to tell findings apart."""
+        return self.violations[0].split(":", 1)[0] if self.violations else ""
+
+
+class Simulation:
+    """One simulated run of ``program`` (see the module's docstring).
+
+    Args:
+        setup: What it runs (``setup_of(generate(seed))`` for a generated program).
+        backend: ``memory``, ``sqlite`` or ``postgres``.
+        seed: Draws the schedule's actions (``None`` with ``schedule``).
+        schedule: Actions to play instead of drawing them.
+        dsn: The Postgres server, for the ``postgres`` backend.
+    """
+
+    def __init__(
+        self,
+        setup: Setup,
+        *,
+        backend: str = "memory",
+        seed: int | None = None,
+        schedule: list[Action] | None = None,
+        dsn: str | None = None,
+    ):
+        self.setup = setup
+        self.backend = backend
+        self.dsn = dsn
+        self.rng = random.Random(f"faults:{seed}")
+        self.script = None if schedule is None else [list(a) for a in schedule]
+        self.outcome = Outcome(setup, backend)
+        self.ledger = setup.ledger if setup.ledger is not None else Ledger()
+        self.ledger.clear()
+        self.codes: dict[int, Code] = {v: setup.code(v, self.ledger) for v in range(1, setup.versions + 1)}
+        self.procs: list[Proc] = []
+        self.deployed = 1
+        self.via = "worker"
+        self.state: dict[str, Any] = {}
+        self.count = 0
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def run(self) -> Outcome:
+        """Play the simulation to its end; the outcome holds what broke."""
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(task_factory)
+        loop.set_exception_handler(_quiet_dead)
+        self.storage = Storage(self.backend, dsn=self.dsn)
+        self.view = self.storage.view
+        self.check = Checker(self.setup.expect, self.ledger, self.view, self.codes, RUN)
+        try:
+            for action in self._actions():
+                self.outcome.schedule.append(action)
+                before = self.state
+                await self.act(action)
+                self.state = await self.settle()
+                self.outcome.steps += 1
+                await self.check.after(before, self.state, action)
+                if self.check.violations:
+                    break
+            if not self.check.violations:
+                self.outcome.steps += 1
+                await self.check.at_end(self.state)
+        finally:
+            for p in self.procs:
+                await p.close()
+            self.outcome.violations = list(self.check.violations)
+            self.outcome.status = self.state.get("status", "")
+            self.storage.close()
+        return self.outcome
+
+    def _actions(self) -> Iterator[Action]:
+        if self.script is not None:
+            for action in self.script:
+                self.state = self.observe()
+                if self.applies(action):
+                    yield action
+            return
+        yield from first_actions(self.rng)
+        for _ in range(MAX_ACTIONS):
+            drawn = choose(self.rng, self.state, self.setup.topics, self.setup.versions)
+            if drawn is None:
+                return
+            yield drawn
+
+    def applies(self, action: Action) -> bool:
+        """Whether a played action makes sense now (a shrunk schedule skips the others)."""
+        kind, args = action
+        st = self.state
+        if kind == "start" or st["status"] == "none":
+            return kind == "start" and st["status"] == "none"
+        checks: dict[str, bool] = {
+            "kill": kind == "kill" and args["proc"] < st["live"],
+            "stop": kind == "stop" and args["proc"] < st["workers"],
+            "resolve": st["status"] == "blocked" and bool(st["key"]),
+            "answer": st["status"] == "interrupted",
+            "deploy": self.deployed < self.setup.versions,
+        }
+        return checks.get(kind, True)
+
+    # -- what the simulator sees ---------------------------------------------------------
+
+    def live_versions(self) -> list[int]:
+        return [p.code.version for p in self.procs if p.worker is not None and not p.dead]
+
+    def observe(self) -> dict[str, Any]:
+        """The run's status as a person sees it, and which processes are alive."""
+        live = [p for p in self.procs if not p.dead]
+        state: dict[str, Any] = {
+            "status": "none",
+            "reason": None,
+            "key": None,
+            "driven": False,
+            "live": len(live),
+            "workers": sum(1 for p in live if p.worker is not None),
+            "versions": [p.code.version for p in live if p.worker is not None],
+            "deployed": self.deployed,
+            "via": self.via,
+            "detail": None,
+        }
+        if self.view.log.info(RUN) is None and (self.view.control_store is None or self._record() is None):
+            return state
+        st = run_status(self.view, RUN)
+        state.update(status=st.status, reason=st.reason, detail=st)
+        state["key"] = (st.error or {}).get("key") if st.status == "blocked" else None
+        if st.status in ("enqueued", "running", "blocked", "interrupted"):
+            state["driven"] = driver_of(self.view, RUN)["driver"] == "live"
+        return state
+
+    def _record(self) -> Any:
+        store = self.view.control_store
+        return None if store is None else store.get(RUN)
+
+    def quiet(self, s: dict[str, Any]) -> bool:
+        """Whether nothing moves the run now without an action."""
+        if s["status"] in ("completed", "failed", "cancelled", "blocked", "interrupted"):
+            return not s["driven"]
+        if s["reason"] == "waiting_for_code":
+            return not s["driven"]
+        if s["status"] in ("running", "enqueued"):
+            # Nobody alive can drive it: no worker, and no live process drives it.
+            return not s["driven"] and s["workers"] == 0
+        return True
+
+    async def settle(self) -> dict[str, Any]:
+        """Let virtual time pass until the run is quiet (twice in a row), at most ``SETTLE`` seconds."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + SETTLE
+        delay, seen = 0.01, 0
+        state = self.observe()
+        while loop.time() < end:
+            await asyncio.sleep(delay)
+            state = self.observe()
+            seen = seen + 1 if self.quiet(state) else 0
+            if seen >= 2:
+                return state
+            delay = min(delay * 1.7, 30.0)
+        state["timed_out"] = True
+        return state
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def proc(self, version: int, crash_at: int | None, role: str) -> Proc:
+        self.count += 1
+        p = Proc(self.storage, f"{role}{self.count}-v{version}", self.codes[version], crash_at)
+        self.procs.append(p)
+        return p
+
+    def inp(self) -> Any:
+        return self.setup.input
+
+    def budget(self) -> durable.Budget | None:
+        b = self.setup.expect.budget
+        return None if b is None else durable.Budget(max_model_calls=b)
+
+    def note(self, text: str) -> None:
+        self.outcome.notes.append(text)
+
+    async def act(self, action: Action) -> None:
+        kind, args = action
+        code = self.codes[self.deployed]
+        if kind == "start":
+            self.via = args["via"]
+            if self.via == "call":
+                await self.call(args["crash_at"], None)
+                return
+            p = self.proc(1, args["crash_at"] if self.via == "background" else None, "client")
+            queue = QUEUE if self.via == "worker" else None
+
+            async def start() -> None:
+                durable.start_workflow(
+                    code.workflow,
+                    self.inp(),
+                    world=p.world,
+                    run_id=RUN,
+                    queue=queue,
+                    models=MODELS,
+                    budget=self.budget(),
+                    deadline=self.setup.deadline,
+                )
+
+            await self.guard(p, start())
+        elif kind == "worker":
+            p = self.proc(args["version"], args["crash_at"], "worker")
+            await p.start_worker(QUEUE)
+        elif kind == "call":
+            await self.call(args["crash_at"], None)
+        elif kind == "kill":
+            live = [p for p in self.procs if not p.dead]
+            await live[args["proc"]].kill()
+        elif kind == "stop":
+            workers = [p for p in self.procs if p.worker is not None and not p.dead]
+            await workers[args["proc"]].stop_worker()
+        elif kind == "deploy":
+            self.deployed = 2
+            if args["mode"] == "replace":
+                for p in self.procs:
+                    if p.worker is not None and not p.dead and p.code.version == 1:
+                        await p.stop_worker()
+            p = self.proc(2, args["crash_at"], "worker")
+            await p.start_worker(QUEUE)
+        elif kind == "wait":
+            await asyncio.sleep(args["seconds"])
+        else:
+            await self.decide(kind, args, code)
+
+    async def decide(self, kind: str, args: dict[str, Any], code: Code) -> None:
+        """A person's decision, taken from an operator process that knows the workflows (``--workflow``)."""
+        if kind == "answer" and self.via == "call":
+            await self.call(None, args["value"])
+            return
+        op = self.proc(self.deployed, None, "operator")
+        h = durable.RunHandle(RUN, op.world)
+        wfs = code.workflows()
+        st = self.state.get("detail")
+        if kind == "cancel":
+            coro: Any = _sync(lambda: cancel_run(op.world, RUN, workflows=wfs))
+        elif kind == "send":
+            coro = durable.send(RUN, args["value"], topic=args["topic"], world=op.world)
+        elif kind == "answer":
+            coro = h.answer(args["value"], workflows=wfs)
+        elif kind == "resolve":
+            key = self.state["key"]
+            found = self.ledger.result_of(_ledger_key(key, RUN))
+            happened = args["happened"] and found is not None
+            self.check.decided(key, happened)
+            coro = h.resolve(
+                key, happened=happened, result=found["value"] if happened else None, workflows=wfs
+            )
+        else:  # resume
+            accept = _drift_keys(st) if args["accept"] else []
+            budget = None
+            if args["budget"] and self.setup.expect.budget is not None:
+                budget = durable.Budget(max_model_calls=self.setup.expect.budget + 5)
+            self.check.accepted(accept, None if budget is None else budget.max_model_calls)
+            coro = durable.resume_run(RUN, world=op.world, workflows=wfs, accept_drift=accept, budget=budget)
+        await self.guard(op, coro, decision=kind)
+
+    async def guard(self, p: Proc, coro: Any, decision: str | None = None) -> None:
+        """Run ``coro`` in process ``p``; note what it raised (a refused decision is checked)."""
+        try:
+            await p.spawn(coro)
+        except SimulatedCrash:
+            self.note(f"{p.name} died: {p.death}")
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self.note(f"{p.name}: {type(exc).__name__}: {first}")
+            if decision is not None:
+                self.check.refused(decision, exc, self.state)
+
+    async def call(self, crash_at: int | None, answer: Any) -> None:
+        """``run_workflow`` with the run's id in a new process of the deployed code (the in-process path)."""
+        p = self.proc(self.deployed, crash_at, "caller")
+        code = p.code
+        predicted = await self.check.predict(code) if self.view.log.info(RUN) is not None else None
+        try:
+            out = await p.spawn(
+                durable.run_workflow(
+                    code.workflow,
+                    self.inp(),
+                    world=p.world,
+                    run_id=RUN,
+                    models=MODELS,
+                    budget=self.budget(),
+                    resume=answer,
+                )
+            )
+            raised: BaseException | None = None
+            self.note(f"{p.name}: run_workflow returned {out!r}"[:200])
+        except SimulatedCrash:
+            self.note(f"{p.name} died: {p.death}")
+            await p.reaped()
+            return
+        except BaseException as exc:  # the run's own outcome, checked below
+            raised = exc
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            self.note(f"{p.name}: run_workflow raised {type(exc).__name__}: {first}"[:200])
+        await p.close()
+        self.check.drove(raised, predicted, self.observe())
+
+
+def _ledger_key(key: str, run_id: str) -> str:
+    """The idempotency key a fake body saw for the call the run's error names."""
+    return key if key.startswith(run_id + ":") else f"{run_id}:{key}"
+
+
+def _drift_keys(st: Any) -> list[str]:
+    """The drift keys a status names (its error, or what a waiting run's code differs in)."""
+    if st is None:
+        return []
+    keys = list((st.error or {}).get("drift_keys") or [])
+    detail = st.detail or ""
+    if "differs: " in detail:
+        keys += [k.strip() for k in detail.split("differs: ", 1)[1].rstrip(")").split(",") if k.strip()]
+    for fix in st.fixes:
+        if "--accept-drift" in fix:
+            keys += [k for k in fix.split("--accept-drift", 1)[1].split() if not k.startswith("-")]
+    return sorted({k for k in keys if k != "none named"})
+
+
+def _quiet_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """What a dead process's tasks and callbacks raise is not news; anything else is reported."""
+    if isinstance(context.get("exception"), SimulatedCrash):
+        return
+    loop.default_exception_handler(context)
+
+
+async def _sync(fn: Any) -> Any:
+    return fn()
+
+
+def simulate_one(
+    setup: Setup,
+    *,
+    backend: str = "memory",
+    seed: int | None = None,
+    schedule: list[Action] | None = None,
+    dsn: str | None = None,
+) -> Outcome:
+    """Run one simulation in a new event loop on a virtual clock (see ``Simulation``)."""
+    sim = Simulation(setup, backend=backend, seed=seed, schedule=schedule, dsn=dsn)
+    with virtual_time():
+        return asyncio.run(sim.run())
