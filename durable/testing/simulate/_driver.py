@@ -22,7 +22,7 @@ from durable.runtime import cancel_run, driver_of, run_status
 from .. import SimulatedCrash, virtual_time
 from ._code import MODELS, Code, Factory, factory
 from ._faults import Action, choose, first_actions
-from ._invariants import CALLS_CHANGED, Checker, Expect
+from ._invariants import CALLS_CHANGED, Checker, Expect, first_line
 from ._ledger import Ledger
 from ._procs import Proc, Storage, task_factory
 from ._program import Program, nodes_of
@@ -139,6 +139,7 @@ class Simulation:
         self.via = "worker"
         self.state: dict[str, Any] = {}
         self.count = 0
+        self.calls: list[tuple[Proc, asyncio.Task[Any], Any]] = []
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -155,7 +156,8 @@ class Simulation:
                 self.outcome.schedule.append(action)
                 before = self.state
                 await self.act(action)
-                self.state = await self.settle()
+                self.state = await self.settle(action[1].get("until"))
+                await self.calls_ended()
                 self.outcome.steps += 1
                 await self.check.after(before, self.state, action)
                 if self.check.violations:
@@ -190,7 +192,7 @@ class Simulation:
         kind, args = action
         st = self.state
         if kind == "start" or st["status"] == "none":
-            return kind == "start" and st["status"] == "none"
+            return bool(kind == "start" and st["status"] == "none")
         checks: dict[str, bool] = {
             "kill": kind == "kill" and args["proc"] < st["live"],
             "stop": kind == "stop" and args["proc"] < st["workers"],
@@ -235,6 +237,8 @@ class Simulation:
 
     def quiet(self, s: dict[str, Any]) -> bool:
         """Whether nothing moves the run now without an action."""
+        if any(not task.done() for _, task, _ in self.calls):
+            return False
         if s["status"] in ("completed", "failed", "cancelled", "blocked", "interrupted"):
             return not s["driven"]
         if s["reason"] == "waiting_for_code":
@@ -244,9 +248,15 @@ class Simulation:
             return not s["driven"] and s["workers"] == 0
         return True
 
-    async def settle(self) -> dict[str, Any]:
-        """Let virtual time pass until the run is quiet (twice in a row), at most ``SETTLE`` seconds."""
+    async def settle(self, until: float | None = None) -> dict[str, Any]:
+        """Let virtual time pass until the run is quiet (twice in a row), at most ``SETTLE`` seconds.
+
+        With ``until``, only that long: the run may still be in flight.
+        """
         loop = asyncio.get_running_loop()
+        if until is not None:
+            await asyncio.sleep(until)
+            return self.observe()
         end = loop.time() + SETTLE
         delay, seen = 0.01, 0
         state = self.observe()
@@ -264,9 +274,12 @@ class Simulation:
 
     def proc(self, version: int, crash_at: int | None, role: str) -> Proc:
         self.count += 1
-        p = Proc(self.storage, f"{role}{self.count}-v{version}", self.codes[version], crash_at)
+        p = Proc(self.storage, f"{role}{self.count}-v{version}", self.codes[version], crash_at, self._died)
         self.procs.append(p)
         return p
+
+    def _died(self, p: Proc) -> None:
+        self.note(f"{p.name} died: {p.death}")
 
     def inp(self) -> Any:
         return self.setup.input
@@ -331,7 +344,7 @@ class Simulation:
         if kind == "answer" and self.via == "call":
             await self.call(None, args["value"])
             return
-        op = self.proc(self.deployed, None, "operator")
+        op = self.proc(self.deployed, args.get("crash_at"), "operator")
         h = durable.RunHandle(RUN, op.world)
         wfs = code.workflows()
         st = self.state.get("detail")
@@ -362,43 +375,56 @@ class Simulation:
         """Run ``coro`` in process ``p``; note what it raised (a refused decision is checked)."""
         try:
             await p.spawn(coro)
-        except SimulatedCrash:
-            self.note(f"{p.name} died: {p.death}")
-        except Exception as exc:
+        except BaseException as exc:
+            if p.dead:
+                return  # its death is noted
+            if not isinstance(exc, Exception):
+                raise
             first = str(exc).splitlines()[0] if str(exc) else ""
             self.note(f"{p.name}: {type(exc).__name__}: {first}")
             if decision is not None:
                 self.check.refused(decision, exc, self.state)
 
     async def call(self, crash_at: int | None, answer: Any) -> None:
-        """``run_workflow`` with the run's id in a new process of the deployed code (the in-process path)."""
+        """``run_workflow`` with the run's id in a new process of the deployed code (the in-process path).
+
+        The call goes on in its process while the simulation goes on; ``calls_ended``
+        checks it once it returned.
+        """
         p = self.proc(self.deployed, crash_at, "caller")
         code = p.code
-        predicted = await self.check.predict(code) if self.view.log.info(RUN) is not None else None
-        try:
-            out = await p.spawn(
-                durable.run_workflow(
-                    code.workflow,
-                    self.inp(),
-                    world=p.world,
-                    run_id=RUN,
-                    models=MODELS,
-                    budget=self.budget(),
-                    resume=answer,
-                )
-            )
-            raised: BaseException | None = None
-            self.note(f"{p.name}: run_workflow returned {out!r}"[:200])
-        except SimulatedCrash:
-            self.note(f"{p.name} died: {p.death}")
-            await p.reaped()
-            return
-        except BaseException as exc:  # the run's own outcome, checked below
-            raised = exc
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            self.note(f"{p.name}: run_workflow raised {type(exc).__name__}: {first}"[:200])
-        await p.close()
-        self.check.drove(raised, predicted, self.observe())
+        # What dry_resume says holds for a resume that nothing else races: no worker, no driver.
+        alone = self.state.get("workers") == 0 and not self.state.get("driven")
+        predicted = None
+        if alone and self.view.log.info(RUN) is not None:
+            predicted = await self.check.predict(code)
+        call = durable.run_workflow(
+            code.workflow,
+            self.inp(),
+            world=p.world,
+            run_id=RUN,
+            models=MODELS,
+            budget=self.budget(),
+            resume=answer,
+        )
+        self.calls.append((p, p.spawn(call), predicted))
+
+    async def calls_ended(self) -> None:
+        """Check each in-process call that returned: its run records its outcome as ``dry_resume`` said."""
+        for entry in list(self.calls):
+            p, task, predicted = entry
+            if not task.done():
+                continue
+            self.calls.remove(entry)
+            if p.dead:
+                continue  # its death is noted
+            raised = asyncio.CancelledError() if task.cancelled() else task.exception()
+            if raised is None:
+                self.note(f"{p.name}: run_workflow returned {task.result()!r}"[:200])
+            else:
+                self.note(f"{p.name}: run_workflow raised {first_line(raised)}"[:200])
+            await p.close()
+            self.check.drove(raised, predicted, self.observe())
 
 
 def _ledger_key(key: str, run_id: str) -> str:

@@ -22,6 +22,10 @@ The kinds:
 - ``cancel``, ``send``, ``answer``, ``resolve`` (``happened``), ``resume``
   (``accept`` the drift the run names, ``budget`` raised): a person's decision;
 - ``wait``: time passes.
+
+After each action the simulation lets the run go until it is quiet, or only
+``until`` virtual seconds when that is set: the next action then meets the
+run in flight (asleep in a drive, waiting for a message, undoing its calls).
 """
 
 from __future__ import annotations
@@ -38,14 +42,19 @@ def crash_point(rng: random.Random) -> int | None:
     return rng.randint(1, 16) if rng.random() < 0.7 else None
 
 
+def horizon(rng: random.Random) -> float | None:
+    """How long the simulation lets the run go after an action: until it is quiet, or a moment only."""
+    return rng.choice((None, None, None, 0.5, 3.0, 20.0))
+
+
 def first_actions(rng: random.Random) -> list[Action]:
     """How the run starts: its path, and a first worker when it goes through a queue."""
     via = rng.choices(("worker", "call", "background"), (5, 3, 2))[0]
     out: list[Action] = [["start", {"via": via, "crash_at": crash_point(rng)}]]
     if via == "worker":
-        out.append(["worker", {"version": 1, "crash_at": crash_point(rng)}])
+        out.append(["worker", {"version": 1, "crash_at": crash_point(rng), "until": horizon(rng)}])
         if rng.random() < 0.3:
-            out.append(["worker", {"version": 1, "crash_at": crash_point(rng)}])
+            out.append(["worker", {"version": 1, "crash_at": crash_point(rng), "until": horizon(rng)}])
     return out
 
 
@@ -106,4 +115,9 @@ def choose(
     if not options:
         return None
     weights = [w for w, _ in options]
-    return rng.choices([a for _, a in options], weights)[0]
+    action = rng.choices([a for _, a in options], weights)[0]
+    if action[0] in ("cancel", "answer", "resolve", "resume"):
+        action[1]["crash_at"] = crash_point(rng)  # the person's process drives the run on, and may die
+    if action[0] != "wait":
+        action[1]["until"] = horizon(rng)
+    return action

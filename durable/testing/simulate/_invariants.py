@@ -49,6 +49,13 @@ class Expect:
     in_flight: int = 1
 
 
+def _cannot_start(exc: BaseException) -> bool:
+    """Whether a replay failed before the first recorded call: the code cannot replay the run at all."""
+    if isinstance(exc, durable.CapabilityDriftError):
+        return True
+    return isinstance(exc, durable.NondeterminismError) and "finished run" not in str(exc)
+
+
 def first_line(exc: BaseException | None) -> str:
     """``Type: first line of the message`` of an error."""
     if exc is None:
@@ -297,6 +304,8 @@ class Checker:
 
     async def replays(self, st: Any) -> None:
         """The exported run replays under ``replay_file`` with the code of some version."""
+        if self.view.log.info(self.run_id) is None:
+            return  # cancelled before it started: no log to replay
         data = export_run(self.view, self.run_id)
         errors: dict[int, BaseException] = {}
         with tempfile.TemporaryDirectory() as tmp:
@@ -306,7 +315,8 @@ class Checker:
                 try:
                     got = replay_file(path, code.workflow)
                 except Exception as exc:
-                    errors[v] = exc
+                    if st.status == "completed" or _cannot_start(exc):
+                        errors[v] = exc  # a run that stopped early may stop its replay where it stopped
                     continue
                 if st.status == "completed" and not got.ok:
                     errors[v] = RuntimeError(got.line())
