@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import tempfile
+import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import durable
@@ -23,6 +26,7 @@ from .. import SimulatedCrash, virtual_time
 from ._code import MODELS, Code, Factory, factory
 from ._faults import Action, choose, first_actions
 from ._invariants import CALLS_CHANGED, Checker, Expect, first_line
+from ._killed import KilledWorker, config_for
 from ._ledger import Ledger
 from ._procs import Proc, Storage, task_factory
 from ._program import Program, nodes_of
@@ -49,6 +53,7 @@ class Setup:
         topics: The topics the run receives messages on (a person may send to them).
         versions: 2 when a deploy may bring version 2 of the code, else 1.
         ledger: The ledger the code's fakes note into (``None``: a new one given to ``code``).
+        program: The generated program the code is made of (worker processes build it again).
     """
 
     code: Factory
@@ -58,6 +63,7 @@ class Setup:
     topics: tuple[str, ...] = ()
     versions: int = 2
     ledger: Ledger | None = None
+    program: Program | None = None
 
 
 def setup_of(program: Program) -> Setup:
@@ -74,6 +80,7 @@ def setup_of(program: Program) -> Setup:
         ),
         deadline=program["deadline"],
         topics=tuple(n["topic"] for n in nodes_of(program) if n["op"] == "recv"),
+        program=program,
     )
 
 
@@ -114,6 +121,8 @@ class Simulation:
         seed: Draws the schedule's actions (``None`` with ``schedule``).
         schedule: Actions to play instead of drawing them.
         dsn: The Postgres server, for the ``postgres`` backend.
+        sigkill: Workers are processes of their own, SIGKILLed for real (on the real clock;
+            a generated program, on SQLite or Postgres).
     """
 
     def __init__(
@@ -124,7 +133,16 @@ class Simulation:
         seed: int | None = None,
         schedule: list[Action] | None = None,
         dsn: str | None = None,
+        sigkill: bool = False,
     ):
+        if sigkill and (setup.program is None or backend == "memory"):
+            raise durable.ConfigurationError(
+                "sigkill=True kills worker processes: it needs a generated program "
+                "and backend sqlite or postgres."
+            )
+        self.sigkill = sigkill
+        self.scale = 0.05 if sigkill else 1.0  # real seconds for virtual ones
+        self._tmp = tempfile.TemporaryDirectory(prefix="durable-sim-ledger-") if sigkill else None
         self.setup = setup
         self.backend = backend
         self.dsn = dsn
@@ -132,9 +150,11 @@ class Simulation:
         self.script = None if schedule is None else [list(a) for a in schedule]
         self.outcome = Outcome(setup, backend)
         self.ledger = setup.ledger if setup.ledger is not None else Ledger()
+        if self._tmp is not None:  # worker processes note into a file the simulation reads
+            self.ledger = Ledger(Path(self._tmp.name) / "ledger.jsonl")
         self.ledger.clear()
         self.codes: dict[int, Code] = {v: setup.code(v, self.ledger) for v in range(1, setup.versions + 1)}
-        self.procs: list[Proc] = []
+        self.procs: list[Any] = []  # Proc, or KilledWorker
         self.deployed = 1
         self.via = "worker"
         self.state: dict[str, Any] = {}
@@ -168,9 +188,14 @@ class Simulation:
         finally:
             for p in self.procs:
                 await p.close()
+            for _, task, _ in self.calls:  # what a call left unread when the simulation stopped
+                if task.done() and not task.cancelled():
+                    task.exception()
             self.outcome.violations = list(self.check.violations)
             self.outcome.status = self.state.get("status", "")
             self.storage.close()
+            if self._tmp is not None:
+                self._tmp.cleanup()
         return self.outcome
 
     def _actions(self) -> Iterator[Action]:
@@ -209,6 +234,9 @@ class Simulation:
 
     def observe(self) -> dict[str, Any]:
         """The run's status as a person sees it, and which processes are alive."""
+        for p in self.procs:
+            if isinstance(p, KilledWorker) and not p.dead and p.poll():
+                self._died(p)
         live = [p for p in self.procs if not p.dead]
         state: dict[str, Any] = {
             "status": "none",
@@ -255,9 +283,9 @@ class Simulation:
         """
         loop = asyncio.get_running_loop()
         if until is not None:
-            await asyncio.sleep(until)
+            await asyncio.sleep(until * self.scale)
             return self.observe()
-        end = loop.time() + SETTLE
+        end = loop.time() + SETTLE * self.scale
         delay, seen = 0.01, 0
         state = self.observe()
         while loop.time() < end:
@@ -266,19 +294,25 @@ class Simulation:
             seen = seen + 1 if self.quiet(state) else 0
             if seen >= 2:
                 return state
-            delay = min(delay * 1.7, 30.0)
+            delay = min(delay * 1.7, 30.0 * self.scale)
         state["timed_out"] = True
         return state
 
     # -- actions ---------------------------------------------------------------------------
 
-    def proc(self, version: int, crash_at: int | None, role: str) -> Proc:
+    def proc(self, version: int, crash_at: int | None, role: str) -> Any:
         self.count += 1
+        if self.sigkill and role == "worker":
+            assert self.setup.program is not None
+            config = config_for(self.setup.program, self.storage, self.ledger)
+            killed = KilledWorker(f"{role}{self.count}-v{version}", self.codes[version], crash_at, config)
+            self.procs.append(killed)
+            return killed
         p = Proc(self.storage, f"{role}{self.count}-v{version}", self.codes[version], crash_at, self._died)
         self.procs.append(p)
         return p
 
-    def _died(self, p: Proc) -> None:
+    def _died(self, p: Any) -> None:
         self.note(f"{p.name} died: {p.death}")
 
     def inp(self) -> Any:
@@ -335,7 +369,7 @@ class Simulation:
             p = self.proc(2, args["crash_at"], "worker")
             await p.start_worker(QUEUE)
         elif kind == "wait":
-            await asyncio.sleep(args["seconds"])
+            await asyncio.sleep(args["seconds"] * self.scale)
         else:
             await self.decide(kind, args, code)
 
@@ -416,9 +450,9 @@ class Simulation:
             if not task.done():
                 continue
             self.calls.remove(entry)
+            raised = asyncio.CancelledError() if task.cancelled() else task.exception()
             if p.dead:
                 continue  # its death is noted
-            raised = asyncio.CancelledError() if task.cancelled() else task.exception()
             if raised is None:
                 self.note(f"{p.name}: run_workflow returned {task.result()!r}"[:200])
             else:
@@ -464,8 +498,16 @@ def simulate_one(
     seed: int | None = None,
     schedule: list[Action] | None = None,
     dsn: str | None = None,
+    sigkill: bool = False,
 ) -> Outcome:
     """Run one simulation in a new event loop on a virtual clock (see ``Simulation``)."""
-    sim = Simulation(setup, backend=backend, seed=seed, schedule=schedule, dsn=dsn)
-    with virtual_time():
-        return asyncio.run(sim.run())
+    sim = Simulation(setup, backend=backend, seed=seed, schedule=schedule, dsn=dsn, sigkill=sigkill)
+    try:
+        if sigkill:  # processes of their own share the real clock
+            return asyncio.run(sim.run())
+        with virtual_time():
+            return asyncio.run(sim.run())
+    except Exception as exc:  # the simulator's own failure: reported as one, the exploration goes on
+        trace = "".join(traceback.format_exception(exc)[-6:])
+        sim.outcome.violations = [f"simulator-error: {first_line(exc)}\n{trace}"]
+        return sim.outcome

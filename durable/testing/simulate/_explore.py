@@ -78,9 +78,15 @@ class Report:
         )
 
 
-def run_seed(seed: int, *, backend: str = "memory", dsn: str | None = None, size: int = 6) -> Outcome:
-    """The simulation of the program ``seed`` generates, under the faults ``seed`` draws."""
-    return simulate_one(setup_of(generate(seed, size)), backend=backend, seed=seed, dsn=dsn)
+def run_seed(
+    seed: int, *, backend: str = "memory", dsn: str | None = None, size: int = 6, sigkill: bool = False
+) -> Outcome:
+    """The simulation of the program ``seed`` generates, under the faults ``seed`` draws.
+
+    ``sigkill``: worker processes of their own, killed for real (SQLite or Postgres, real clock).
+    """
+    program = generate(seed, size, fast=sigkill)
+    return simulate_one(setup_of(program), backend=backend, seed=seed, dsn=dsn, sigkill=sigkill)
 
 
 def explore(

@@ -9,25 +9,39 @@ fixed, on the backend the simulation ran on.
 from __future__ import annotations
 
 import json
-import pprint
 import textwrap
+from typing import Any
 
 from ._driver import RUN, Outcome
 from ._faults import Action
 from ._program import Program
 from ._source import source
 
-HEADER = """from __future__ import annotations
 
-from typing import Any
+def _header(code: str) -> str:
+    """The test module's imports: what the code and the test use, nothing more."""
+    names = ["Code", "Expect", "Ledger", "Setup", "simulate_one"]
+    if "SimulatedFailure" in code:
+        names.insert(4, "SimulatedFailure")
+    return (
+        "from __future__ import annotations\n\nfrom typing import Any\n\nimport durable\n"
+        f"from durable.testing.simulate import {', '.join(names)}\n"
+    )
 
-import durable
-from durable.testing.simulate import Code, Expect, Ledger, Setup, SimulatedFailure, simulate_one
-"""
+
+def _py(value: Any) -> str:
+    """A JSON value as a Python literal, written as the formatter writes it (double quotes)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_py(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return repr(value)
 
 
 def _schedule(schedule: list[Action]) -> str:
-    return pprint.pformat(json.loads(json.dumps(schedule)), width=100, sort_dicts=False)
+    return "[\n" + "".join(f"    {_py(action)},\n" for action in schedule) + "]"
 
 
 def printed_test(
@@ -46,6 +60,7 @@ def printed_test(
     title = f"A run durable's simulator broke ({where}{outcome.backend} backend), shrunk."
     what = textwrap.fill(found, 96, initial_indent="    ", subsequent_indent="    ")
     expect = outcome.setup.expect
+    code = source(program)
     test_name = name or f"test_simulated_seed_{seed if seed is not None else 'found'}"
     lines = [
         f'"""{title}',
@@ -55,8 +70,8 @@ def printed_test(
         what,
         '"""',
         "",
-        HEADER,
-        source(program).rstrip(),
+        _header(code).rstrip(),
+        code.rstrip(),
         "",
         "",
         f"SCHEDULE = {_schedule(outcome.schedule)}",
@@ -74,6 +89,5 @@ def printed_test(
         "    )",
         f'    outcome = simulate_one(setup, backend="{outcome.backend}", schedule=SCHEDULE)',
         "    assert outcome.violations == [], outcome.violations",
-        "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"

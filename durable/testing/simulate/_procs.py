@@ -257,13 +257,21 @@ class Proc:
             )
             await self.worker.start()
 
-        await self.spawn(start())
+        try:
+            await self.spawn(start())
+        except BaseException:
+            if not self.dead:
+                raise  # it died while it started: noted as its death
 
     async def stop_worker(self) -> None:
         """Stop the worker gracefully (a deploy's old process leaving): its runs stay resumable."""
         worker, self.worker = self.worker, None
         if worker is not None and not self.dead:
-            await self.spawn(worker.stop())
+            try:
+                await self.spawn(worker.stop())
+            except BaseException:
+                if not self.dead:
+                    raise  # a stop that failed by itself; a dead process's is not news
 
     def die(self, why: str) -> None:
         """The process is dead from now on: nothing it does reaches any store."""

@@ -87,9 +87,10 @@ class Grammar:
         size: About how many calls the workflow body makes.
     """
 
-    def __init__(self, rng: random.Random, size: int = 6):
+    def __init__(self, rng: random.Random, size: int = 6, *, fast: bool = False):
         self.rng = rng
         self.size = size
+        self.fast = fast
         self.count = 0
         self.program: Program = {
             "tools": {},
@@ -218,9 +219,13 @@ class Grammar:
             self.program["children"][name] = {"body": [self.leaf() for _ in range(rng.randint(1, 2))]}
             return {"op": "child", "fn": name, "arg": self.arg()}
         if op == "sleep":
-            return {"op": "sleep", "seconds": rng.choice((1, 5, 30, 600))}
+            return {"op": "sleep", "seconds": rng.choice((0.05, 0.2, 1) if self.fast else (1, 5, 30, 600))}
         if op == "recv":
-            return {"op": "recv", "topic": f"q{self.count}", "timeout": rng.choice((5, 60))}
+            return {
+                "op": "recv",
+                "topic": f"q{self.count}",
+                "timeout": rng.choice((0.2, 1) if self.fast else (5, 60)),
+            }
         if op == "send":
             return {"op": "send", "topic": f"q{self.count}", "value": self.arg()}
         if op == "event":
@@ -239,7 +244,7 @@ class Grammar:
         p["body"] = [self.node() for _ in range(rng.randint(1, self.size))]
         if rng.random() < 0.25 and p["models"]:
             p["budget"] = {"max_model_calls": rng.randint(0, 3)}
-        if rng.random() < 0.1:
+        if rng.random() < 0.1 and not self.fast:
             p["deadline"] = rng.choice((20, 300))
         self._change()
         return p
@@ -265,6 +270,9 @@ class Grammar:
         p["change"] = change
 
 
-def generate(seed: int, size: int = 6) -> Program:
-    """The program of ``seed`` (the same seed always gives the same program)."""
-    return Grammar(random.Random(f"program:{seed}"), size).draw()
+def generate(seed: int, size: int = 6, *, fast: bool = False) -> Program:
+    """The program of ``seed`` (the same seed always gives the same program).
+
+    ``fast``: sleeps and timeouts of a second at most, for runs on the real clock.
+    """
+    return Grammar(random.Random(f"program:{seed}"), size, fast=fast).draw()

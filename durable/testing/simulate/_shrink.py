@@ -14,11 +14,9 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._driver import Outcome, setup_of, simulate_one
+from ._driver import Outcome, Setup, setup_of, simulate_one
 from ._faults import Action
 from ._program import Program, prune
-
-Play = Callable[[Program, list[Action]], Outcome]
 
 
 def _schedules(schedule: list[Action]) -> Iterator[list[Action]]:
@@ -88,16 +86,21 @@ def _programs(program: Program) -> Iterator[Program]:
 
 
 def shrink(
-    outcome: Outcome, program: Program, *, seed: int | None = None, tries: int = 400, dsn: str | None = None
+    outcome: Outcome,
+    program: Program,
+    *,
+    tries: int = 400,
+    dsn: str | None = None,
+    make_setup: Callable[[Program], Setup] = setup_of,
 ) -> tuple[Program, Outcome]:
     """The smallest program and schedule found that fail with ``outcome``'s first kind of violation.
 
     Args:
         outcome: A failing outcome of ``program``.
         program: Its program.
-        seed: Its seed (only named in what is returned).
         tries: Simulations to try at most.
         dsn: The Postgres server, when the outcome's backend is ``postgres``.
+        make_setup: How a program becomes what the simulation runs (``setup_of``).
 
     Returns:
         The shrunk program and the outcome of its schedule.
@@ -107,7 +110,7 @@ def shrink(
     best_program, best = program, outcome
 
     def play(p: Program, schedule: list[Action]) -> Outcome | None:
-        got = simulate_one(setup_of(p), backend=backend, schedule=schedule, dsn=dsn)
+        got = simulate_one(make_setup(p), backend=backend, schedule=schedule, dsn=dsn)
         return got if got.signature == kind else None
 
     left = tries

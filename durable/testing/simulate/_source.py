@@ -121,6 +121,18 @@ def _nodes(w: _Writer, program: Program, nodes: list[Node], depth: int, inside: 
             _block(w, program, n["v1"], depth + 1, inside)
 
 
+def _decorator(w: _Writer, kind: str, opts: list[str], depth: int) -> None:
+    """``@durable.kind(...)`` on one line, or an option a line when long (as the formatter writes it)."""
+    one = f"@durable.{kind}({', '.join(opts)})"
+    if len(one) + 4 * depth <= 110:
+        w.line(depth, one)
+        return
+    w.line(depth, f"@durable.{kind}(")
+    for o in opts:
+        w.line(depth + 1, f"{o},")
+    w.line(depth, ")")
+
+
 def _tool(w: _Writer, name: str, decl: dict[str, Any]) -> None:
     opts = [f"name={_lit(name)}"]
     if decl["kind"] == "idem":
@@ -129,31 +141,36 @@ def _tool(w: _Writer, name: str, decl: dict[str, Any]) -> None:
         opts.append("reconcile=ledger.reconcile")
     if decl["undo"]:
         opts.append(f"compensate={decl['undo']}")
-    head = f"@durable.tool({', '.join(opts)}{_retry(decl['retry'])})"
+    if decl["retry"]:
+        opts.append(_retry(decl["retry"])[2:])
     prefix = "def" if decl["sync"] else "async def"
     body = f"return ledger.effect({_lit(name)}, arg, flaky={decl['flaky']})"
     shapes = {None: "arg: str", "default": "arg: str, fast: bool = False", "required": "arg: str, fast: bool"}
     if decl["v2"]:
         w.line(1, "if version == 2:  # a deploy changes its signature")
-        w.line(2, head)
+        w.line(0, "")
+        _decorator(w, "tool", opts, 2)
         w.line(2, f"{prefix} {name}({shapes[decl['v2']]}) -> str:")
         w.line(3, body)
         w.line(1, "else:")
+        w.line(0, "")
         depth = 2
     else:
         depth = 1
-    w.line(depth, head)
+    _decorator(w, "tool", opts, depth)
     w.line(depth, f"{prefix} {name}(arg: str) -> str:")
     w.line(depth + 1, body)
     w.line(0, "")
 
 
 def _step(w: _Writer, program: Program, name: str, decl: dict[str, Any]) -> None:
-    head = f"@durable.step(name={_lit(name)}, max_visits={decl['visits']}{_retry(decl['retry'])})"
+    opts = [f"name={_lit(name)}", f"max_visits={decl['visits']}"]
+    if decl["retry"]:
+        opts.append(_retry(decl["retry"])[2:])
     prefix = "def" if decl["sync"] else "async def"
 
     def define(depth: int, params: str) -> None:
-        w.line(depth, head)
+        _decorator(w, "step", opts, depth)
         w.line(depth, f"{prefix} {name}({params}) -> list[Any]:")
         w.line(depth + 1, "out: list[Any] = []")
         _nodes(w, program, decl["body"], depth + 1, True)
@@ -161,8 +178,10 @@ def _step(w: _Writer, program: Program, name: str, decl: dict[str, Any]) -> None
 
     if decl["v2"] == "default":
         w.line(1, "if version == 2:  # a deploy gives it a parameter with a default")
+        w.line(0, "")
         define(2, "arg: str, extra: int = 0")
         w.line(1, "else:")
+        w.line(0, "")
         define(2, "arg: str")
     else:
         define(1, "arg: str")
@@ -176,6 +195,7 @@ def source(program: Program) -> str:
     w.line(0, "")
     w.line(0, "def code(version: int, ledger: Ledger) -> Code:")
     w.line(1, f'"""Version 1 or 2 of the simulated code (version 2: {program["change"]})."""')
+    w.line(0, "")
     for name, decl in program["undos"].items():
         flag = ", idempotent=True" if decl["kind"] == "idem" else ""
         w.line(1, f"@durable.tool(name={_lit(name)}{flag})")
