@@ -170,7 +170,7 @@ class Simulation:
         loop.set_exception_handler(_quiet_dead)
         self.storage = Storage(self.backend, dsn=self.dsn)
         self.view = self.storage.view
-        self.check = Checker(self.setup.expect, self.ledger, self.view, self.codes, RUN)
+        self.check = Checker(self.setup.expect, self.ledger, self.view, self.codes, RUN, self.storage.commits)
         try:
             for action in self._actions():
                 self.outcome.schedule.append(action)

@@ -67,8 +67,17 @@ def first_line(exc: BaseException | None) -> str:
 class Checker:
     """Checks one simulated run (see the module's docstring)."""
 
-    def __init__(self, expect: Expect, ledger: Ledger, view: Any, codes: dict[int, Code], run_id: str):
+    def __init__(
+        self,
+        expect: Expect,
+        ledger: Ledger,
+        view: Any,
+        codes: dict[int, Code],
+        run_id: str,
+        commits: dict[str, set[int]] | None = None,
+    ):
         self.expect = expect
+        self.commits = {} if commits is None else commits
         self.ledger = ledger
         self.view = view
         self.codes = codes
@@ -320,6 +329,39 @@ class Checker:
                     continue
                 if st.status == "completed" and not got.ok:
                     errors[v] = RuntimeError(got.line())
-        if len(errors) == len(self.codes):
-            detail = "; ".join(f"v{v}: {first_line(e)}" for v, e in errors.items())
-            self.fail("unreplayable", f"the exported {st.status} run replays under no version: {detail}")
+            if len(errors) == len(self.codes):
+                detail = "; ".join(f"v{v}: {first_line(e)}" for v, e in errors.items())
+                self.fail("unreplayable", f"the exported {st.status} run replays under no version: {detail}")
+            elif st.status == "completed":
+                self.prefixes(data, [c for v, c in self.codes.items() if v not in errors], Path(tmp))
+
+    def prefixes(self, data: dict[str, Any], codes: list[Code], tmp: Path) -> None:
+        """Each prefix of a completed run's log (a crash's) replays under a version that replays the whole.
+
+        The replay continues at a call the log makes next (or waits, or meets an
+        unconfirmed call a resume decides on).
+        """
+        rows = data["rows"]
+        ends = self.commits.get(self.run_id, set())  # only where a transaction ended: a crash's prefix
+        whole = [k for k in range(1, len(rows)) if rows[k - 1][0] in ends]
+        for cut in sorted({whole[len(whole) * i // 6] for i in range(6)}) if whole else []:
+            path = tmp / f"prefix-{cut}.json"
+            path.write_text(json.dumps({**data, "status": "running", "rows": rows[:cut]}))
+            later = {str(d.get("path") or d.get("key") or t) for _, t, d in rows[cut:]}
+            failed: list[str] = []
+            for code in codes:
+                try:
+                    got = replay_file(path, code.workflow)
+                except (durable.NondeterminismError, durable.CapabilityDriftError) as exc:
+                    failed.append(f"v{code.version}: {first_line(exc)}")
+                    continue
+                except Exception:
+                    break  # an unconfirmed call or a question where the prefix ends: a resume decides
+                if got.continues_at is None or got.continues_at in later:
+                    break
+                failed.append(
+                    f"v{code.version} continues at {got.continues_at!r}, a call the log never makes"
+                )
+            else:
+                self.fail("prefix-unreplayable", f"the first {cut} events of the run do not replay: {failed}")
+                return

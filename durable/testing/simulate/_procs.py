@@ -81,6 +81,7 @@ class Storage:
                 "outer_loop_manifests": {},
             }
         self.view = self.open()  # the simulator's own look at the world (never crashes)
+        self.commits: dict[str, set[int]] = {}  # by run, the last seq of each append a process made
 
     def open(self) -> durable.World:
         """A new world object over the storage (a process's own connections)."""
@@ -174,6 +175,9 @@ class _DyingLog(CrashingLog):
         except SimulatedCrash:
             self._proc.die(f"crashed before append {self.appends_written + 1}")
             raise
+        for a in batch:  # where a transaction ends: a crash leaves the log there or at another end
+            if a.rows:
+                self._proc.storage.commits.setdefault(a.run_id, set()).add(a.rows[-1][0])
 
     def read(self, run_id: str, after_seq: int = 0) -> Any:
         self._alive()
@@ -215,6 +219,7 @@ class Proc:
         on_death: Callable[[Proc], None] | None = None,
     ):
         self.name = name
+        self.storage = storage
         self.code = code
         self.dead = False
         self.death = ""
