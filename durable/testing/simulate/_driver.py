@@ -37,8 +37,8 @@ RUN = "sim-run"
 QUEUE = durable.Queue("sim")
 
 MAX_ACTIONS = 16
-SETTLE = 1800.0
-"""Virtual seconds an action's consequences may take before the run must be quiet."""
+SETTLE = 86_400.0
+"""Virtual seconds an action's consequences may take before the run must be quiet (a day)."""
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ class Simulation:
             seen = seen + 1 if self.quiet(state) else 0
             if seen >= 2:
                 return state
-            delay = min(delay * 1.7, 30.0 * self.scale)
+            delay = min(delay * 1.7, 600.0 * self.scale)
         state["timed_out"] = True
         return state
 

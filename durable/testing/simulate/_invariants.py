@@ -176,7 +176,7 @@ class Checker:
             what = "driven" if state["driven"] else "orphaned while a worker is alive"
             self.fail(
                 "never-quiet",
-                f"30 virtual minutes on it is {st.status} ({st.reason}, {st.detail}), {what}; "
+                f"a virtual day on it is {st.status} ({st.reason}, {st.detail}), {what}; "
                 f"drives {st.drives}, workers of versions {state['versions']}",
             )
         if st.status == "blocked":
@@ -280,7 +280,8 @@ class Checker:
     def drove(self, raised: BaseException | None, predicted: Any, state: dict[str, Any]) -> None:
         """An in-process drive records its outcome as a worker would, as ``dry_resume`` predicted."""
         st = state.get("detail")
-        if st is not None and st.status == "running" and not state["driven"] and raised is not None:
+        refused = isinstance(raised, durable.CapabilityDriftError)  # refused before it ran: nothing changed
+        if st is not None and st.status == "running" and not state["driven"] and raised and not refused:
             self.fail(
                 "no-outcome",
                 f"run_workflow raised {first_line(raised)} and left the run running with no driver "
