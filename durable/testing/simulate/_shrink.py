@@ -77,8 +77,11 @@ def _programs(program: Program) -> Iterator[Program]:
                 yield out
                 break
             seen += len(nodes)
+    in_sync = {n["fn"] for d in program["steps"].values() if d["sync"] for n in d["body"] if "fn" in n}
     for name, decl in program["tools"].items():  # a tool made simpler
         for field, plain in (("retry", 0), ("flaky", 0), ("sync", False), ("undo", None)):
+            if field == "sync" and name in in_sync:
+                continue  # a sync step calls it: it stays sync
             if decl[field] != plain and not (field == "retry" and decl["flaky"]):
                 out = copy.deepcopy(program)
                 out["tools"][name][field] = plain
