@@ -38,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=6, help="about how many calls a workflow body makes")
     parser.add_argument("--out", type=Path, default=OUT, help="where the shrunk tests and the report go")
     parser.add_argument("--no-shrink", action="store_true", help="report findings without shrinking them")
+    parser.add_argument(
+        "--sigkill",
+        action="store_true",
+        help="workers are processes SIGKILLed for real (slow)",
+    )
     args = parser.parse_args(argv)
     dsn = os.environ.get("DURABLE_TEST_PG_DSN") if args.backend == "postgres" else None
     if args.backend == "postgres" and not dsn:
@@ -53,7 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(args.start, args.start + args.seeds)
     budget = None if args.minutes is None else args.minutes * 60
     report = explore(
-        seeds, backend=args.backend, dsn=dsn, size=args.size, budget_seconds=budget, on_finding=found
+        seeds,
+        backend=args.backend,
+        dsn=dsn,
+        size=args.size,
+        budget_seconds=budget,
+        on_finding=found,
+        sigkill=args.sigkill,
     )
     print(report.summary())
     per_seed = report.seconds / report.seeds if report.seeds else 0.0

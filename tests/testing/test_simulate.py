@@ -52,6 +52,18 @@ def test_fixed_seeds_break_no_invariant(backend: str, request: pytest.FixtureReq
         )
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_seeds_with_worker_processes_killed_for_real_break_no_invariant(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    """The slow mode: worker processes SIGKILL themselves at their crash points; nothing breaks."""
+    dsn = _dsn(backend, request)
+    report = explore(range(30_000, 30_004), backend=backend, dsn=dsn, sigkill=True)
+    assert report.seeds == 4
+    assert report.ok, [(f.seed, f.outcome.violations) for f in report.findings]
+
+
 def _same(a: Outcome, b: Outcome) -> bool:
     return (a.schedule, a.violations, a.status) == (b.schedule, b.violations, b.status)
 

@@ -99,6 +99,7 @@ def explore(
     budget_seconds: float | None = None,
     stop_at_first: bool = False,
     on_finding: Callable[[Finding], None] | None = None,
+    sigkill: bool = False,
 ) -> Report:
     """Simulate each seed (a generated program, or ``setup`` under each seed's faults); report what broke.
 
@@ -111,14 +112,17 @@ def explore(
         budget_seconds: Stop after about this many seconds.
         stop_at_first: Stop at the first finding.
         on_finding: Called with each finding as it is found.
+        sigkill: Workers are processes of their own, SIGKILLed for real, on the real clock
+            (generated programs with short sleeps, on SQLite or Postgres): the slow mode.
     """
     report = Report()
     start = time.monotonic()
     for seed in seeds:
         if budget_seconds is not None and time.monotonic() - start > budget_seconds:
             break
-        program = generate(seed, size) if setup is None else None
-        got = simulate_one(setup or setup_of(program), backend=backend, seed=seed, dsn=dsn)  # type: ignore[arg-type]
+        program = generate(seed, size, fast=sigkill) if setup is None else None
+        made = setup if setup is not None else setup_of(program)  # type: ignore[arg-type]
+        got = simulate_one(made, backend=backend, seed=seed, dsn=dsn, sigkill=sigkill)
         report.seeds += 1
         report.steps += got.steps
         if got.violations:

@@ -25,6 +25,9 @@ from .. import replay_file
 from ._code import Code
 from ._ledger import Ledger
 
+MAX_DRIVES = 12
+"""Drives of a run since its last outcome beyond which it loops (recovery blocks it after 5 cut ones)."""
+
 CALLS_CHANGED = ("incompatible", "tool_required")
 """The changes of a generated program's version 2 that change the calls a run makes."""
 
@@ -179,6 +182,8 @@ class Checker:
                 f"a virtual day on it is {st.status} ({st.reason}, {st.detail}), {what}; "
                 f"drives {st.drives}, workers of versions {state['versions']}",
             )
+        if st.drives > MAX_DRIVES:
+            self.fail("loops", f"the run was driven {st.drives} times since its last outcome ({st.status})")
         if st.status == "blocked":
             if st.reason not in REASONS:
                 self.fail("undocumented", f"blocked with reason {st.reason!r}")
