@@ -48,7 +48,7 @@ def test_fixed_seeds_break_no_invariant(backend: str, request: pytest.FixtureReq
         first = report.findings[0]
         pytest.fail(
             f"{report.summary()}\nseed {first.seed}: {first.outcome.violations}\n\n"
-            f"Its shrunk test:\n\n{first.test(dsn=dsn)}"
+            f"Its shrunk test:\n\n{first.test(dsn=dsn, tries=60)}"
         )
 
 

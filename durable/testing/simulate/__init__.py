@@ -15,12 +15,13 @@ workflow the same way.
 from __future__ import annotations
 
 from ._code import Code, SimulatedFailure
-from ._driver import RUN, Outcome, Setup, Simulation, setup_of, simulate_one
+from ._driver import Simulation, simulate_one
 from ._explore import Finding, Report, explore, run_seed, simulate
 from ._invariants import Expect
 from ._ledger import Effect, Ledger
 from ._printer import printed_test
 from ._program import generate
+from ._setup import RUN, Outcome, Setup, setup_of
 from ._shrink import shrink
 
 __all__ = [

@@ -11,11 +11,12 @@ the world through a view of its own that never crashes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
+import shlex
 import tempfile
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,93 +24,19 @@ import durable
 from durable.runtime import cancel_run, driver_of, run_status
 
 from .. import SimulatedCrash, virtual_time
-from ._code import MODELS, Code, Factory, factory
+from ._code import MODELS, Code
 from ._faults import Action, choose, first_actions
-from ._invariants import CALLS_CHANGED, Checker, Expect, first_line
+from ._invariants import Checker, first_line
 from ._killed import KilledWorker, config_for
 from ._ledger import Ledger
 from ._procs import Proc, Storage, task_factory
-from ._program import Program, nodes_of
-
-RUN = "sim-run"
-"""The id of the simulated run."""
+from ._setup import RUN, Outcome, Setup
 
 QUEUE = durable.Queue("sim")
 
 MAX_ACTIONS = 16
 SETTLE = 86_400.0
 """Virtual seconds an action's consequences may take before the run must be quiet (a day)."""
-
-
-@dataclass(frozen=True)
-class Setup:
-    """What a simulation runs, besides its schedule.
-
-    Attributes:
-        code: ``code(version, ledger)``, the factory of each version of the code.
-        input: The workflow's input.
-        expect: What the checks must know (``Expect``): the budget, whether version 2 changes the calls.
-        deadline: The run's ``deadline=`` (seconds), or ``None``.
-        topics: The topics the run receives messages on (a person may send to them).
-        versions: 2 when a deploy may bring version 2 of the code, else 1.
-        ledger: The ledger the code's fakes note into (``None``: a new one given to ``code``).
-        program: The generated program the code is made of (worker processes build it again).
-    """
-
-    code: Factory
-    input: Any = None
-    expect: Expect = field(default_factory=Expect)
-    deadline: float | None = None
-    topics: tuple[str, ...] = ()
-    versions: int = 2
-    ledger: Ledger | None = None
-    program: Program | None = None
-
-
-def setup_of(program: Program) -> Setup:
-    """The setup of a generated program."""
-    budget = program["budget"]
-    widths = [len(n["items"]) for n in nodes_of(program) if n["op"] == "parallel"]
-    return Setup(
-        code=factory(program),
-        input={"run": RUN},
-        expect=Expect(
-            budget=None if budget is None else budget["max_model_calls"],
-            calls_changed=program["change"] in CALLS_CHANGED,
-            in_flight=max(widths or [1]),
-        ),
-        deadline=program["deadline"],
-        topics=tuple(n["topic"] for n in nodes_of(program) if n["op"] == "recv"),
-        program=program,
-    )
-
-
-@dataclass
-class Outcome:
-    """What one simulation did and found.
-
-    Attributes:
-        setup: What it ran.
-        backend: ``memory``, ``sqlite`` or ``postgres``.
-        schedule: The actions taken, in order (replayable).
-        violations: Each invariant broken, one line each (empty: none).
-        steps: Checks made (one after each action, and the final ones).
-        status: The run's status at the end.
-        notes: What each action met, one line each (for the printed test's comments).
-    """
-
-    setup: Setup
-    backend: str
-    schedule: list[Action] = field(default_factory=list)
-    violations: list[str] = field(default_factory=list)
-    steps: int = 0
-    status: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def signature(self) -> str:
-        """The first violation's kind (the text before its colon), to tell findings apart."""
-        return self.violations[0].split(":", 1)[0] if self.violations else ""
 
 
 class Simulation:
@@ -474,9 +401,11 @@ def _drift_keys(st: Any) -> list[str]:
     detail = st.detail or ""
     if "differs: " in detail:
         keys += [k.strip() for k in detail.split("differs: ", 1)[1].rstrip(")").split(",") if k.strip()]
-    for fix in st.fixes:
-        if "--accept-drift" in fix:
-            keys += [k for k in fix.split("--accept-drift", 1)[1].split() if not k.startswith("-")]
+    for fix in st.fixes:  # little resume RUN --accept-drift KEY ... [--workflow ...]
+        words = shlex.split(fix)
+        if "--accept-drift" in words:
+            after = words[words.index("--accept-drift") + 1 :]
+            keys += list(itertools.takewhile(lambda w: not w.startswith("--"), after))
     return sorted({k for k in keys if k != "none named"})
 
 

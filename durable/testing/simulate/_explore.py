@@ -13,12 +13,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from durable import ConfigurationError
+
 from ._code import Code
-from ._driver import Outcome, Setup, setup_of, simulate_one
+from ._driver import simulate_one
 from ._invariants import Expect
 from ._ledger import Ledger
 from ._printer import printed_test
 from ._program import Program, generate
+from ._setup import Outcome, Setup, setup_of
 from ._shrink import shrink
 
 
@@ -38,13 +41,20 @@ class Finding:
     seconds: float
     program: Program | None = None
 
-    def test(self, *, shrunk: bool = True, dsn: str | None = None) -> str:
-        """The failure as a pytest module (shrunk first, for a generated program)."""
+    def test(self, *, shrunk: bool = True, dsn: str | None = None, tries: int = 400) -> str:
+        """The failure as a pytest module (shrunk first, with at most ``tries`` simulations).
+
+        Raises:
+            ConfigurationError: The finding is of your own workflow, not a generated program.
+        """
         if self.program is None:
-            raise ValueError("only a generated program prints as a test; replay your own with simulate_one")
+            raise ConfigurationError(
+                "only a generated program prints as a test; play your own again with "
+                "simulate_one(setup, schedule=finding.outcome.schedule)."
+            )
         program, outcome = self.program, self.outcome
         if shrunk:
-            program, outcome = shrink(outcome, program, dsn=dsn)
+            program, outcome = shrink(outcome, program, dsn=dsn, tries=tries)
         return printed_test(program, outcome, seed=self.seed)
 
 

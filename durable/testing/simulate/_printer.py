@@ -12,9 +12,9 @@ import json
 import textwrap
 from typing import Any
 
-from ._driver import RUN, Outcome
 from ._faults import Action
 from ._program import Program
+from ._setup import RUN, Outcome
 from ._source import source
 
 

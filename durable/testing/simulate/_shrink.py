@@ -14,9 +14,10 @@ import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._driver import Outcome, Setup, setup_of, simulate_one
+from ._driver import simulate_one
 from ._faults import Action
 from ._program import Program, prune
+from ._setup import Outcome, Setup, setup_of
 
 
 def _schedules(schedule: list[Action]) -> Iterator[list[Action]]:
