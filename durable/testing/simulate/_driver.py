@@ -109,9 +109,13 @@ class Simulation:
                 await self.check.after(before, self.state, action)
                 if self.check.violations:
                     break
-            if not self.check.violations:
+            if not self.check.violations:  # the end: the last action's consequences, all of them
+                self.state = await self.settle()
+                await self.calls_ended()
                 self.outcome.steps += 1
-                await self.check.at_end(self.state)
+                await self.check.after({}, self.state, ["end", {}])
+                if not self.check.violations:
+                    await self.check.at_end(self.state)
         finally:
             for p in self.procs:
                 await p.close()
