@@ -359,6 +359,8 @@ class Checker:
                 try:
                     got = replay_file(path, code.workflow)
                 except (durable.NondeterminismError, durable.CapabilityDriftError) as exc:
+                    if not _cannot_start(exc):
+                        break  # a prefix that ends cancelled stops where it was cancelled
                     failed.append(f"v{code.version}: {first_line(exc)}")
                     continue
                 except Exception:
