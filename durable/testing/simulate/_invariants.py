@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import durable
+from durable.events import EFFECT_INTENT, EFFECT_RECEIPT, RUN_STARTED
 from durable.worlds import export_run
 
 from .. import replay_file
@@ -129,7 +130,7 @@ class Checker:
             if info.run_id != self.run_id and not info.run_id.startswith(self.run_id + ":"):
                 continue
             rows = self.view.log.read(info.run_id)
-            if rows and rows[0][1] == "run.started":
+            if rows and rows[0][1] == RUN_STARTED:
                 manifest = json.loads(rows[0][2]).get("manifest") or {}
                 for name, desc in (manifest.get("tools") or {}).items():
                     out.setdefault(name, desc.get("options") or {})
@@ -221,10 +222,10 @@ class Checker:
         intents: dict[str, str] = {}
         out: list[str] = []
         for _, t, d in self.rows():
-            if t == "effect.intent" and d.get("kind") == "tool":
+            if t == EFFECT_INTENT and d.get("kind") == "tool":
                 intents[d["key"]] = d["name"]
             elif (
-                t == "effect.receipt"
+                t == EFFECT_RECEIPT
                 and d.get("outcome") == "ok"
                 and intents.get(d["key"]) in with_undo
                 and d["key"] not in out
