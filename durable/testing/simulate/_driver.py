@@ -26,7 +26,7 @@ from durable.runtime import cancel_run, driver_of, run_status
 from .. import SimulatedCrash, virtual_time
 from ._code import MODELS, Code
 from ._faults import Action, choose, first_actions
-from ._invariants import Checker, first_line
+from ._invariants import Checker, first_line, waits_for_code
 from ._killed import KilledWorker, config_for
 from ._ledger import Ledger
 from ._procs import Proc, Storage, task_factory
@@ -180,11 +180,12 @@ class Simulation:
             "deployed": self.deployed,
             "via": self.via,
             "detail": None,
+            "waiting": False,
         }
         if self.view.log.info(RUN) is None and (self.view.control_store is None or self._record() is None):
             return state
         st = run_status(self.view, RUN)
-        state.update(status=st.status, reason=st.reason, detail=st)
+        state.update(status=st.status, reason=st.reason, detail=st, waiting=waits_for_code(st))
         state["key"] = (st.error or {}).get("key") if st.status == "blocked" else None
         if st.status in ("enqueued", "running", "blocked", "interrupted"):
             state["driven"] = driver_of(self.view, RUN)["driver"] == "live"
@@ -200,7 +201,7 @@ class Simulation:
             return False
         if s["status"] in ("completed", "failed", "cancelled", "blocked", "interrupted"):
             return not s["driven"]
-        if s["reason"] == "waiting_for_code":
+        if s["waiting"]:
             return not s["driven"]
         if s["status"] in ("running", "enqueued"):
             # Nobody alive can drive it: no worker, and no live process drives it.

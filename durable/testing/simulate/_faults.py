@@ -84,7 +84,7 @@ def choose(
         else:
             return None
     if status in ("enqueued", "running"):
-        if reason == "waiting_for_code":
+        if state["waiting"]:
             other = 1 if version == 2 else versions
             add(3, "worker", version=other if state["workers"] else version, crash_at=crash_point(rng))
             add(2, "resume", accept=True, budget=False)

@@ -53,6 +53,11 @@ class Expect:
     in_flight: int = 1
 
 
+def waits_for_code(st: Any) -> bool:
+    """Whether a run waits for a worker whose code can replay it (a cancelled one too)."""
+    return st.reason == "waiting_for_code" or str(st.detail or "").startswith("waiting for code")
+
+
 def _cannot_start(exc: BaseException) -> bool:
     """Whether a replay failed before the first recorded call: the code cannot replay the run at all."""
     if isinstance(exc, durable.CapabilityDriftError):
@@ -309,7 +314,7 @@ class Checker:
         st = state.get("detail")
         if st is None:
             return
-        waiting = st.reason == "waiting_for_code"
+        waiting = waits_for_code(st)
         if st.status in ("running", "enqueued") and state["workers"] and not waiting and not state["driven"]:
             self.fail("never-quiet", f"the run is {st.status} with live workers that do not drive it")
         await self.replays(st)
@@ -340,10 +345,10 @@ class Checker:
                 detail = "; ".join(f"v{v}: {first_line(e)}" for v, e in errors.items())
                 self.fail("unreplayable", f"the exported {st.status} run replays under no version: {detail}")
             elif st.status == "completed":
-                self.prefixes(data, [c for v, c in self.codes.items() if v not in errors], Path(tmp))
+                self.prefixes(data, Path(tmp))
 
-    def prefixes(self, data: dict[str, Any], codes: list[Code], tmp: Path) -> None:
-        """Each prefix of a completed run's log (a crash's) replays under a version that replays the whole.
+    def prefixes(self, data: dict[str, Any], tmp: Path) -> None:
+        """Each prefix of a completed run's log (a crash's) replays under some version of the code.
 
         The replay continues at a call the log makes next (or waits, or meets an
         unconfirmed call a resume decides on).
@@ -356,7 +361,7 @@ class Checker:
             path.write_text(json.dumps({**data, "status": "running", "rows": rows[:cut]}))
             later = {str(d.get("path") or d.get("key") or t) for _, t, d in rows[cut:]}
             failed: list[str] = []
-            for code in codes:
+            for code in self.codes.values():
                 try:
                     got = replay_file(path, code.workflow)
                 except (durable.NondeterminismError, durable.CapabilityDriftError) as exc:
