@@ -189,9 +189,8 @@ def simulate(
     Returns:
         The ``Report``; ``report.ok`` when nothing broke.
     """
-    shared = ledger
 
-    def code(version: int, fresh: Ledger) -> Code:
+    def code(version: int, unused: Ledger) -> Code:  # your fakes note into the ledger they hold
         return Code(version, workflow if version == 1 else version2)
 
     setup = Setup(
@@ -201,6 +200,6 @@ def simulate(
         deadline=deadline,
         topics=tuple(topics),
         versions=2 if version2 is not None else 1,
-        ledger=shared,
+        ledger=ledger,
     )
     return explore(seeds, backend=backend, dsn=dsn, setup=setup)
