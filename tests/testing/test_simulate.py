@@ -9,6 +9,8 @@ allows.
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import random
 from typing import Any
 
@@ -180,3 +182,13 @@ def test_your_own_workflow_that_reads_random_in_its_body_is_found() -> None:
     report = simulate(checkout_random, "o1", seeds=range(60), ledger=LEDGER)
     kinds = {f.outcome.signature for f in report.findings}
     assert "nondeterminism" in kinds or "unreplayable" in kinds, report.summary()
+
+
+@pytest.mark.parametrize("module", ["_driver", "_ledger"])
+def test_docstring_examples_run(module: str) -> None:
+    """Every ``>>>`` example of the simulator's modules gives the output it shows."""
+    result = doctest.testmod(
+        importlib.import_module(f"durable.testing.simulate.{module}"), raise_on_error=False
+    )
+    assert result.attempted > 0
+    assert result.failed == 0

@@ -434,7 +434,26 @@ def simulate_one(
     dsn: str | None = None,
     sigkill: bool = False,
 ) -> Outcome:
-    """Run one simulation in a new event loop on a virtual clock (see ``Simulation``)."""
+    """Run one simulation in a new event loop on a virtual clock (see ``Simulation``).
+
+    Args:
+        setup: What it runs (``setup_of(generate(seed))``, or your own ``Setup``).
+        backend: ``memory``, ``sqlite`` or ``postgres``.
+        seed: Draws the actions (the same seed draws the same ones).
+        schedule: Actions to play instead (an outcome's ``schedule``, a printed test's ``SCHEDULE``).
+        dsn: The Postgres server, for ``postgres``.
+        sigkill: Worker processes of their own, SIGKILLed for real, on the real clock.
+
+    Returns:
+        The ``Outcome``: the actions taken, the checks made, what broke. A failure of
+        the simulator itself is reported as a violation ``simulator-error`` too.
+
+    Example:
+        >>> from durable.testing.simulate import generate, setup_of, simulate_one
+        >>> outcome = simulate_one(setup_of(generate(3)), seed=3)
+        >>> outcome.schedule[0][0]
+        'start'
+    """
     sim = Simulation(setup, backend=backend, seed=seed, schedule=schedule, dsn=dsn, sigkill=sigkill)
     try:
         if sigkill:  # processes of their own share the real clock

@@ -41,7 +41,7 @@ class Setup:
 
 
 def setup_of(program: Program) -> Setup:
-    """The setup of a generated program."""
+    """What a simulation of a generated program runs: its code, its input and what the checks expect."""
     budget = program["budget"]
     widths = [len(n["items"]) for n in nodes_of(program) if n["op"] == "parallel"]
     return Setup(
