@@ -10,9 +10,13 @@ workflow ``sim``, whose body is the program's nodes written out as calls.
 from __future__ import annotations
 
 import json
+import keyword
+import re
 from typing import Any
 
-from ._program import Node, Program
+from durable import ConfigurationError
+
+from ._program import Node, Program, nodes_of
 
 HEADER = """from __future__ import annotations
 
@@ -30,7 +34,9 @@ def _lit(value: Any) -> str:
 def _retry(attempts: int) -> str:
     if not attempts:
         return ""
-    return f", retry=durable.RetryPolicy(max_attempts={attempts}, backoff=0.5, retry_on=ConnectionError)"
+    return (
+        f", retry=durable.RetryPolicy(max_attempts={_lit(attempts)}, backoff=0.5, retry_on=ConnectionError)"
+    )
 
 
 class _Writer:
@@ -81,7 +87,7 @@ def _nodes(w: _Writer, program: Program, nodes: list[Node], depth: int, inside: 
             i = f"i{w.loops}"
             base = f"{n['arg']}@{{arg}}" if inside else n["arg"]
             call = f'{n["fn"]}(f"{base}.{{{i}}}")'
-            w.line(depth, f"for {i} in range({n['times']}):")
+            w.line(depth, f"for {i} in range({_lit(n['times'])}):")
             w.line(depth + 1, f"out.append({call if sync else 'await ' + call})")
         elif op == "parallel":
             fanout = f"durable.parallel({_lit(n['name'])}, {_lit(n['items'])}, {n['fn']}, key=str)"
@@ -89,9 +95,9 @@ def _nodes(w: _Writer, program: Program, nodes: list[Node], depth: int, inside: 
         elif op == "child":
             w.line(depth, f'out.append(await {n["fn"]}({{"arg": {_arg(n, inside)}}}))')
         elif op == "sleep":
-            w.line(depth, f"await durable.sleep({n['seconds']})")
+            w.line(depth, f"await durable.sleep({_lit(n['seconds'])})")
         elif op == "recv":
-            w.line(depth, f"out.append(await durable.recv({_lit(n['topic'])}, timeout={n['timeout']}))")
+            w.line(depth, f"out.append(await durable.recv({_lit(n['topic'])}, timeout={_lit(n['timeout'])}))")
         elif op == "send":
             w.line(depth, f'await durable.send(inp["run"], {_lit(n["value"])}, topic={_lit(n["topic"])})')
         elif op == "event":
@@ -105,7 +111,7 @@ def _nodes(w: _Writer, program: Program, nodes: list[Node], depth: int, inside: 
         elif op == "random":
             w.line(depth, "out.append(round(durable.random(), 6))")
         elif op == "flaky":
-            w.line(depth, f'ledger.flaky(f"step:{{arg}}", {n["times"]})')
+            w.line(depth, f'ledger.flaky(f"step:{{arg}}", {_lit(n["times"])})')
         elif op == "fail":
             where = "at {arg}" if inside else "after {len(out)} calls"
             w.line(depth, f'raise SimulatedFailure(f"the body fails {where}")')
@@ -144,7 +150,7 @@ def _tool(w: _Writer, name: str, decl: dict[str, Any]) -> None:
     if decl["retry"]:
         opts.append(_retry(decl["retry"])[2:])
     prefix = "def" if decl["sync"] else "async def"
-    body = f"return ledger.effect({_lit(name)}, arg, flaky={decl['flaky']})"
+    body = f"return ledger.effect({_lit(name)}, arg, flaky={_lit(decl['flaky'])})"
     shapes = {None: "arg: str", "default": "arg: str, fast: bool = False", "required": "arg: str, fast: bool"}
     if decl["v2"]:
         w.line(1, "if version == 2:  # a deploy changes its signature")
@@ -164,7 +170,7 @@ def _tool(w: _Writer, name: str, decl: dict[str, Any]) -> None:
 
 
 def _step(w: _Writer, program: Program, name: str, decl: dict[str, Any]) -> None:
-    opts = [f"name={_lit(name)}", f"max_visits={decl['visits']}"]
+    opts = [f"name={_lit(name)}", f"max_visits={_lit(decl['visits'])}"]
     if decl["retry"]:
         opts.append(_retry(decl["retry"])[2:])
     prefix = "def" if decl["sync"] else "async def"
@@ -188,8 +194,34 @@ def _step(w: _Writer, program: Program, name: str, decl: dict[str, Any]) -> None
     w.line(0, "")
 
 
+_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
+
+
+_ARG = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+
+
+def _check_names(program: Program) -> None:
+    """Names and arguments the source writes out as code are plain: identifiers, and ``a1``-like words."""
+    declared: set[str] = set()
+    for section in ("tools", "undos", "models", "steps", "children"):
+        for name in program[section]:
+            if not _NAME.match(name) or keyword.iskeyword(name):
+                raise ConfigurationError(f"a program's {section} are named by identifiers, not {name!r}.")
+            declared.add(name)
+    for n in nodes_of(program):
+        if "fn" in n and n["fn"] not in declared:
+            raise ConfigurationError(f"a program's node calls {n['fn']!r}, which it does not declare.")
+        if "arg" in n and not _ARG.match(str(n["arg"])):
+            raise ConfigurationError(f"a program's arguments are plain words, not {n['arg']!r}.")
+
+
 def source(program: Program) -> str:
-    """The module text that defines ``code(version, ledger)`` for ``program``."""
+    """The module text that defines ``code(version, ledger)`` for ``program``.
+
+    Raises:
+        ConfigurationError: A declaration's name is not an identifier.
+    """
+    _check_names(program)
     w = _Writer()
     w.line(0, "")
     w.line(0, "")
@@ -205,7 +237,9 @@ def source(program: Program) -> str:
     for name, decl in program["models"].items():
         w.line(1, f'@durable.model_call(name={_lit(name)}, slot="writer")')
         w.line(1, f"async def {name}(arg: str) -> dict[str, Any]:")
-        w.line(2, f"return ledger.model({_lit(name)}, arg, {decl['tokens'][0]}, {decl['tokens'][1]})")
+        w.line(
+            2, f"return ledger.model({_lit(name)}, arg, {_lit(decl['tokens'][0])}, {_lit(decl['tokens'][1])})"
+        )
         w.line(0, "")
     for name, decl in program["tools"].items():
         _tool(w, name, decl)
