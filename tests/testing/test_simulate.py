@@ -192,3 +192,15 @@ def test_docstring_examples_run(module: str) -> None:
     )
     assert result.attempted > 0
     assert result.failed == 0
+
+
+def test_a_program_prints_only_its_own_calls() -> None:
+    """A name or argument that is not a plain word is refused with a ConfigurationError, not printed as code."""
+    program = generate(3)
+    program["body"].append({"op": "tool", "fn": "print", "arg": "a1"})
+    with pytest.raises(durable.ConfigurationError, match="does not declare"):
+        setup_of(program)
+    program = generate(3)
+    program["body"].append({"op": "sleep", "seconds": 1, "arg": 'x"); import os; ("'})
+    with pytest.raises(durable.ConfigurationError, match="plain words"):
+        setup_of(program)
