@@ -195,7 +195,7 @@ def test_docstring_examples_run(module: str) -> None:
 
 
 def test_a_program_prints_only_its_own_calls() -> None:
-    """A name or argument that is not a plain word is refused with a ConfigurationError, not printed as code."""
+    """A name or argument that is not a plain word is refused (ConfigurationError), never printed as code."""
     program = generate(3)
     program["body"].append({"op": "tool", "fn": "print", "arg": "a1"})
     with pytest.raises(durable.ConfigurationError, match="does not declare"):
