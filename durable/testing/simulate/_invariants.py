@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import durable
-from durable.events import EFFECT_INTENT, EFFECT_RECEIPT, RUN_STARTED
+from durable.events import EFFECT_INTENT, EFFECT_RECEIPT, RUN_RESOLVED, RUN_STARTED
 from durable.worlds import export_run
 
 from .. import replay_file
@@ -222,20 +222,22 @@ class Checker:
             self.fail("compensated-wrong", f"the run says compensated={st.compensated}, expected {expected}")
 
     def confirmed_compensable(self) -> list[str]:
-        """The keys of the run's tool calls with an undo whose receipt is ``ok``, in receipt order."""
+        """The keys of the run's tool calls with an undo that are confirmed, in the order they were.
+
+        A call is confirmed by its ``ok`` receipt, or by a person who said it happened.
+        """
         with_undo = {n for n, o in self.tools().items() if o.get("compensate")}
         intents: dict[str, str] = {}
         out: list[str] = []
         for _, t, d in self.rows():
+            key = str(d.get("key"))
             if t == EFFECT_INTENT and d.get("kind") == "tool":
-                intents[d["key"]] = d["name"]
-            elif (
-                t == EFFECT_RECEIPT
-                and d.get("outcome") == "ok"
-                and intents.get(d["key"]) in with_undo
-                and d["key"] not in out
-            ):
-                out.append(d["key"])
+                intents[key] = d["name"]
+                continue
+            said = t == RUN_RESOLVED and d.get("decision") == "happened"
+            ok = (t == EFFECT_RECEIPT and d.get("outcome") == "ok") or said
+            if ok and intents.get(key) in with_undo and key not in out:
+                out.append(key)
         return out
 
     def budget(self) -> None:
