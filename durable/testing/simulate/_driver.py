@@ -460,7 +460,7 @@ def simulate_one(
             return asyncio.run(sim.run())
         with virtual_time():
             return asyncio.run(sim.run())
-    except Exception as exc:  # the simulator's own failure: reported as one, the exploration goes on
+    except (Exception, SimulatedCrash, durable.RunCancelled, durable.FencedError) as exc:  # reported as one
         trace = "".join(traceback.format_exception(exc)[-6:])
         sim.outcome.violations = [f"simulator-error: {first_line(exc)}\n{trace}"]
         return sim.outcome
