@@ -10,7 +10,9 @@ so a dry resume of a run that a worker drives now is safe.
 
 from __future__ import annotations
 
+import copy
 import inspect
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +48,7 @@ from ..errors import (
     UnknownCommitError,
 )
 from ..events import RUN_CANCELLED, RUN_COMPLETED, RUN_FAILED, RUN_INTERRUPTED
+from ..store import Message
 
 
 class _Frontier(BaseException):
@@ -71,6 +74,33 @@ class _DryRun(RunContext):
     async def pause(self, seconds: float, *, poll: bool = False) -> None:
         if seconds > 0:  # a sleep or a recv that would wait: the run goes on past its log
             raise _Frontier(None, "a durable sleep")
+
+
+class _Mailbox:
+    """A run's mailbox as a dry replay sees it: a message that waits there stops the replay, unconsumed."""
+
+    def __init__(self, inner: Any):
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def consume(self, run_id: str, topic: str | None, token: int, build: Any) -> Any:
+        """Stop at the ``recv`` that would consume the message (its key, from the event it would write)."""
+        stand_in = Message(0, run_id, topic, "", "null", 0.0, None)
+        where = json.loads(build(stand_in)[2]).get("key")
+        raise _Frontier(str(where) if where else None)
+
+
+def _unconsuming(world: WorldCore) -> WorldCore:
+    """``world`` with a mailbox that a dry replay cannot consume from (a log without one stays as it is)."""
+    try:
+        store = world.open_messages()
+    except ConfigurationError:
+        return world
+    view = copy.copy(world)
+    view.message_store = _Mailbox(store)
+    return view
 
 
 @dataclass(frozen=True)
@@ -181,7 +211,7 @@ async def replay_recorded(
         return DryResume(run_id, True, status=status)  # a resume returns what it recorded
     if kind == RUN_INTERRUPTED:
         rec.terminal = None  # replayed as far as its question, as an answered resume would go
-    dry = _DryRun(world, run_id, 0, rec, models)
+    dry = _DryRun(_unconsuming(world), run_id, 0, rec, models)
     # As a real resume: calls recorded under an earlier signature of their function match it.
     dry.signatures = signature_changes(rec, current, started.get("manifest_hash") == manifest_hash(current))
     got = await _replay(spec, value, dry, status, kind)

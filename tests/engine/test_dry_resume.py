@@ -131,3 +131,26 @@ def test_an_unknown_run_is_refused_with_where_to_look(world: durable.World) -> N
     """dry_resume of a run the world does not have raises RunNotFoundError naming `little runs`."""
     with pytest.raises(RunNotFoundError, match="little runs"):
         run(durable.dry_resume(pipeline(Counter()), "nope", world=world))
+
+
+@durable.workflow
+async def mailbox(x: int) -> Any:
+    return await durable.recv("q", timeout=3600)
+
+
+def test_a_run_whose_message_waits_continues_at_its_recv_and_the_message_stays(world: durable.World) -> None:
+    """A message sent to a run waiting at recv: the dry resume stops at the recv, consuming nothing."""
+
+    async def go() -> durable.DryResume:
+        with pytest.raises(TimeoutError):  # the drive waits at the recv, then its process is gone
+            await asyncio.wait_for(durable.run_workflow(mailbox, 1, world=world, run_id="m"), 0.5)
+        await durable.send("m", "hello", topic="q", world=world)
+        return await durable.dry_resume(mailbox, "m", world=world)
+
+    before = rows(world, "m") if world.log.info("m") else []
+    got = run(go())
+    assert before == []
+    assert got.ok
+    assert got.continues_at == "recv#0"
+    assert [t for _, t, _ in rows(world, "m")] == ["run.started", "message.waiting"]
+    assert run(durable.run_workflow(mailbox, 1, world=world, run_id="m")) == "hello"  # still in its mailbox
