@@ -288,10 +288,12 @@ class Simulation:
             await self.call(args["crash_at"], None)
         elif kind == "kill":
             live = [p for p in self.procs if not p.dead]
-            await live[args["proc"]].kill()
+            if args["proc"] < len(live):  # a process may have ended since the action was drawn
+                await live[args["proc"]].kill()
         elif kind == "stop":
             workers = [p for p in self.procs if p.worker is not None and not p.dead]
-            await workers[args["proc"]].stop_worker()
+            if args["proc"] < len(workers):
+                await workers[args["proc"]].stop_worker()
         elif kind == "deploy":
             self.deployed = 2
             if args["mode"] == "replace":
