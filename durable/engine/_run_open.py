@@ -6,6 +6,7 @@ from typing import Any
 
 from ..errors import DriftChange, RunCancelledError, RunInterrupted
 from ..events import (
+    BUDGET_SET,
     DRIFT_ACCEPTED,
     INTERRUPT_RESUMED,
     LOG_FORMAT_VERSION,
@@ -52,8 +53,13 @@ async def start_run(
     input_hash: str,
     parent: tuple[str, str] | None,
     deadline_at: float | None,
+    budget: dict[str, Any] | None = None,
 ) -> None:
-    """Record the run's ``run.started`` (its input, manifest and format) and create it in the log."""
+    """Record the run's ``run.started`` (its input, manifest and format) and create it in the log.
+
+    A ``budget`` (``Budget.to_json()``) is recorded as ``budget.set`` in the same
+    transaction: a crash cannot leave a started run without the budget it was given.
+    """
     memory = memory_manifest(run.world)
     manifest = run_manifest(spec, run.models, memory)
     started = ev.run_started(
@@ -70,8 +76,13 @@ async def start_run(
         traceparent=None if run.tracer is None else traceparent(),
     )
     run.emit(RUN_STARTED, started)
+    limits = None if budget is None else ev.budget_set(budget)
+    if limits is not None:
+        run.emit(BUDGET_SET, limits)
     await run.flush_shared(created=(spec.name, parent[0] if parent else None))
     run.recorded.note(RUN_STARTED, started)
+    if limits is not None:
+        run.recorded.note(BUDGET_SET, limits)
 
 
 def _taking_over(

@@ -133,7 +133,8 @@ async def _drive_run(
             )
         deadline = how.options.deadline
         deadline_at = None if deadline is None else world.clock() + deadline
-        await start_run(run, spec, data, input_hash, parent, deadline_at)
+        budget = None if how.budget is None else how.budget.to_json()
+        await start_run(run, spec, data, input_hash, parent, deadline_at, budget)
         count_run("started", spec.name, run.meters)
         note(INFO, run_id, None, "run %s started (workflow %r)", run_id, spec.name, workflow=spec.name)
     else:
