@@ -436,7 +436,7 @@ def say_blocked(
 
     ``code``: as ``blocked_fields`` takes it (the code a ``nondeterminism`` run was recorded with).
     """
-    data = blocked_fields(reason, exc, code=code)
+    data = blocked_fields(run_id, reason, exc, code=code)
     rec = runtime_of(world).control.get(run_id)
     count_run("blocked", rec.workflow if rec is not None else "")
     log.warning("%s", blocked_error(world, run_id, data, rec.queue if rec is not None else None))

@@ -89,11 +89,15 @@ def record_failed(world: WorldCore, run_id: str, exc: BaseException) -> bool:
     return True
 
 
-def blocked_fields(reason: str, exc: BaseException | None, *, code: str | None = None) -> dict[str, Any]:
-    """Why a run is blocked: the reason, and the error's type, message and key.
+def blocked_fields(
+    run_id: str, reason: str, exc: BaseException | None, *, code: str | None = None
+) -> dict[str, Any]:
+    """Why ``run_id`` is blocked: the reason, and the error's type, message and key.
 
     ``code``: the manifest hash of the code a ``nondeterminism`` run was recorded with,
     when other code met the divergence and no live worker runs the run's code.
+    ``run_id`` of the result: the child run that holds the call at ``key``, when the
+    error was met in one (a call is resolved in the run whose log holds it).
     """
     out: dict[str, Any] = {"reason": reason}
     if code is not None:
@@ -104,6 +108,9 @@ def blocked_fields(reason: str, exc: BaseException | None, *, code: str | None =
         key = getattr(exc, "key", None) or getattr(exc, "path", None)
         if key is not None:
             out["key"] = key
+        holder = getattr(exc, "run_id", None)
+        if key is not None and isinstance(holder, str) and holder != run_id:
+            out["run_id"] = holder
     return out
 
 
@@ -116,7 +123,7 @@ def blocked_text(
     so an encrypted world seals it, bound to the run id; the reason, the
     error's type and the call's key are names, and stay readable.
     """
-    out = blocked_fields(reason, exc, code=code)
+    out = blocked_fields(run_id, reason, exc, code=code)
     if "error_message" in out:
         out["error_message"] = seal_control(world.codec, "error", run_id, out["error_message"])
     return json.dumps(out)
@@ -201,24 +208,32 @@ def fixes(
             return [f"little resume {rid} --accept-drift {keys}{here}{w}"]
         return [f"little resume {rid}{here}{w}"]
     reason = data.get("reason")
+    # A call is resolved in the run whose log holds it: a child run's, when it was met in one
+    # (the run's code, named by --workflow, reaches the child's); the run itself then goes on.
+    holder = shlex.quote(str(data.get("run_id") or run_id))
     if reason == UNKNOWN_COMMIT and data.get("key"):
         key = shlex.quote(str(data["key"]))
         return [
-            f"little resolve {rid} {key} --happened --result JSON{code}{w}",
-            f"little resolve {rid} {key} --not-happened{here}{w}",
+            f"little resolve {holder} {key} --happened --result JSON{code}{w}",
+            f"little resolve {holder} {key} --not-happened{here}{w}",
             cancel,
         ]
     if reason == BUDGET:
         return [f"little resume {rid} --budget JSON{here}{w}", cancel]
     if reason == COMPENSATION_FAILED and data.get("key"):  # resumed, it is called again
         key = shlex.quote(str(data["key"]))
-        done_by_hand = f"little resolve {rid} {key} --happened --result JSON{code}{w}"
+        done_by_hand = f"little resolve {holder} {key} --happened --result JSON{code}{w}"
         return [f"little resume {rid}{here}{w}", done_by_hand]
     if reason == NONDETERMINISM and data.get("code") and target is not None:
         # Recorded by other code than the worker's that met it: a worker of that code first.
         q = f" --queue {shlex.quote(queue)}" if queue else ""
         return [f"little worker {shlex.quote(target)}{q}{w}", f"little resume {rid}{here}{w}", cancel]
     return [f"little resume {rid}{here}{w}", cancel]
+
+
+def _in(data: dict[str, Any]) -> str:
+    """`` in child run 'ID'`` when the blocking call is in a child run, else nothing."""
+    return f" in child run {data['run_id']!r}" if data.get("run_id") else ""
 
 
 def blocked_error(
@@ -228,11 +243,13 @@ def blocked_error(
     reason = str(data.get("reason") or RECOVERY_EXHAUSTED)
     how = fixes(world, run_id, "blocked", data, queue)
     said = {
-        UNKNOWN_COMMIT: f"a plain tool (key {data.get('key')!r}) was in flight when its driver died",
+        UNKNOWN_COMMIT: (
+            f"a plain tool (key {data.get('key')!r}{_in(data)}) was in flight when its driver died"
+        ),
         NONDETERMINISM: "the code reached a call the log does not match",
         RECOVERY_EXHAUSTED: "its drives were cut (its worker died) more often than max_recovery_attempts",
         BUDGET: "its budget is spent",
-        COMPENSATION_FAILED: f"the compensation {data.get('key')!r} failed for good",
+        COMPENSATION_FAILED: f"the compensation {data.get('key')!r}{_in(data)} failed for good",
     }.get(reason, reason)
     if reason == NONDETERMINISM and data.get("code"):
         said += (

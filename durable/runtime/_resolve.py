@@ -49,11 +49,18 @@ def decided_by(by: str | None = None) -> str:
 
 
 def find_workflow(world: WorldCore, name: str, workflows: Iterable[Any] = ()) -> Spec | None:
-    """The spec of the workflow recorded as ``name``: one of ``workflows``, or one this world object knows."""
-    for wf in workflows:
-        spec = wf if isinstance(wf, Spec) else workflow_spec(wf)
+    """The spec of the workflow recorded as ``name``.
+
+    One of ``workflows``, one their code calls (a child run's), or one this world object knows.
+    """
+    specs = [wf if isinstance(wf, Spec) else workflow_spec(wf) for wf in workflows]
+    for spec in specs:
         if spec.name == name:
             return spec
+    for spec in specs:
+        for inner in reachable(spec):
+            if inner.kind == "workflow" and inner.name == name:
+                return inner
     return runtime_of(world).known.get(name)
 
 
@@ -189,7 +196,7 @@ def resolve_commit(
             RUN_RESOLVED, ev.run_resolved(decision, decided_by(by), world.clock(), key=key, result=data)
         )
         run.flush()
-    go_on(world, run_id, spec, held)
+    go_on(world, run_id, spec, held, workflows)
     return spec
 
 
@@ -243,8 +250,26 @@ def record_budget(world: WorldCore, run_id: str, budget: Budget, by: str | None 
     held.release()
 
 
-def go_on(world: WorldCore, run_id: str, spec: Spec | None, held: _Held) -> None:
-    """After a decision: back on its queue, driven here (``spec`` known), or left for a worker."""
+def go_on(
+    world: WorldCore, run_id: str, spec: Spec | None, held: _Held, workflows: Iterable[Any] = ()
+) -> None:
+    """After a decision: back on its queue, driven here (``spec`` known), or left for a worker.
+
+    A child run is driven by its parent's drive, so a decision in a child run's log
+    lets the run at the top of its tree go on instead (``workflows``: its code).
+    """
+    root = run_id
+    while (info := world.log.info(root)) is not None and info.parent_run_id is not None:
+        root = info.parent_run_id
+    if root != run_id:
+        held.release()
+        held = _Held(world, root)
+        try:
+            with held as top:
+                spec = find_workflow(world, (top.recorded.started or {}).get("workflow", ""), workflows)
+        except ConfigurationError:
+            return  # driven right now: its drive meets the decision when it reaches the child
+        run_id = root
     ctl = control_of(world)
     rec = ctl.get(run_id)
     if rec is not None and rec.queue is not None:

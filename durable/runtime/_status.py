@@ -32,7 +32,8 @@ class RunStatus:
         pid: The driver's process id, when known.
         host: The driver's host, when known.
         error: The error of a failed or blocked run (``error_type``, ``error_message``,
-            and ``key`` or ``path`` when it names one), else ``None``.
+            and ``key`` or ``path`` when it names one; ``run_id`` when the blocking call
+            is in a child run, whose log holds it), else ``None``.
         fixes: The exact commands that move a blocked, failed or interrupted run again.
         drives: Drives begun since the run's last recorded outcome (cut ones stay counted).
         compensated: The compensations a failed or cancelled run ran before it ended
@@ -109,7 +110,7 @@ def status_of(world: WorldCore, run_id: str, info: RunInfo | None, rec: ControlR
         assert rec is not None
         why = blocked_data(world, run_id, rec.blocked)
         reason = why.get("reason")
-        error = {k: why[k] for k in ("error_type", "error_message", "key") if k in why} or None
+        error = {k: why[k] for k in ("error_type", "error_message", "key", "run_id") if k in why} or None
     elif status == "failed" and info is not None:
         terminal = outcome_of(world.log, run_id)  # its last row, not the whole log
         if terminal is not None and terminal[0] == RUN_FAILED:

@@ -104,6 +104,44 @@ async def test_resolved_as_not_happened_the_tool_runs_again(world: durable.World
     assert BODIES == ["charge:5", "charge:5"]
 
 
+@durable.workflow
+async def ordering(cents: int) -> str:
+    return f"ordered, {await charging(cents)}"
+
+
+@pytest.mark.parametrize("happened", [True, False])
+async def test_a_call_cut_in_a_child_run_is_resolved_in_the_child_and_its_parent_goes_on(
+    world: durable.World, happened: bool
+) -> None:
+    """The blocked parent names the child run that holds the call; resolving it there finishes the parent."""
+    BODIES.clear()
+    CUT["armed"] = True
+    try:
+        await durable.run_workflow(ordering, 5, world=world, run_id="p")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        CUT["armed"] = False
+    await durable.recover_runs(world, [ordering])
+    await until(lambda: run_status(world, "p").status == "blocked")
+    st = run_status(world, "p")
+    assert st.error is not None
+    child, key = st.error["run_id"], st.error["key"]
+    assert child != "p" and world.log.info(child).parent_run_id == "p"  # type: ignore[union-attr]
+    assert st.fixes[0].startswith(f"little resolve '{child}' '{key}' --happened --result JSON")
+    assert st.fixes[1].startswith(f"little resolve '{child}' '{key}' --not-happened")
+    with pytest.raises(RunBlockedError, match=f"in child run '{child}'"):
+        await durable.handle("p", world=world).result(timeout=5)
+    # The fix, from Python: the parent's code is all this process knows (as --workflow gives it).
+    result = "charged 5 by hand" if happened else None
+    await durable.handle(child, world=world).resolve(
+        key, happened=happened, result=result, workflows=[ordering]
+    )
+    out = await durable.handle("p", world=world).result(timeout=10)
+    assert out == f"ordered, done: {result or 'charged 5'}"
+    assert BODIES == ["charge:5"] if happened else ["charge:5", "charge:5"]
+
+
 async def test_a_resolution_of_a_key_that_is_not_unconfirmed_is_refused(world: durable.World) -> None:
     """resolve() of a key with no unconfirmed call writes nothing and lists the open keys."""
     key = await blocked_on_a_cut_call(world, "k")

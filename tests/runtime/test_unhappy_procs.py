@@ -91,6 +91,32 @@ def test_a_plain_tool_cut_mid_call_blocks_the_run_and_happened_records_the_resul
     assert resolved[0].by and resolved[0].decided_at > 0
 
 
+def test_a_plain_tool_cut_in_a_child_run_is_resolved_there_by_the_printed_command(procs: Procs) -> None:
+    """SIGKILL in a child run's plain tool: the parent's fix names the child; run as printed, it finishes."""
+    w = procs.worker()
+    h = durable.start_workflow(
+        procs.app.unknown_commit_in_child, 250, world=procs.world, queue=procs.app.unhappy
+    )
+    wait_for(lambda: procs.bodies(tool="charge"), 20, "the tool to start")
+    procs.kill(w)
+    procs.worker()
+    st = procs.ends(h.run_id, 20)
+    assert (st.status, st.reason) == ("blocked", "unknown_commit")
+    assert st.error is not None
+    child, key = st.error["run_id"], st.error["key"]
+    assert procs.world.log.info(child).parent_run_id == h.run_id  # type: ignore[union-attr]
+    code = " --workflow tests.helpers.procs.unhappy_app:unknown_commit_in_child"
+    resolve = f"little resolve {shlex.quote(child)} {shlex.quote(key)}"
+    assert st.fixes[0] == f"{resolve} --happened --result JSON{code}{_where(procs)}"
+    done = procs.little_line(st.fixes[0].replace("JSON", shlex.quote(json.dumps("charged 250"))))
+    assert done.returncode == 0, done.stderr
+    assert procs.ends(h.run_id, 20).status == "completed"
+    assert asyncio.run(h.result(timeout=5)) == "ordered, done: charged 250"
+    assert len(procs.bodies(tool="charge")) == 1
+    resolved = [e for e in procs.world.events(child) if e.type == "run.resolved"]
+    assert [(e.decision, e.key) for e in resolved] == [("happened", key)]
+
+
 def test_a_plain_tool_resolved_as_not_happened_runs_again_with_the_same_key(procs: Procs) -> None:
     """Resolved as not happened from Python, the tool body runs a second time, with the same key."""
     w = procs.worker()

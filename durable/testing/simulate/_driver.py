@@ -322,12 +322,13 @@ class Simulation:
             coro = durable.send(RUN, args["value"], topic=args["topic"], world=op.world)
         elif kind == "answer":
             coro = h.answer(args["value"], workflows=wfs)
-        elif kind == "resolve":
+        elif kind == "resolve":  # in the run that holds the call (a child run's, when it is in one)
             key = self.state["key"]
-            found = self.ledger.result_of(_ledger_key(key, RUN))
+            holder = ((st.error if st is not None else None) or {}).get("run_id") or RUN
+            found = self.ledger.result_of(_ledger_key(key, holder))
             happened = args["happened"] and found is not None
             self.check.decided(key, happened)
-            coro = h.resolve(
+            coro = durable.RunHandle(holder, op.world).resolve(
                 key, happened=happened, result=found["value"] if happened else None, workflows=wfs
             )
         else:  # resume

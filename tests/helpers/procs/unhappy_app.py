@@ -113,6 +113,12 @@ async def unknown_commit(cents: int) -> str:
     return f"done: {receipt}"
 
 
+@durable.workflow
+async def unknown_commit_in_child(cents: int) -> str:
+    note(wf="unknown_commit_in_child")
+    return f"ordered, {await unknown_commit(cents)}"
+
+
 @durable.step
 async def left(x: int) -> int:
     return x
@@ -282,6 +288,7 @@ WORKFLOWS = [
     non_retryable,
     flaky,
     unknown_commit,
+    unknown_commit_in_child,
     nondeterminism,
     drift,
     poison,
