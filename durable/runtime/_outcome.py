@@ -200,6 +200,8 @@ def fixes(
     here = code if queue is None else ""  # a queued run goes back on its queue instead
     cancel = f"little cancel {rid}{w}"
     if status == "interrupted":
+        if data.get("reason"):  # a cancellation is pending: an answer does not take it back
+            return [f"little cancel {rid}{code}{w}"]
         return [f"little answer {rid} JSON{here}{w}", cancel]
     if status == "failed":
         drift = data.get("drift_keys") or []

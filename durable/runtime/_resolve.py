@@ -206,7 +206,8 @@ def answer_run(
     """Answer the interrupt an ``interrupted`` run waits at, without its input; the run continues.
 
     Raises:
-        ConfigurationError: The run waits for no answer, or is driven right now.
+        ConfigurationError: The run waits for no answer, is driven right now, or is being
+            cancelled (an answer does not take a cancellation back).
         SerializationError: ``value`` cannot be stored as JSON.
     """
     held = _Held(world, run_id)
@@ -217,6 +218,13 @@ def answer_run(
             raise ConfigurationError(
                 f"run {run_id!r} waits for no answer (it is {status}); answer a run whose status "
                 "is interrupted. Nothing was written."
+            )
+        ctl = control_of(world).get(run_id)
+        if ctl is not None and ctl.cancel_reason is not None:  # its undos may have begun
+            raise ConfigurationError(
+                f"run {run_id!r} is being cancelled ({ctl.cancel_reason}), so it takes no answer: "
+                f"finish the cancellation with `little cancel {run_id} --workflow MODULE:FUNCTION` "
+                "(its compensations run there). Nothing was written."
             )
         path = terminal[1]["path"]
         answer = to_json(ANY, value, what="the answer", run_id=run_id, path=path)

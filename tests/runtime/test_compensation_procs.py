@@ -115,6 +115,47 @@ def test_a_little_cancel_killed_inside_a_compensation_is_finished_by_the_next_on
     assert len(procs.bodies(tool="pay_room")) == 1
 
 
+def test_an_answer_after_a_cancel_cut_inside_a_compensation_is_refused_and_the_run_stays_cancelled(
+    procs: Procs,
+) -> None:
+    """`little cancel --workflow` SIGKILLed in unbook, then `little answer`: refused; the fix cancels it."""
+    w = procs.worker()
+    h = durable.start_workflow(procs.app.waiting_saga, "r10", world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.status(h.run_id).status == "interrupted", 30, "the run to wait for its answer")
+    procs.stop(w)  # nobody but the canceller drives it
+    target = "tests.helpers.procs.unhappy_app:waiting_saga"
+    command = [sys.executable, "-m", "durable.cli", "cancel", h.run_id, "--workflow", target, "--json"]
+    cancel = subprocess.Popen(
+        [*command, *procs.cli_args()], cwd=ROOT, env=procs.env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        wait_for(lambda: procs.bodies(tool="unbook"), 30, "the compensation to start")
+        cancel.kill()
+        cancel.wait()
+    finally:
+        assert cancel.stdout is not None
+        cancel.stdout.close()
+    (procs.tmp / "go").touch()
+
+    def answer() -> subprocess.CompletedProcess[str] | None:
+        done = procs.little("answer", h.run_id, json.dumps("yes"), "--workflow", target)
+        # On Postgres the killed canceller holds the run until its lease runs out.
+        return None if "right now" in done.stderr else done
+
+    answered = wait_for(answer, 60, "the killed canceller's lease to pass")
+    assert answered.returncode != 0
+    assert "is being cancelled" in answered.stderr
+    st = procs.status(h.run_id)
+    assert st.status == "interrupted"
+    assert st.fixes == [f"little cancel {h.run_id} --workflow {target}{procs.where()}"]
+    done = procs.little_line(st.fixes[0])
+    assert done.returncode == 0, done.stderr
+    st = procs.ends(h.run_id, 30)
+    assert st.status == "cancelled"
+    assert st.compensated == ["compensate:tool:book_room#1", "compensate:tool:pay_room#0"]
+    assert not any(e.type == "interrupt.resumed" for e in procs.world.events(h.run_id))
+
+
 SAGAS = "tests.helpers.procs.saga_app"
 
 

@@ -72,7 +72,7 @@ def test_a_plain_tool_cut_mid_call_blocks_the_run_and_happened_records_the_resul
     key = st.error["key"]
     code = " --workflow tests.helpers.procs.unhappy_app:unknown_commit"
     assert st.fixes[0] == (
-        f"little resolve {h.run_id} {shlex.quote(key)} --happened --result JSON{code}{_where(procs)}"
+        f"little resolve {h.run_id} {shlex.quote(key)} --happened --result JSON{code}{procs.where()}"
     )
     with pytest.raises(durable.RunBlockedError) as blocked:
         asyncio.run(h.result(timeout=5))
@@ -107,7 +107,7 @@ def test_a_plain_tool_cut_in_a_child_run_is_resolved_there_by_the_printed_comman
     assert procs.world.log.info(child).parent_run_id == h.run_id  # type: ignore[union-attr]
     code = " --workflow tests.helpers.procs.unhappy_app:unknown_commit_in_child"
     resolve = f"little resolve {shlex.quote(child)} {shlex.quote(key)}"
-    assert st.fixes[0] == f"{resolve} --happened --result JSON{code}{_where(procs)}"
+    assert st.fixes[0] == f"{resolve} --happened --result JSON{code}{procs.where()}"
     done = procs.little_line(st.fixes[0].replace("JSON", shlex.quote(json.dumps("charged 250"))))
     assert done.returncode == 0, done.stderr
     assert procs.ends(h.run_id, 20).status == "completed"
@@ -186,7 +186,7 @@ def test_drift_leaves_the_run_waiting_and_accept_drift_resumes_it(procs: Procs) 
         lambda: (s := procs.status(h.run_id)).reason == "waiting_for_code" and s, 20, "a waiting run"
     )
     assert st.detail is not None and "workflow.options.version" in st.detail
-    assert st.fixes[1] == f"little resume {h.run_id} --accept-drift workflow.options.version{_where(procs)}"
+    assert st.fixes[1] == f"little resume {h.run_id} --accept-drift workflow.options.version{procs.where()}"
     procs.settle()
     assert len(procs.bodies(wf="drift")) == 1  # the drift is found before the body runs again
     assert procs.status(h.run_id).reason == "waiting_for_code"  # nothing failed it meanwhile
@@ -213,7 +213,7 @@ def test_a_poison_run_ends_recovery_exhausted_while_the_rest_of_its_queue_comple
     wait_for(keep_a_worker, 90, "the poison run to be blocked and the others to complete")
     st = procs.status(poison.run_id)
     assert (st.status, st.reason) == ("blocked", "recovery_exhausted")
-    assert st.fixes[0] == f"little resume {poison.run_id}{_where(procs)}"
+    assert st.fixes[0] == f"little resume {poison.run_id}{procs.where()}"
     assert len(procs.bodies(wf="poison")) == 3  # the first drive and max_recovery_attempts=2 recoveries
     procs.settle()
     assert len(procs.bodies(wf="poison")) == 3
@@ -239,15 +239,6 @@ def test_doctor_says_nothing_on_a_healthy_world_and_lists_each_stuck_run(procs: 
     text = procs.little("doctor")
     assert text.returncode == 1
     assert text.stdout.strip().startswith(f"{h.run_id}: blocked (unknown_commit)")
-
-
-def _where(procs: Procs) -> str:
-    """What the fixes add to reach the world (a data directory outside the working directory)."""
-    return (
-        f" --data-dir {procs.tmp / 'data'}"
-        if procs.kind == "sqlite"
-        else f" --schema {procs.env['DURABLE_TEST_SCHEMA']}"
-    )
 
 
 WORKER_OBJECT = "tests.helpers.procs.worker_object:worker"

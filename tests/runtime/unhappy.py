@@ -77,6 +77,12 @@ class Procs:
             return ["--dsn", self.env["DURABLE_TEST_PG_DSN"], "--schema", self.env["DURABLE_TEST_SCHEMA"]]
         return ["--data-dir", str(self.tmp / "data")]
 
+    def where(self) -> str:
+        """What the fixes add to reach the world (a data directory outside the working directory)."""
+        if self.kind == "sqlite":
+            return f" --data-dir {self.tmp / 'data'}"
+        return f" --schema {self.env['DURABLE_TEST_SCHEMA']}"
+
     def little(self, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         """Run ``little`` in a process of its own (a person at the shell), ``extra`` in its environment."""
         return subprocess.run(
