@@ -209,8 +209,10 @@ async def replay_recorded(
     kind = None if terminal is None else terminal[0]
     if kind in (RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED) and not finished_too:
         return DryResume(run_id, True, status=status)  # a resume returns what it recorded
-    if kind == RUN_INTERRUPTED:
-        rec.terminal = None  # replayed as far as its question, as an answered resume would go
+    if kind in (RUN_INTERRUPTED, RUN_CANCELLED, RUN_FAILED):
+        # Replayed as far as where it stopped (a question an answered resume would go past,
+        # or the question, sleep or call a cancellation or failure met it at).
+        rec.terminal = None
     dry = _DryRun(_unconsuming(world), run_id, 0, rec, models)
     # As a real resume: calls recorded under an earlier signature of their function match it.
     dry.signatures = signature_changes(rec, current, started.get("manifest_hash") == manifest_hash(current))

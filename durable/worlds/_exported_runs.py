@@ -70,9 +70,10 @@ def replay_file(path: str | Path, wf: Any) -> DryResume:
     """Replay an exported run (``little export RUN_ID > run.json``) against the current code.
 
     Nothing runs that the log did not record and no world is opened. A
-    finished run must replay to its end; an unfinished one may stop where a
-    resume would continue. Use it in a test to keep yesterday's production
-    runs as regression tests.
+    completed run must replay to its end; a run that stopped before it (one
+    that waits, or was cancelled or failed while it waited) may stop where
+    it stopped, or where a resume would continue. Use it in a test to keep
+    yesterday's production runs as regression tests.
 
     Args:
         path: The exported run's file.

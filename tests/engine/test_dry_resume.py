@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import durable
 from durable import CapabilityDriftError, NondeterminismError, RunInterrupted, RunNotFoundError
-from durable.testing import run_with_crash
+from durable.testing import replay_file, run_with_crash
+from durable.worlds import export_run
 
 
 def run(coro: Any) -> Any:
@@ -154,3 +157,25 @@ def test_a_run_whose_message_waits_continues_at_its_recv_and_the_message_stays(w
     assert got.continues_at == "recv#0"
     assert [t for _, t, _ in rows(world, "m")] == ["run.started", "message.waiting"]
     assert run(durable.run_workflow(mailbox, 1, world=world, run_id="m")) == "hello"  # still in its mailbox
+
+
+def test_an_exported_run_cancelled_at_its_question_replays_as_far_as_the_question(
+    world: durable.World, tmp_path: Path
+) -> None:
+    """replay_file of a run cancelled while it waited for an answer replays its calls, stopping there."""
+    calls: Counter[str] = Counter()
+    wf = pipeline(calls)
+
+    async def go() -> None:
+        with pytest.raises(RunInterrupted):
+            await durable.run_workflow(wf, 4, world=world, run_id="c")
+        await durable.handle("c", world=world).cancel()
+        assert await durable.handle("c", world=world).status() == "cancelled"
+
+    run(go())
+    exported = tmp_path / "c.json"
+    exported.write_text(json.dumps(export_run(world, "c")))
+    got = replay_file(exported, wf)
+    assert got.ok, got.line()
+    assert (got.status, got.continues_at, got.waits_for) == ("cancelled", "interrupt#3", "an answer")
+    assert calls == Counter(load=1, add=1, save=1)  # recorded: replayed, not called again

@@ -338,7 +338,8 @@ class Checker:
                 try:
                     got = replay_file(path, code.workflow)
                 except Exception as exc:
-                    if st.status == "completed" or _cannot_start(exc):
+                    diverged = st.status == "cancelled" and isinstance(exc, durable.NondeterminismError)
+                    if st.status == "completed" or diverged or _cannot_start(exc):
                         errors[v] = exc  # a run that stopped early may stop its replay where it stopped
                     continue
                 if st.status == "completed" and not got.ok:
