@@ -28,6 +28,7 @@ from ._capabilities import reachable as reachable
 from ._carried import Carried as Carried
 from ._carried import carried as carried
 from ._carried import durable_cause as durable_cause
+from ._compensation import compensated_keys as compensated_keys
 from ._compensation import open_compensations as open_compensations
 from ._compensation import undo_pending as undo_pending
 from ._context import CURRENT as CURRENT

@@ -20,6 +20,7 @@ from ..engine import (
     Recorded,
     RunContext,
     WorldCore,
+    compensated_keys,
     encode_state,
     recover_log,
     referenced,
@@ -277,6 +278,7 @@ def record_cancelled(world: WorldCore, run_id: str, reason: str) -> bool:
     if rec.started is None or (rec.terminal is not None and rec.terminal[0] != RUN_INTERRUPTED):
         return False
     run = RunContext(world, run_id, token, rec, {})
-    run.emit(RUN_CANCELLED, ev.run_cancelled(reason))
+    # The undos a drive that died before the run's end confirmed are the run's (its failure's) own.
+    run.emit(RUN_CANCELLED, ev.run_cancelled(reason, compensated_keys(rec.receipts)))
     run.flush(status="cancelled")
     return True

@@ -296,3 +296,22 @@ def test_a_deploy_that_changed_a_cut_undos_signature_fails_closed_with_a_readabl
     assert [c.key for c in drift.value.changes] == ["tools.unbook.signature"]
     assert "tools.unbook.signature" in str(drift.value)
     assert LOG == ["book r1", "unbook v1 bk-r1"]
+
+
+def test_a_cancel_after_a_failed_run_was_undone_and_its_driver_died_names_the_undos(worlds: Worlds) -> None:
+    """Undone, then killed before run.failed: the cancel that closes the run names the undos, runs none."""
+    crashing = worlds.crashing(on("run.failed"))
+    with pytest.raises(durable.NonRetryableError):  # the process died recording it
+        asyncio.run(durable.run_workflow(booking, "o9", world=crashing, run_id="k"))
+    assert LOG == ["charge o9", "reserve o9", "release rs-o9", "refund ch-o9"]
+    world = worlds.open()
+
+    async def go() -> durable.RunStatus:
+        h = durable.handle("k", world=world)
+        assert await h.status() == "running"  # nobody drives it
+        await h.cancel()
+        return await h.status_detail()
+
+    st = asyncio.run(go())
+    assert (st.status, st.compensated) == ("cancelled", UNDONE)
+    assert LOG == ["charge o9", "reserve o9", "release rs-o9", "refund ch-o9"]
