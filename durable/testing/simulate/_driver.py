@@ -333,6 +333,8 @@ class Simulation:
             )
         else:  # resume
             accept = _drift_keys(st) if args["accept"] else []
+            said = f"{st.detail if st else ''} {((st.error if st else None) or {}).get('error_message', '')}"
+            self.check.futile = self.check.futile or bool(accept and "would not help" in said)
             budget = None
             if args["budget"] and self.setup.expect.budget is not None:
                 budget = durable.Budget(max_model_calls=self.setup.expect.budget + 5)
@@ -407,8 +409,8 @@ def _drift_keys(st: Any) -> list[str]:
         return []
     keys = list((st.error or {}).get("drift_keys") or [])
     detail = st.detail or ""
-    if "differs: " in detail:
-        keys += [k.strip() for k in detail.split("differs: ", 1)[1].rstrip(")").split(",") if k.strip()]
+    if "differs: " in detail:  # (differs: KEY, KEY)[; accepting the drift would not help (...)]
+        keys += [k.strip() for k in detail.split("differs: ", 1)[1].split(")", 1)[0].split(",") if k.strip()]
     for fix in st.fixes:  # little resume RUN --accept-drift KEY ... [--workflow ...]
         words = shlex.split(fix)
         if "--accept-drift" in words:
