@@ -7,7 +7,7 @@ import inspect
 from typing import Any, NamedTuple
 
 from .._logging import INFO, note
-from ..errors import ConfigurationError, RunCancelled, RunInterrupted
+from ..errors import ConfigurationError, RunCancelled, RunCancelledError, RunInterrupted
 from ..events import BUDGET_SET, RUN_CANCELLED, RUN_COMPLETED, RUN_INTERRUPTED
 from ..store import hold
 from . import _event_writer as ev
@@ -200,7 +200,9 @@ async def _execute(run: RunContext, spec: Spec, value: Any) -> Any:
         run.flush(status="interrupted")
         note(INFO, run.run_id, exc.path, "run %s is waiting at %r for an answer", run.run_id, exc.path)
         raise
-    except RunCancelled as exc:
+    except (RunCancelled, RunCancelledError) as exc:
+        # RunCancelledError: a child run's cancellation the body let through ends the run as
+        # cancelled too (its driver records it so), where it left the run unended and re-driven.
         done = await compensate_before_end(run, spec, exc)
         with contextlib.suppress(BaseException):
             run.emit(RUN_CANCELLED, ev.run_cancelled(exc.reason, done))
