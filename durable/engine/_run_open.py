@@ -142,8 +142,11 @@ def check_resume(
     # Calls recorded under an earlier signature of their function match it (``_rebind``).
     run.signatures = signature_changes(rec, current, same)
     if changes:
-        if not run.accepts(changes):
-            raise drift_error(rid, changes, acceptance_blockers(changes, rec))
+        blockers = acceptance_blockers(changes, rec)
+        if not run.accepts(changes) or blockers:
+            # Accepted or not, a drift whose recorded calls cannot replay is refused before any
+            # write: taking the run over would leave it replayable by no code, its own included.
+            raise drift_error(rid, changes, blockers)
         run.record(DRIFT_ACCEPTED, _taking_over(spec, started, current, current_hash, changes))
         run.flush()
     elif not same:
