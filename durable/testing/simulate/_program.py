@@ -256,7 +256,13 @@ class Grammar:
         if change == "step_default" and p["steps"]:
             p["steps"][rng.choice(sorted(p["steps"]))]["v2"] = "default"
         elif change in ("tool_default", "tool_required") and p["tools"]:
-            p["tools"][rng.choice(sorted(p["tools"]))]["v2"] = change.split("_")[1]
+            # A tool with an undo keeps its signature: its undo takes the tool's parameters, and
+            # a deploy that changes one must change the other (code that does not is refused).
+            plain = sorted(t for t, d in p["tools"].items() if not d.get("undo"))
+            if plain:
+                p["tools"][rng.choice(plain)]["v2"] = change.split("_")[1]
+            else:
+                change = "none"
         elif change == "incompatible":
             at = rng.randrange(len(p["body"]) + 1)
             p["body"].insert(at, {"op": "versioned", "v1": [], "v2": [self.node()]})
