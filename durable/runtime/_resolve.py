@@ -30,6 +30,7 @@ from ..engine import (
 from ..engine import payloads as ev
 from ..errors import ConfigurationError, RunNotFoundError
 from ..events import BUDGET_SET, INTERRUPT_RESUMED, RUN_INTERRUPTED, RUN_RESOLVED
+from ._detail import keeps_control
 from ._driver import HOST, control_of, default_driver, runtime_of
 
 
@@ -219,13 +220,7 @@ def answer_run(
                 f"run {run_id!r} waits for no answer (it is {status}); answer a run whose status "
                 "is interrupted. Nothing was written."
             )
-        ctl = control_of(world).get(run_id)
-        if ctl is not None and ctl.cancel_reason is not None:  # its undos may have begun
-            raise ConfigurationError(
-                f"run {run_id!r} is being cancelled ({ctl.cancel_reason}), so it takes no answer: "
-                f"finish the cancellation with `little cancel {run_id} --workflow MODULE:FUNCTION` "
-                "(its compensations run there). Nothing was written."
-            )
+        refuse_answer_while_cancelling(world, run_id)
         path = terminal[1]["path"]
         answer = to_json(ANY, value, what="the answer", run_id=run_id, path=path)
         run.record(INTERRUPT_RESUMED, ev.interrupt_resumed(path, answer))
@@ -234,6 +229,23 @@ def answer_run(
         spec = find_workflow(world, (run.recorded.started or {}).get("workflow", ""), workflows)
     go_on(world, run_id, spec, held)
     return spec
+
+
+def refuse_answer_while_cancelling(world: WorldCore, run_id: str) -> None:
+    """Refuse an answer to a run asked to cancel: an answer does not take a cancellation back.
+
+    Raises:
+        ConfigurationError: A cancellation of the run is pending (its undos may have begun).
+    """
+    if not keeps_control(world):
+        return
+    rec = control_of(world).get(run_id)
+    if rec is not None and rec.cancel_reason is not None:
+        raise ConfigurationError(
+            f"run {run_id!r} is being cancelled ({rec.cancel_reason}), so it takes no answer: "
+            f"finish the cancellation with `little cancel {run_id} --workflow MODULE:FUNCTION` "
+            "(its compensations run there). Nothing was written."
+        )
 
 
 def record_resume(world: WorldCore, run_id: str, accept_drift: list[str], by: str | None = None) -> None:

@@ -37,11 +37,13 @@ from ..engine import (
     validate_input,
     workflow_spec,
 )
-from ..errors import RunInterrupted, RunTimeoutError
+from ..errors import RunCancelled, RunCancelledError, RunInterrupted, RunTimeoutError
 from ..store import hold
 from ._detail import keeps_control
 from ._driver import HOST, block_run, control_of, default_driver, recorded_end, runtime_of
+from ._guard import RunGuard
 from ._outcome import BLOCKED, classify
+from ._resolve import refuse_answer_while_cancelling
 
 ACTIVE = ("enqueued", "claimed", "blocked", "waiting")
 """States of a control record whose run a driver may still take (``run_workflow`` claims it)."""
@@ -157,6 +159,9 @@ async def _drive_here(
         opened = open_run(world, rid)
         claim = _Claim(world, spec, rid, resumed=opened[1].started is not None)
         answer = {} if resume is None else {"resume": resume}
+        if answer and claim.resumed:
+            refuse_answer_while_cancelling(world, rid)
+        guard = _pending_cancel(world, rid) if claim.resumed else None
         try:
             out = await drive(
                 spec,
@@ -167,17 +172,43 @@ async def _drive_here(
                 retry_failed=retry_failed,
                 accept_drift=accept,
                 budget=budget,
-                options=DriveOptions(lock_held=True, opened=opened, checked=checked, on_execute=claim),
+                options=DriveOptions(
+                    lock_held=True, opened=opened, checked=checked, on_execute=claim, guard=guard
+                ),
                 **answer,
             )
         except RunInterrupted:
             claim.end()
             raise
+        except RunCancelled as exc:  # asked to cancel before this drive: it undid and ended the run
+            claim.end()
+            raise RunCancelledError(
+                f"run {rid!r} was cancelled ({exc.reason}) before this drive, which finished "
+                f"cancelling it; continue it with durable.resume_run({rid!r}, world=...).",
+                run_id=rid,
+                reason=exc.reason,
+            ) from None
         except Exception as exc:
             claim.settle(exc)
             raise
         claim.end()
         return out
+
+
+def _pending_cancel(world: WorldCore, run_id: str) -> RunGuard | None:
+    """A guard cancelled as the run's record asks, when a cancellation waits for its next drive.
+
+    A worker's driver does the same: a run asked to cancel while nobody drove it
+    (its canceller died in its undos, say) goes on cancelling, never completing.
+    """
+    if not keeps_control(world):
+        return None
+    rec = control_of(world).get(run_id)
+    if rec is None or rec.cancel_reason is None:
+        return None
+    guard = RunGuard(run_id)
+    guard.cancel(rec.cancel_reason)
+    return guard
 
 
 class _Claim:
