@@ -71,13 +71,12 @@ def test_a_kill_between_a_runtime_recorded_failure_and_its_end_compensates_exact
     assert len(procs.bodies(tool="lend_car")) == 1
 
 
-def test_a_little_cancel_killed_inside_a_compensation_is_finished_by_the_next_one(procs: Procs) -> None:
-    """`little cancel --workflow` of a waiting saga, SIGKILLed inside unbook: run again, it finishes once."""
-    procs.worker()
-    h = durable.start_workflow(procs.app.waiting_saga, "r9", world=procs.world, queue=procs.app.unhappy)
-    wait_for(lambda: procs.status(h.run_id).status == "interrupted", 30, "the run to wait for its answer")
-    target = "tests.helpers.procs.unhappy_app:waiting_saga"
-    command = [sys.executable, "-m", "durable.cli", "cancel", h.run_id, "--workflow", target, "--json"]
+WAITING_SAGA = "tests.helpers.procs.unhappy_app:waiting_saga"
+
+
+def _cancel_killed_in_its_undo(procs: Procs, run_id: str) -> list[str]:
+    """`little cancel --workflow` of a waiting saga, SIGKILLed once unbook runs; its command line."""
+    command = [sys.executable, "-m", "durable.cli", "cancel", run_id, "--workflow", WAITING_SAGA, "--json"]
     cancel = subprocess.Popen(
         [*command, *procs.cli_args()], cwd=ROOT, env=procs.env, stdout=subprocess.PIPE, text=True
     )
@@ -88,6 +87,15 @@ def test_a_little_cancel_killed_inside_a_compensation_is_finished_by_the_next_on
     finally:
         assert cancel.stdout is not None
         cancel.stdout.close()
+    return command
+
+
+def test_a_little_cancel_killed_inside_a_compensation_is_finished_by_the_next_one(procs: Procs) -> None:
+    """`little cancel --workflow` of a waiting saga, SIGKILLed inside unbook: run again, it finishes once."""
+    procs.worker()
+    h = durable.start_workflow(procs.app.waiting_saga, "r9", world=procs.world, queue=procs.app.unhappy)
+    wait_for(lambda: procs.status(h.run_id).status == "interrupted", 30, "the run to wait for its answer")
+    command = _cancel_killed_in_its_undo(procs, h.run_id)
     assert procs.status(h.run_id).status == "interrupted"  # no end recorded
     (procs.tmp / "go").touch()
 
@@ -123,22 +131,11 @@ def test_an_answer_after_a_cancel_cut_inside_a_compensation_is_refused_and_the_r
     h = durable.start_workflow(procs.app.waiting_saga, "r10", world=procs.world, queue=procs.app.unhappy)
     wait_for(lambda: procs.status(h.run_id).status == "interrupted", 30, "the run to wait for its answer")
     procs.stop(w)  # nobody but the canceller drives it
-    target = "tests.helpers.procs.unhappy_app:waiting_saga"
-    command = [sys.executable, "-m", "durable.cli", "cancel", h.run_id, "--workflow", target, "--json"]
-    cancel = subprocess.Popen(
-        [*command, *procs.cli_args()], cwd=ROOT, env=procs.env, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        wait_for(lambda: procs.bodies(tool="unbook"), 30, "the compensation to start")
-        cancel.kill()
-        cancel.wait()
-    finally:
-        assert cancel.stdout is not None
-        cancel.stdout.close()
+    _cancel_killed_in_its_undo(procs, h.run_id)
     (procs.tmp / "go").touch()
 
     def answer() -> subprocess.CompletedProcess[str] | None:
-        done = procs.little("answer", h.run_id, json.dumps("yes"), "--workflow", target)
+        done = procs.little("answer", h.run_id, json.dumps("yes"), "--workflow", WAITING_SAGA)
         # On Postgres the killed canceller holds the run until its lease runs out.
         return None if "right now" in done.stderr else done
 
@@ -147,7 +144,7 @@ def test_an_answer_after_a_cancel_cut_inside_a_compensation_is_refused_and_the_r
     assert "is being cancelled" in answered.stderr
     st = procs.status(h.run_id)
     assert st.status == "interrupted"
-    assert st.fixes == [f"little cancel {h.run_id} --workflow {target}{procs.where()}"]
+    assert st.fixes == [f"little cancel {h.run_id} --workflow {WAITING_SAGA}{procs.where()}"]
     done = procs.little_line(st.fixes[0])
     assert done.returncode == 0, done.stderr
     st = procs.ends(h.run_id, 30)
