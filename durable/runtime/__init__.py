@@ -8,13 +8,13 @@ world's control store (``durable.store.RunControl``).
 from __future__ import annotations
 
 # The door: what the other parts of the package use (not public API).
-from ._detail import keeps_control as keeps_control
 from ._detail import list_runs as list_runs
 from ._doctor import Finding, doctor
 from ._doctor import finding_line as finding_line
 from ._driver import HOST as HOST
 from ._driver import control_of as control_of
 from ._driver import default_driver as default_driver
+from ._driver import keeps_control as keeps_control
 from ._guard import RunGuard as RunGuard
 from ._guard import WorkerStopping as WorkerStopping
 from ._handle import RunHandle, cancel_run, handle

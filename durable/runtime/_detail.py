@@ -6,7 +6,7 @@ from typing import Any
 
 from ..engine import WorldCore, first_started
 from ..store import ControlRecord, RunInfo
-from ._driver import control_of
+from ._driver import control_of, keeps_control
 from ._handle import driver_of
 from ._serving import WAITING_FOR_CODE, short_hash
 from ._status import reconciled, status_of
@@ -55,12 +55,6 @@ def code_version(world: WorldCore, run_id: str) -> str | None:
         return None
     tag = started.get("manifest_hash")
     return short_hash(tag) if isinstance(tag, str) else None
-
-
-def keeps_control(world: WorldCore) -> bool:
-    """Whether the world keeps control records (a Postgres world always; a data directory once used)."""
-    data_dir = world.data_dir
-    return world.control_store is not None or (data_dir is not None and (data_dir / "runtime.db").exists())
 
 
 def list_runs(

@@ -143,6 +143,12 @@ def open_input(world: WorldCore, rec: ControlRecord) -> str:
     )
 
 
+def keeps_control(world: WorldCore) -> bool:
+    """Whether the world keeps control records (a Postgres world always; a data directory once used)."""
+    data_dir = world.data_dir
+    return world.control_store is not None or (data_dir is not None and (data_dir / "runtime.db").exists())
+
+
 def control_of(world: WorldCore) -> RunControl:
     """The world's control store, opened on first use (``runtime.db`` beside ``events.db``)."""
     return runtime_of(world).control

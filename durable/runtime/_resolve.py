@@ -30,8 +30,7 @@ from ..engine import (
 from ..engine import payloads as ev
 from ..errors import ConfigurationError, RunNotFoundError
 from ..events import BUDGET_SET, INTERRUPT_RESUMED, RUN_INTERRUPTED, RUN_RESOLVED
-from ._detail import keeps_control
-from ._driver import HOST, control_of, default_driver, runtime_of
+from ._driver import HOST, control_of, default_driver, keeps_control, runtime_of
 
 
 class _NoInfo:

@@ -39,8 +39,7 @@ from ..engine import (
 )
 from ..errors import RunCancelled, RunCancelledError, RunInterrupted, RunTimeoutError
 from ..store import hold
-from ._detail import keeps_control
-from ._driver import HOST, block_run, control_of, default_driver, recorded_end, runtime_of
+from ._driver import HOST, block_run, control_of, default_driver, keeps_control, recorded_end, runtime_of
 from ._guard import RunGuard
 from ._outcome import BLOCKED, classify
 from ._resolve import refuse_answer_while_cancelling
