@@ -208,19 +208,24 @@ class RunContext:
         return seq
 
     def flush(
-        self, *, status: str | None = None, created: tuple[str, str | None] | None = None, sync: bool = True
+        self,
+        *,
+        status: str | None = None,
+        created: tuple[str, str | None] | None = None,
+        code: str | None = None,
+        sync: bool = True,
     ) -> None:
         """Write the buffer in one transaction (a no-op when it is empty).
 
         ``sync=False`` asks only for a commit that survives a process crash
-        (see ``EventLog.append``).
+        (see ``EventLog.append``); ``created`` and ``code`` start the run's summary.
         """
         if self.broken is not None:
             raise self.broken
         if not self.buffer and status is None:
             return
         try:
-            appends = [Append(self.run_id, self._take_rows(), self.token, status, created)]
+            appends = [Append(self.run_id, self._take_rows(), self.token, status, created, code)]
             if sync:
                 self.log.append(appends)
             else:
@@ -232,18 +237,22 @@ class RunContext:
             raise
 
     async def flush_shared(
-        self, *, status: str | None = None, created: tuple[str, str | None] | None = None
+        self,
+        *,
+        status: str | None = None,
+        created: tuple[str, str | None] | None = None,
+        code: str | None = None,
     ) -> None:
         """``flush``, in the world's group commit while other runs are driven beside this one."""
         if not self.group.takes(self):
-            self.flush(status=status, created=created)
+            self.flush(status=status, created=created, code=code)
             return
         if self.broken is not None:
             raise self.broken
         if not self.buffer and status is None:
             return
         try:
-            append = Append(self.run_id, self._take_rows(), self.token, status, created)
+            append = Append(self.run_id, self._take_rows(), self.token, status, created, code)
         except BaseException as exc:
             self.broken = exc
             raise

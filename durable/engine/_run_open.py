@@ -62,12 +62,13 @@ async def start_run(
     """
     memory = memory_manifest(run.world)
     manifest = run_manifest(spec, run.models, memory)
+    code = run_manifest_hash(spec, manifest, run.models, memory)
     started = ev.run_started(
         spec.name,
         data,
         input_hash,
         manifest,
-        run_manifest_hash(spec, manifest, run.models, memory),
+        code,
         run.models,
         output_schema_hash(spec),
         LOG_FORMAT_VERSION,
@@ -79,7 +80,7 @@ async def start_run(
     limits = None if budget is None else ev.budget_set(budget)
     if limits is not None:
         run.emit(BUDGET_SET, limits)
-    await run.flush_shared(created=(spec.name, parent[0] if parent else None))
+    await run.flush_shared(created=(spec.name, parent[0] if parent else None), code=code)
     run.recorded.note(RUN_STARTED, started)
     if limits is not None:
         run.recorded.note(BUDGET_SET, limits)

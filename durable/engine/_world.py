@@ -156,9 +156,10 @@ class WorldCore:
         workflow: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        before: tuple[float, str] | None = None,
     ) -> list[RunInfo]:
-        """Runs in this world, newest first, optionally filtered."""
-        return self.log.runs(status=status, workflow=workflow, limit=limit, offset=offset)
+        """Runs in this world, newest first, optionally filtered (``before``: older than this key)."""
+        return self.log.runs(status=status, workflow=workflow, limit=limit, offset=offset, before=before)
 
     def vacuum(self) -> None:
         """Give the space of deleted and compacted events back to the disk (SQLite ``VACUUM``).

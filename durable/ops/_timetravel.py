@@ -272,7 +272,16 @@ def fork(
             )
         rows_out = [(1, RUN_STARTED, ev.text(started)), (2, "snapshot", ev.text(snapshot))]
         world.log.append(
-            [Append(rid, rows_out, token, status="running", created=(started.get("workflow", ""), None))]
+            [
+                Append(
+                    rid,
+                    rows_out,
+                    token,
+                    status="running",
+                    created=(started.get("workflow", ""), None),
+                    code=started.get("manifest_hash"),
+                )
+            ]
         )
     return Fork(
         run_id=rid,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..engine import WorldCore, first_started
@@ -42,13 +43,17 @@ def _waiting_row(rec: ControlRecord) -> dict[str, Any]:
     }
 
 
-def code_version(world: WorldCore, run_id: str) -> str | None:
-    """The run's code version: its recorded manifest hash, short (one read of its first row).
+def code_version(world: WorldCore, info: RunInfo) -> str | None:
+    """The run's code version, short: kept in its summary, else its recorded manifest hash.
 
-    ``None`` when the run has not started, or its first row is damaged (``little verify`` names it).
+    A run written before the summary kept it is read from its first row;
+    ``None`` when the run has not started, or that row is damaged (``little
+    verify`` names it).
     """
+    if info.code is not None:
+        return short_hash(info.code)
     try:
-        started = first_started(world, run_id)
+        started = first_started(world, info.run_id)
     except ValueError:
         return None
     if not isinstance(started, dict):
@@ -62,25 +67,84 @@ def list_runs(
 ) -> tuple[list[dict[str, Any]], int]:
     """The rows of ``little runs``, newest first, and how many runs the page left out.
 
-    The runs come from one query of the log and one of the control store (runs
-    that never started); only the rows shown are completed with their
-    control records (one query) and the drivers of running runs.
+    The log pages and filters in the database (the newest ``offset + limit``
+    summaries, and one count); the runs only the control store can place
+    (never started, or blocked: live work, few) are merged in. Only the rows
+    shown are completed with their control records (one query) and the
+    drivers of running runs; no run's log is read.
     """
     shared = keeps_control(world)
-    entries: list[RunInfo | ControlRecord] = list(world.runs(status=status, workflow=workflow))
-    if shared and status in (None, "enqueued", "cancelled"):
-        known = {e.run_id for e in entries}
-        waiting = [
+    extra = _held(world, status, workflow) if shared else []
+    end = None if limit is None else offset + limit
+    logged = [] if status == "blocked" else world.runs(status=status, workflow=workflow, limit=end)
+    entries = _merged(logged, extra)
+    page = entries[offset:end]
+    if limit is None or status == "blocked":
+        total = len(entries)
+    else:
+        total = world.log.count(status=status, workflow=workflow) + len(extra)
+    return _shown(world, page, shared, status), total - len(page)
+
+
+def iter_runs(
+    world: WorldCore, *, status: str | None, workflow: str | None, chunk: int = 500
+) -> Iterator[dict[str, Any]]:
+    """Every row of ``little runs``, newest first, a page at a time (read by key, never the whole table)."""
+    shared = keeps_control(world)
+    extra = _held(world, status, workflow) if shared else []
+    before: tuple[float, str] | None = None
+    while True:
+        got = (
+            []
+            if status == "blocked"
+            else world.runs(status=status, workflow=workflow, limit=chunk, before=before)
+        )
+        floor = got[-1].created_at if len(got) == chunk else float("-inf")
+        yield from _shown(world, _merged(got, [e for e in extra if e.created_at >= floor]), shared, status)
+        extra = [e for e in extra if e.created_at < floor]
+        if len(got) < chunk:
+            return
+        before = (got[-1].created_at, got[-1].run_id)
+
+
+def _merged(logged: list[RunInfo], extra: list[RunInfo | ControlRecord]) -> list[RunInfo | ControlRecord]:
+    """The log's runs with the control store's, newest first (stable: log order on ties)."""
+    known = {i.run_id for i in logged}
+    entries: list[RunInfo | ControlRecord] = [*logged, *(e for e in extra if e.run_id not in known)]
+    return sorted(entries, key=lambda e: -e.created_at) if extra else entries
+
+
+def _shown(
+    world: WorldCore, page: list[RunInfo | ControlRecord], shared: bool, status: str | None
+) -> list[dict[str, Any]]:
+    """The page's rows; with a status asked, only those whose reconciled status is it."""
+    rows = _detail(world, page, shared)
+    return rows if status is None else [r for r in rows if r["status"] == status]
+
+
+def _held(world: WorldCore, status: str | None, workflow: str | None) -> list[RunInfo | ControlRecord]:
+    """The runs only the control store can place in a listing: never started, or blocked.
+
+    Enqueued runs and runs cancelled before a worker took them have no
+    summary in the log; a blocked run's log says it runs or was interrupted.
+    Both are live work (few), read by their state.
+    """
+    ctl = control_of(world)
+    out: list[RunInfo | ControlRecord] = []
+    if status in (None, "enqueued", "cancelled"):
+        out += [
             rec
-            for rec in control_of(world).unstarted()
-            if rec.run_id not in known
-            and (workflow is None or rec.workflow == workflow)
+            for rec in ctl.unstarted()
+            if (workflow is None or rec.workflow == workflow)
             and (status is None or reconciled(None, rec) == status)
+            and world.log.info(rec.run_id) is None
         ]
-        if waiting:
-            entries = sorted([*entries, *waiting], key=lambda e: -e.created_at)  # stable: log order on ties
-    page = entries[offset:] if limit is None else entries[offset : offset + limit]
-    return _detail(world, page, shared), len(entries) - len(page)
+    if status == "blocked":
+        for rec in ctl.blocked_records():
+            info = world.log.info(rec.run_id)
+            if info is not None and (workflow is None or info.workflow == workflow):
+                out.append(info)
+    return out
 
 
 def _detail(world: WorldCore, page: list[RunInfo | ControlRecord], shared: bool) -> list[dict[str, Any]]:
@@ -92,7 +156,7 @@ def _detail(world: WorldCore, page: list[RunInfo | ControlRecord], shared: bool)
             rows.append(_waiting_row(e))
             continue
         r = _row(e)
-        r["code"] = code_version(world, e.run_id)
+        r["code"] = code_version(world, e)
         rec = recs.get(e.run_id)
         if rec is not None or e.status in ("cancelled", "failed"):
             st = status_of(world, e.run_id, e, rec)

@@ -44,6 +44,7 @@ PROTOCOL_METHODS = (
     "iter_rows",
     "info",
     "runs",
+    "count",
     "fence",
     "compact",
     "delete_run",
@@ -267,6 +268,31 @@ class EventLogConformance(OptionalMethodsConformance):
         assert [i.run_id for i in log.runs(limit=2)] == ["c", "b"]
         assert [i.run_id for i in log.runs(limit=2, offset=2)] == ["a"]
         assert [i.run_id for i in log.runs(offset=1)] == ["b", "a"]
+
+    def test_runs_pages_by_key_and_counts_what_it_filters(self, log: EventLog) -> None:
+        """``runs(before=...)`` continues after a page's last run; ``count`` counts what ``runs`` lists."""
+        for run_id, workflow in (("a", "one"), ("b", "two"), ("c", "one"), ("d", "one")):
+            token = log.fence(run_id)
+            log.append([Append(run_id, rows(1, 1), token, created=(workflow, None))])
+        log.append([Append("b", rows(2, 1), log.fence("b"), status="failed")])
+        log.fence("only-fenced")
+        first = log.runs(limit=2)
+        assert [i.run_id for i in first] == ["d", "c"]
+        last = first[-1]
+        assert [i.run_id for i in log.runs(limit=2, before=(last.created_at, last.run_id))] == ["b", "a"]
+        assert [i.run_id for i in log.runs(workflow="one", before=(last.created_at, last.run_id))] == ["a"]
+        assert (log.count(), log.count(workflow="one"), log.count(status="failed")) == (4, 3, 1)
+        assert log.count(status="completed", workflow="two") == 0
+
+    def test_a_run_s_summary_keeps_the_code_its_first_append_gave(self, log: EventLog) -> None:
+        """The ``code`` of the append that starts a run is in its summary, in ``info`` and ``runs``."""
+        log.append([Append("a", rows(1, 1), log.fence("a"), created=("wf", None), code="sha256:abc")])
+        log.append([Append("b", rows(1, 1), log.fence("b"), created=("wf", None))])
+        log.append([Append("a", rows(2, 1), log.fence("a"), status="completed")])
+        info = log.info("a")
+        assert info is not None
+        assert info.code == "sha256:abc"
+        assert {i.run_id: i.code for i in log.runs()} == {"a": "sha256:abc", "b": None}
 
     # -- compaction and deletion ---------------------------------------------------
 

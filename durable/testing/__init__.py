@@ -160,9 +160,14 @@ class CrashingLog:
         workflow: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        before: tuple[float, str] | None = None,
     ) -> list[RunInfo]:
         """The inner log's runs."""
-        return self.inner.runs(status=status, workflow=workflow, limit=limit, offset=offset)
+        return self.inner.runs(status=status, workflow=workflow, limit=limit, offset=offset, before=before)
+
+    def count(self, *, status: str | None = None, workflow: str | None = None) -> int:
+        """The inner log's count."""
+        return self.inner.count(status=status, workflow=workflow)
 
     def fence(self, run_id: str) -> int:
         """Take a fencing token from the inner log (a dead process takes none)."""

@@ -91,12 +91,29 @@ async def runs(request: Request) -> Response:
     world = inspector_of(request).world
     q = request.query_params
     status, workflow, search = q.get("status") or None, q.get("workflow") or None, q.get("q") or None
-    rows = _model.list_runs(world, status=status, workflow=workflow, search=search)
-    workflows = sorted({r["workflow"] for r in _model.list_runs(world)})
+    offset = _offset(q.get("offset"))
+    rows, older = _model.list_runs(world, status=status, workflow=workflow, search=search, offset=offset)
     if q.get("fragment"):
         return HTMLResponse(_list_fragment(rows))
+    workflows = sorted(
+        {i.workflow for i in world.runs(limit=_model.PAGE)} | ({workflow} if workflow else set())
+    )
     filters = _pages.runs_filters(status, workflow, search, workflows)
-    return HTMLResponse(_pages.runs_page(rows, filters, live="/live?view=list", flash=q.get("flash")))
+    more = _older_href(q, offset + _model.PAGE) if older else None
+    return HTMLResponse(
+        _pages.runs_page(rows, filters, live="/live?view=list", flash=q.get("flash"), older=more)
+    )
+
+
+def _offset(text: str | None) -> int:
+    """The run list's ``?offset=`` (runs skipped, newest first); anything else is the first page."""
+    return int(text) if text and text.isdigit() else 0
+
+
+def _older_href(q: Any, offset: int) -> str:
+    """The address of the run list's next older page, with the same filters."""
+    kept = {k: v for k, v in q.items() if k in ("status", "workflow", "q") and v}
+    return "/?" + urlencode({**kept, "offset": offset})
 
 
 async def run(request: Request) -> Response:

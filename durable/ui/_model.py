@@ -32,12 +32,18 @@ from ..events import (
     VALUE_RECORDED,
 )
 from ..ops import align, read_calls
-from ..runtime import control_of, driver_of
+from ..runtime import control_of, driver_of, keeps_control
 from ..runtime import list_runs as runs_page
 from ._timeline_item import Item as Item
 
 STATUSES = ("running", "orphaned", "waiting", "interrupted", "blocked", "completed", "failed", "cancelled")
 """The statuses the inspector tells apart: ``waiting`` is enqueued, ``orphaned`` running without a driver."""
+
+PAGE = 200
+"""Runs on one page of the run list."""
+
+LIVE_WINDOW = 50
+"""How many of the newest runs the list's live view watches for a change of status."""
 
 RESUME_MARKS = (INTERRUPT_RESUMED, RUN_RESUMED, RUN_RETRIED, DRIFT_ACCEPTED)
 """Events a later drive writes when it takes a finished or waiting run up again."""
@@ -59,16 +65,27 @@ def _ui_status(row: dict[str, Any]) -> str:
     return status
 
 
+_ASKED = {"waiting": "enqueued", "orphaned": "running"}
+"""The runtime's status of an inspector status that is not its own."""
+
+
 def list_runs(
     world: WorldCore,
     *,
     status: str | None = None,
     workflow: str | None = None,
     search: str | None = None,
-    limit: int = 200,
-) -> list[dict[str, Any]]:
-    """Runs newest first with the inspector's status, filtered by status, workflow and a search text."""
-    rows, _ = runs_page(world, status=None, workflow=None, limit=limit, offset=0)
+    limit: int = PAGE,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of runs newest first with the inspector's status, and how many older runs match.
+
+    The status and the workflow filter every run in the database (the page
+    is cut after them); the search text narrows the page.
+    """
+    asked = None if status is None else _ASKED.get(status, status)
+    rows, left_out = runs_page(world, status=asked, workflow=workflow, limit=limit, offset=offset)
+    older = left_out - offset  # what the page left out counts the newer runs it skipped too
     for r in rows:
         if r["status"] == "running" and r.get("parent_run_id") is not None:
             r["orphaned"] = driver_of(world, str(r["run_id"]))["driver"] == "orphaned"
@@ -78,19 +95,22 @@ def list_runs(
     for r in rows:
         if status and r["ui_status"] != status:
             continue
-        if workflow and r["workflow"] != workflow:
-            continue
         if needle and needle not in str(r["run_id"]).lower() and needle not in str(r["workflow"]).lower():
             continue
         out.append(r)
-    out.sort(key=lambda r: r.get("created_at") or 0, reverse=True)
-    return out
+    return out, older
 
 
 def list_fingerprint(world: WorldCore) -> str:
-    """Changes whenever a run of the list changes status or a run appears (what live updates watch)."""
-    rows = list_runs(world)
-    return json.dumps([(r["run_id"], r["ui_status"], r.get("updated_at")) for r in rows])
+    """Changes whenever a run appears or one of the newest changes status, or the runtime moves one.
+
+    What the list's live view polls: the newest summaries (one indexed read,
+    no run's log, no driver) and the control store's change counter; the
+    page itself is read again only when this changes.
+    """
+    newest = [(i.run_id, i.status, i.updated_at) for i in world.runs(limit=LIVE_WINDOW)]
+    moved = control_of(world).version() if keeps_control(world) else 0
+    return json.dumps([moved, newest])
 
 
 def _error_text(e: dict[str, Any]) -> str:

@@ -120,13 +120,16 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def runs_page(rows: list[dict[str, Any]], filters: str, *, live: str, flash: str | None) -> str:
-    """The run list at ``/``."""
+def runs_page(
+    rows: list[dict[str, Any]], filters: str, *, live: str, flash: str | None, older: str | None = None
+) -> str:
+    """The run list at ``/`` (``older``: the address of the next page of older runs, when there are)."""
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["ui_status"]] = counts.get(r["ui_status"], 0) + 1
     summary = " ".join(f"{badge(s)} {counts[s]}" for s in STATUSES if s in counts)
-    body = f'<h1>Runs</h1>{filters}<div id="live">{_summary(summary)}{runs_table(rows)}</div>'
+    more = f'<p class="older"><a rel="next" href="{e(older)}">older runs</a></p>' if older else ""
+    body = f'<h1>Runs</h1>{filters}<div id="live">{_summary(summary)}{runs_table(rows)}</div>{more}'
     return layout("runs", body, live=live, flash=flash)
 
 

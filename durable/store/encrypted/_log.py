@@ -220,7 +220,7 @@ class EncryptedLog:
         # data's head is kept for the last run id (a driver writes one run).
         encrypt = self._encrypt
         sealed = []
-        for rid, plain, token, status, created in batch:
+        for rid, plain, token, status, created, code in batch:
             last, head = self._head
             if rid != last:
                 head = f"row|{len(rid)}:{rid}|"
@@ -232,7 +232,7 @@ class EncryptedLog:
                     f"{head}{seq}|{type_}".encode("utf-8", "surrogatepass"),
                 )
                 rows.append((seq, type_, ct))  # type: ignore[arg-type]  # a BLOB or text
-            sealed.append(_new_tuple(Append, (rid, rows, token, status, created)))
+            sealed.append(_new_tuple(Append, (rid, rows, token, status, created, code)))
         return sealed
 
     def seal_append(self, append: Append) -> Append:
@@ -313,8 +313,12 @@ class EncryptedLog:
         workflow: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        before: tuple[float, str] | None = None,
     ) -> list[RunInfo]:
-        return self.inner.runs(status=status, workflow=workflow, limit=limit, offset=offset)
+        return self.inner.runs(status=status, workflow=workflow, limit=limit, offset=offset, before=before)
+
+    def count(self, *, status: str | None = None, workflow: str | None = None) -> int:
+        return self.inner.count(status=status, workflow=workflow)
 
     def fence(self, run_id: str) -> int:
         return self.inner.fence(run_id)

@@ -57,7 +57,7 @@ class MemoryLog:
                 info = self._info.get(a.run_id)
                 if a.created is not None and info is None:
                     workflow, parent = a.created
-                    info = RunInfo(a.run_id, workflow, "running", parent, now, now)
+                    info = RunInfo(a.run_id, workflow, "running", parent, now, now, a.code)
                 if info is not None and a.status is not None:
                     info = replace(info, status=a.status, updated_at=now)
                 if info is not None:
@@ -114,17 +114,27 @@ class MemoryLog:
         workflow: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        before: tuple[float, str] | None = None,
     ) -> list[RunInfo]:
         """Runs, newest first, optionally filtered (see ``EventLog.runs``)."""
+        found = self._matching(status, workflow)
+        if before is not None:
+            found = [i for i in found if (i.created_at, i.run_id) < before]
+        found.sort(key=lambda i: (i.created_at, i.run_id), reverse=True)
+        end = None if limit is None else offset + limit
+        return found[offset:end]
+
+    def count(self, *, status: str | None = None, workflow: str | None = None) -> int:
+        """How many runs ``runs`` lists with these filters."""
+        return len(self._matching(status, workflow))
+
+    def _matching(self, status: str | None, workflow: str | None) -> list[RunInfo]:
         with self._lock:
-            found = [
+            return [
                 i
                 for i in self._info.values()
                 if (status is None or i.status == status) and (workflow is None or i.workflow == workflow)
             ]
-        found.sort(key=lambda i: (i.created_at, i.run_id), reverse=True)
-        end = None if limit is None else offset + limit
-        return found[offset:end]
 
     def fence(self, run_id: str) -> int:
         """Take a new fencing token for a run; every older token becomes stale."""

@@ -48,12 +48,12 @@ _ONE = (
     "SELECT %(run)s, r.seq, r.type, r.data "
     "FROM unnest(%(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) AS r(seq, type, data) "
     "WHERE (SELECT ok FROM tok) RETURNING 1), "
-    "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
-    "SELECT %(run)s, %(workflow)s, 'running', %(parent)s, %(now)s, %(now)s, 0 "
+    "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token, "
+    "code) SELECT %(run)s, %(workflow)s, 'running', %(parent)s, %(now)s, %(now)s, 0, %(code)s "
     "WHERE %(workflow)s::text IS NOT NULL AND (SELECT ok FROM tok) "
     "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
     "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
-    "updated_at = excluded.updated_at RETURNING 1), "
+    "updated_at = excluded.updated_at, code = excluded.code RETURNING 1), "
     "upd AS (UPDATE {s}.runs SET status = %(status)s, updated_at = %(now)s "
     "WHERE run_id = %(run)s AND %(status)s::text IS NOT NULL AND (SELECT ok FROM tok) RETURNING 1), "
     "ctl AS (UPDATE {s}.control SET state = %(state)s, cancel_reason = NULL, resume = NULL, drives = 0, "
@@ -97,6 +97,7 @@ def one_params(a: Append, now: float, channel: str, holder: str | None = None) -
         "datas": [r[2] for r in a.rows],
         "workflow": None if a.created is None else a.created[0],
         "parent": None if a.created is None else a.created[1],
+        "code": a.code,
         "status": a.status,
         "state": end_state(a.status),
         "holder": holder,
@@ -206,12 +207,12 @@ class PostgresLog(PostgresReads):
                     conn.execute(
                         self.db.sql(
                             "INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, "
-                            "updated_at, token) VALUES (%s, %s, 'running', %s, %s, %s, 0) "
+                            "updated_at, token, code) VALUES (%s, %s, 'running', %s, %s, %s, 0, %s) "
                             "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
-                            "parent_run_id = excluded.parent_run_id, "
-                            "created_at = excluded.created_at, updated_at = excluded.updated_at"
+                            "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
+                            "updated_at = excluded.updated_at, code = excluded.code"
                         ),
-                        (a.run_id, a.created[0], a.created[1], now, now),
+                        (a.run_id, a.created[0], a.created[1], now, now, a.code),
                     )
                 self.write_guarded(conn, a)
                 if a.status is not None:

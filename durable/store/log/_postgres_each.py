@@ -31,21 +31,21 @@ if TYPE_CHECKING:
 _MANY = (
     "WITH a AS MATERIALIZED (SELECT a.*, (SELECT token FROM {s}.runs r WHERE r.run_id = a.run_id FOR UPDATE) "
     "AS current FROM unnest(%(runs)b::text[], %(tokens)b::bigint[], %(workflows)b::text[], "
-    "%(parents)b::text[], %(statuses)b::text[], %(states)b::text[], %(holders)b::text[]) "
-    "AS a(run_id, token, workflow, parent, status, state, holder)), "
-    "g AS MATERIALIZED (SELECT run_id, workflow, parent, status, state, holder, "
+    "%(parents)b::text[], %(statuses)b::text[], %(states)b::text[], %(holders)b::text[], %(codes)b::text[]) "
+    "AS a(run_id, token, workflow, parent, status, state, holder, code)), "
+    "g AS MATERIALIZED (SELECT run_id, workflow, parent, status, state, holder, code, "
     "COALESCE(current, 0) AS current, "
     "COALESCE(current, 0) = token AND (workflow IS NULL "
     "OR NOT EXISTS (SELECT 1 FROM {s}.events e WHERE e.run_id = a.run_id)) AS ok FROM a), "
     "ins AS (INSERT INTO {s}.events (run_id, seq, type, data) SELECT r.run_id, r.seq, r.type, r.data "
     "FROM unnest(%(row_runs)b::text[], %(seqs)b::bigint[], %(types)b::text[], %(datas)b::text[]) "
     "AS r(run_id, seq, type, data) JOIN g ON g.run_id = r.run_id WHERE g.ok RETURNING run_id), "
-    "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
-    "SELECT run_id, workflow, COALESCE(status, 'running'), parent, %(now)s, %(now)s, 0 FROM g "
+    "made AS (INSERT INTO {s}.runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token, "
+    "code) SELECT run_id, workflow, COALESCE(status, 'running'), parent, %(now)s, %(now)s, 0, code FROM g "
     "WHERE g.ok AND g.workflow IS NOT NULL "
     "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, status = excluded.status, "
     "parent_run_id = excluded.parent_run_id, created_at = excluded.created_at, "
-    "updated_at = excluded.updated_at RETURNING 1), "
+    "updated_at = excluded.updated_at, code = excluded.code RETURNING 1), "
     "upd AS (UPDATE {s}.runs r SET status = g.status, updated_at = %(now)s FROM g "
     "WHERE r.run_id = g.run_id AND g.ok AND g.workflow IS NULL AND g.status IS NOT NULL RETURNING 1), "
     "ctl AS (UPDATE {s}.control c SET state = g.state, cancel_reason = NULL, resume = NULL, drives = 0, "
@@ -141,6 +141,7 @@ def _grouped(
         "statuses": [a.status for a in ordered],
         "states": states,
         "holders": [leases.get(f"run:{a.run_id}") for a in ordered],
+        "codes": [a.code for a in ordered],
         "row_runs": [a.run_id for a in ordered for _ in a.rows],
         "seqs": [r[0] for a in ordered for r in a.rows],
         "types": [r[1] for a in ordered for r in a.rows],

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._protocol import Row, RunInfo
+from ._protocol import Row, RunInfo, listing_where
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
     from ..postgres._schema import Database
 
-INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
+INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at, code"
 
 
 class PostgresReads:
@@ -101,22 +101,32 @@ class PostgresReads:
         workflow: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        before: tuple[float, str] | None = None,
     ) -> list[RunInfo]:
-        """Runs, newest first (ties by run id, descending), optionally filtered."""
-        text = f"SELECT {INFO_COLUMNS} FROM {{s}}.runs WHERE workflow != ''"
-        args: list[object] = []
-        if status is not None:
-            text += " AND status = %s"
-            args.append(status)
-        if workflow is not None:
-            text += " AND workflow = %s"
-            args.append(workflow)
-        text += " ORDER BY created_at DESC, run_id DESC LIMIT %s OFFSET %s"
+        """Runs, newest first (ties by run id, descending), optionally filtered, a page by offset or key."""
+        where, args = listing_where(status, workflow, "%s")
+        if before is not None:
+            where += " AND (created_at, run_id) < (%s, %s)"
+            args += [before[0], before[1]]
+        query = self.db.sql(
+            f"SELECT {INFO_COLUMNS} FROM {{s}}.runs WHERE {where} "
+            "ORDER BY created_at DESC, run_id DESC LIMIT %s OFFSET %s"
+        )
         args += [limit, offset]
-        query = self.db.sql(text)
 
         def op(conn: Connection[Any], attempt: int) -> list[RunInfo]:
             return [RunInfo(*r) for r in conn.execute(query, args)]
+
+        return self.db.run(op)
+
+    def count(self, *, status: str | None = None, workflow: str | None = None) -> int:
+        """How many runs ``runs`` lists with these filters (one ``count(*)``)."""
+        where, args = listing_where(status, workflow, "%s")
+        query = self.db.sql(f"SELECT count(*) FROM {{s}}.runs WHERE {where}")
+
+        def op(conn: Connection[Any], attempt: int) -> int:
+            row = conn.execute(query, args).fetchone()
+            return int(row[0]) if row else 0
 
         return self.db.run(op)
 

@@ -32,6 +32,9 @@ class RunInfo:
         parent_run_id: The parent run when this is a child run.
         created_at: Unix time the run started.
         updated_at: Unix time of its last status change.
+        code: The manifest hash its ``run.started`` recorded (its code version), kept
+            with the summary so that a listing reads no log; ``None`` for a run written
+            before the summary kept it, or by a writer that did not give it.
     """
 
     run_id: str
@@ -40,6 +43,7 @@ class RunInfo:
     parent_run_id: str | None
     created_at: float
     updated_at: float
+    code: str | None = None
 
 
 class Append(NamedTuple):
@@ -51,6 +55,7 @@ class Append(NamedTuple):
         token: The writer's fencing token.
         status: A new status for the run, when these rows change it.
         created: ``(workflow, parent_run_id)`` when these rows start the run.
+        code: The run's manifest hash, kept in its summary when these rows start it.
     """
 
     run_id: str
@@ -58,6 +63,7 @@ class Append(NamedTuple):
     token: int
     status: str | None = None
     created: tuple[str, str | None] | None = None
+    code: str | None = None
 
 
 class EventLog(Protocol):
@@ -151,6 +157,7 @@ class EventLog(Protocol):
         workflow: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        before: tuple[float, str] | None = None,
     ) -> list[RunInfo]:
         """Runs, newest first (ties broken by run id, descending), optionally filtered.
 
@@ -159,9 +166,23 @@ class EventLog(Protocol):
             workflow: Only runs of this workflow.
             limit: At most this many runs (``None``: all).
             offset: Skip this many runs first (pagination).
+            before: Only runs older than this ``(created_at, run_id)``, in the
+                listing's order: the last run of the previous page (a page
+                read by key, as fast far back as at the top).
 
         Returns:
             The summaries of the matching runs.
+        """
+
+    def count(self, *, status: str | None = None, workflow: str | None = None) -> int:
+        """How many runs ``runs`` lists with these filters and no limit.
+
+        Args:
+            status: Only runs with this status.
+            workflow: Only runs of this workflow.
+
+        Returns:
+            The number of matching runs.
         """
 
     def fence(self, run_id: str) -> int:
@@ -262,3 +283,18 @@ def _taken(run_id: str, seq: int) -> FencedError:
         "this driver lost the run and must stop.",
         run_id=run_id,
     )
+
+
+def listing_where(status: str | None, workflow: str | None, mark: str) -> tuple[str, list[object]]:
+    """The ``WHERE`` of a SQL log's listing (started runs of this status and workflow) and its arguments.
+
+    ``mark`` is the driver's placeholder (``?`` or ``%s``).
+    """
+    where, args = "workflow != ''", list[object]()
+    if status is not None:
+        where += f" AND status = {mark}"
+        args.append(status)
+    if workflow is not None:
+        where += f" AND workflow = {mark}"
+        args.append(workflow)
+    return where, args

@@ -224,11 +224,11 @@ class SqliteLog(SqliteReads):
         if a.created is not None:
             db.execute(
                 "INSERT INTO runs (run_id, workflow, status, parent_run_id, "
-                "created_at, updated_at, token) VALUES (?, ?, 'running', ?, ?, ?, 0) "
+                "created_at, updated_at, token, code) VALUES (?, ?, 'running', ?, ?, ?, 0, ?) "
                 "ON CONFLICT (run_id) DO UPDATE SET workflow = excluded.workflow, "
                 "parent_run_id = excluded.parent_run_id, "
-                "created_at = excluded.created_at, updated_at = excluded.updated_at",
-                (a.run_id, a.created[0], a.created[1], now, now),
+                "created_at = excluded.created_at, updated_at = excluded.updated_at, code = excluded.code",
+                (a.run_id, a.created[0], a.created[1], now, now, a.code),
             )
         if a.created is None and 0 < len(a.rows) <= _ONE_STATEMENT_ROWS:
             self._guarded_rows(a, now)  # the token check and the rows: one statement
@@ -265,10 +265,10 @@ class SqliteLog(SqliteReads):
         db = self._db
         try:
             made = db.execute(
-                "INSERT INTO runs (run_id, workflow, status, parent_run_id, created_at, updated_at, token) "
-                "SELECT ?1, ?2, ?3, ?4, ?5, ?5, ?6 "
+                "INSERT INTO runs (run_id, workflow, status, parent_run_id, created_at, updated_at, "
+                "token, code) SELECT ?1, ?2, ?3, ?4, ?5, ?5, ?6, ?7 "
                 "WHERE NOT EXISTS (SELECT 1 FROM events WHERE run_id = ?1)",
-                (a.run_id, a.created[0], a.status or "running", a.created[1], now, a.token),
+                (a.run_id, a.created[0], a.status or "running", a.created[1], now, a.token, a.code),
             ).rowcount
         except sqlite3.IntegrityError:
             made = 0

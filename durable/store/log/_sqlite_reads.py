@@ -12,10 +12,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ._fresh import FreshRuns
-from ._protocol import Row, RunInfo
+from ._protocol import Row, RunInfo, listing_where
 from ._sqlite_errors import failure
 
-_INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at"
+_INFO_COLUMNS = "run_id, workflow, status, parent_run_id, created_at, updated_at, code"
 _IN_BATCH = 400
 """Run ids per ``IN (...)`` list: well under SQLite's limit on the parameters of one statement."""
 
@@ -153,22 +153,29 @@ class SqliteReads:
         workflow: str | None = None,
         limit: int | None = None,
         offset: int = 0,
+        before: tuple[float, str] | None = None,
     ) -> list[RunInfo]:
-        """Runs, newest first, optionally filtered by status and workflow."""
-        sql = f"SELECT {_INFO_COLUMNS} FROM runs WHERE workflow != ''"
-        args: list[object] = []
-        if status is not None:
-            sql += " AND status = ?"
-            args.append(status)
-        if workflow is not None:
-            sql += " AND workflow = ?"
-            args.append(workflow)
-        sql += " ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?"
+        """Runs, newest first, optionally filtered by status and workflow, a page by offset or by key."""
+        where, args = listing_where(status, workflow, "?")
+        if before is not None:
+            where += " AND (created_at < ? OR (created_at = ? AND run_id < ?))"
+            args += [before[0], before[0], before[1]]
+        sql = f"SELECT {_INFO_COLUMNS} FROM runs WHERE {where} ORDER BY created_at DESC, run_id DESC "
+        sql += "LIMIT ? OFFSET ?"
         args += [-1 if limit is None else limit, offset]
         with self._lock:
             try:
                 return [RunInfo(*r) for r in self._db.execute(sql, args)]
             except (sqlite3.Error, UnicodeDecodeError) as exc:
+                raise failure(exc, self.path, None) from exc
+
+    def count(self, *, status: str | None = None, workflow: str | None = None) -> int:
+        """How many runs ``runs`` lists with these filters (one ``count(*)`` on an index)."""
+        where, args = listing_where(status, workflow, "?")
+        with self._lock:
+            try:
+                return int(self._db.execute(f"SELECT count(*) FROM runs WHERE {where}", args).fetchone()[0])
+            except sqlite3.Error as exc:
                 raise failure(exc, self.path, None) from exc
 
     def integrity_check(self) -> str:

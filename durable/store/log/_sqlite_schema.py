@@ -48,6 +48,15 @@ CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_at DESC);
 CREATE INDEX IF NOT EXISTS runs_by_parent ON runs (parent_run_id);
 """
 
+_ADDED = """
+ALTER TABLE runs ADD COLUMN code TEXT;
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, created_at DESC, run_id DESC);
+CREATE INDEX IF NOT EXISTS runs_by_workflow ON runs (workflow, created_at DESC, run_id DESC)
+"""
+"""What a log gains without a new version (an older SDK still opens and writes it, leaving
+``code`` empty): each run's manifest hash in its summary, so that a listing reads no log, and
+the indexes a filtered listing pages through and the live runs are found by."""
+
 
 def open_log(
     db: sqlite3.Connection, path: Path, synchronous: str, busy_timeout: int, checkpointing: bool
@@ -154,3 +163,14 @@ def _setup(
                 db.execute("ALTER TABLE events ADD COLUMN written_at REAL")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         db.execute("COMMIT")
+    if not _has_code(db):
+        db.execute("BEGIN IMMEDIATE")
+        if not _has_code(db):  # another opener may have added it meanwhile
+            for stmt in _ADDED.split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+        db.execute("COMMIT")
+
+
+def _has_code(db: sqlite3.Connection) -> bool:
+    return "code" in {r[1] for r in db.execute("PRAGMA table_info(runs)")}

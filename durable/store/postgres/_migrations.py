@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """The number of migrations: a schema that has applied every one of them is at this version."""
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -221,6 +221,20 @@ CREATE TABLE {s}.threads (
     value BYTEA NOT NULL,
     UNIQUE (namespace, thread, key)
 );
+""",
+    ),
+    (
+        # A listing reads each run's code version from its summary, never its log, and pages a
+        # filter through an index; the recovery pass and the claim find live control rows
+        # through indexes that hold no finished run's row.
+        "0012_runs_code_live_indexes",
+        """
+ALTER TABLE {s}.runs ADD COLUMN code TEXT;
+DROP INDEX {s}.runs_by_status;
+CREATE INDEX runs_by_status ON {s}.runs (status, created_at DESC, run_id DESC);
+CREATE INDEX runs_by_workflow ON {s}.runs (workflow, created_at DESC, run_id DESC);
+CREATE INDEX runs_live ON {s}.runs (run_id) WHERE status = 'running';
+CREATE INDEX control_live ON {s}.control (state, queue) WHERE state <> 'done';
 """,
     ),
 ]
