@@ -135,11 +135,24 @@ def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
         return "(none)"
     if colour():
         return _rich_table(rows, columns)
+    return plain_table(rows, columns)[0]
+
+
+def plain_table(
+    rows: list[dict[str, Any]], columns: list[str], widths: list[int] | None = None
+) -> tuple[str, list[int]]:
+    """Rows as plain aligned text, and its column widths.
+
+    Given the ``widths`` of the table's first part, the rows continue it
+    (aligned to them, without a header line): a table printed as it is read.
+    """
     cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines = []
+    if widths is None:
+        widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+        lines.append("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)))
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join(line.rstrip() for line in lines), widths
 
 
 def read_rows(world: WorldCore, run_id: str) -> list[tuple[int, str, str]]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import shlex
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,10 +17,10 @@ from ..engine import Budget, Recorded, Usage, WorldCore, budget_text, runs_usage
 from ..errors import RunNotFoundError
 from ..events import RUN_FAILED, Event, parse_event
 from ..ops import import_workflow, parse_models, report_text, verify_run
-from ..runtime import list_runs, short_hash
+from ..runtime import iter_runs, list_runs, short_hash
 from ..store import row_times
 from ._bulk import check_runs, exit_status, many, runs_args, verify_many, verify_text
-from ._registry import CliError, command, read_rows, run_id_arg, table
+from ._registry import CliError, colour, command, plain_table, read_rows, run_id_arg, table
 from ._safe import safe
 
 
@@ -33,7 +35,7 @@ def _runs_args(p: argparse.ArgumentParser) -> None:
         "--limit",
         type=int,
         default=None,
-        help="at most this many runs (default: every run); says how many it left out",
+        help="at most this many runs (default: every run, printed as it is read); says how many it left out",
     )
     p.add_argument("--offset", type=int, default=0, help="skip this many runs first")
     p.add_argument(
@@ -73,16 +75,46 @@ def iso_ms(t: Any) -> str:
     return datetime.datetime.fromtimestamp(t, tz=datetime.UTC).isoformat(timespec="milliseconds")
 
 
+_COLUMNS = ["run_id", "workflow", "code", "status", "driver", "created"]
+
+
 def _runs_human(rows: list[dict[str, Any]]) -> str:
     note = rows[-1].get("left_out_note") if rows else None
     if note is not None:
         rows = rows[:-1]
-    shown = [r | {"created": iso(r.get("created_at")), "code": r.get("code") or ""} for r in rows]
-    columns = ["run_id", "workflow", "code", "status", "driver", "created"]
+    columns = list(_COLUMNS)
     if any("model_calls" in r for r in rows):
         columns += ["model_calls", "tokens", "cost", "budget"]
-    text = table(shown, columns)
+    text = table(_cells(rows), columns)
     return text if note is None else f"{text}\n{note}"
+
+
+def _cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r | {"created": iso(r.get("created_at")), "code": r.get("code") or ""} for r in rows]
+
+
+def _stream(rows: Iterator[dict[str, Any]], as_json: bool, chunk: int = 500) -> None:
+    """Print every run as the listing reads it, a page at a time (``little runs`` without ``--limit``).
+
+    The JSON is the list ``--limit`` prints, written an item at a time; the
+    table takes its column widths from its first page.
+    """
+    first = True
+    widths: list[int] | None = None
+    while page := list(itertools.islice(rows, chunk)):
+        if as_json:
+            items = ",\n".join(textwrap.indent(json.dumps(r, indent=2, default=str), "  ") for r in page)
+            print(("[\n" if first else ",\n") + items, end="", flush=True)
+        elif colour():
+            print(table(_cells(safe(page)), _COLUMNS), flush=True)
+        else:
+            text, widths = plain_table(_cells(safe(page)), _COLUMNS, widths)
+            print(text, flush=True)
+        first = False
+    if as_json:
+        print("[]" if first else "\n]", flush=True)
+    elif first:
+        print("(none)", flush=True)
 
 
 def usage_columns(used: Usage, budget: Budget | None) -> dict[str, Any]:
@@ -114,6 +146,10 @@ def _left_out_note(left_out: int, shown: int, offset: int, limit: int | None) ->
 def _runs(world: WorldCore, a: argparse.Namespace) -> Any:
     if (a.limit is not None and a.limit < 1) or a.offset < 0:
         raise CliError("--limit must be at least 1 and --offset at least 0")
+    if a.limit is None and not a.usage and not getattr(a, "watch", False):
+        every = iter_runs(world, status=a.status, workflow=a.workflow)
+        _stream(itertools.islice(every, a.offset, None), a.json)
+        return None
     rows, left_out = list_runs(world, status=a.status, workflow=a.workflow, limit=a.limit, offset=a.offset)
     if a.usage:
         spent = runs_usage(world, [r["run_id"] for r in rows if r.get("status") != "enqueued"])

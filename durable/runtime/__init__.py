@@ -8,6 +8,7 @@ world's control store (``durable.store.RunControl``).
 from __future__ import annotations
 
 # The door: what the other parts of the package use (not public API).
+from ._detail import iter_runs as iter_runs
 from ._detail import list_runs as list_runs
 from ._doctor import Finding, doctor
 from ._doctor import finding_line as finding_line

@@ -114,3 +114,25 @@ async def test_a_listing_shows_each_run_s_code_version_from_its_summary(worlds: 
     assert len(rows) == DONE and left_out == 0
     assert {r["code"] for r in rows} == {short_hash(info.code)}
     assert counting.read_runs == []
+
+
+async def test_runs_without_a_limit_streams_every_run_a_page_at_a_time(
+    worlds: Worlds, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`little runs` without --limit prints what a limit as large as the history prints, read page by page."""
+    from durable.runtime import iter_runs, list_runs
+
+    d = where(worlds)
+    world = worlds.open()
+    await _history(world)
+    every, _ = list_runs(world, status=None, workflow=None, limit=FAILED + DONE, offset=0)
+    assert list(iter_runs(world, status=None, workflow=None, chunk=7)) == every
+    failed = list(iter_runs(world, status="failed", workflow="doomed", chunk=4))
+    assert [r["run_id"] for r in failed] == [f"failed-{i:03}" for i in range(FAILED - 1, -1, -1)]
+    assert main(["runs", *d, "--json"]) == 0
+    streamed = capsys.readouterr().out
+    assert json.loads(streamed) == json.loads(json.dumps(every, default=str))
+    assert main(["runs", *d, "--offset", "240"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["RUN_ID", "WORKFLOW", "CODE", "STATUS", "DRIVER", "CREATED"]
+    assert [ln.split()[0] for ln in lines[1:]] == [f"failed-{i:03}" for i in range(9, -1, -1)]
