@@ -216,7 +216,12 @@ def _gc_args(p: argparse.ArgumentParser) -> None:
         help="delete finished runs not updated for this long, with a unit: 90s, 15m, 12h, 7d, 2w",
     )
     p.add_argument("--dry-run", action="store_true", help="only list the runs that would be deleted")
-    p.add_argument("--vacuum", action="store_true", help="give the freed space back to the disk afterwards")
+    p.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="give the freed space back to the disk afterwards (SQLite VACUUM, Postgres VACUUM FULL: "
+        "each rewrites the log's tables and holds the world's writers while it runs)",
+    )
 
 
 def _gc_human(data: Any) -> str:

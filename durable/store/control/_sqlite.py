@@ -98,6 +98,14 @@ _CANCELS_INDEX = (
 )
 """The pending cancellations: the rows a driver's watch reads, usually none."""
 
+_LIVE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS control_state ON control (state, cancel_reason)",
+    "CREATE INDEX IF NOT EXISTS control_unstarted ON control (seq) "
+    "WHERE claimed_at IS NULL AND state IN ('enqueued', 'cancelled')",
+)
+"""What the recovery pass and a listing read by state (claimed, waiting, blocked, never started):
+found through these, not by a scan of every finished run's ``done`` row."""
+
 _WORKERS = (
     "CREATE TABLE IF NOT EXISTS workers (name TEXT PRIMARY KEY, pid INTEGER NOT NULL DEFAULT 0, "
     "host TEXT NOT NULL DEFAULT '', started_at REAL NOT NULL DEFAULT 0, code TEXT NOT NULL DEFAULT '{}', "
@@ -195,6 +203,8 @@ class SqliteControl:
         # the store as before (SQLite keeps the index up to date for every writer), and one
         # that does not know the workers' table never reads it.
         db.execute(_CANCELS_INDEX)
+        for index in _LIVE_INDEXES:
+            db.execute(index)
         db.execute(_WORKERS)
 
     def _tx(self) -> _Tx:

@@ -326,6 +326,22 @@ class EncryptedLog:
     def delete_run(self, run_id: str) -> None:
         self.inner.delete_run(run_id)
 
+    def truncate_wal(self) -> None:
+        """The inner log's WAL checkpoint, where it has one."""
+        truncate = getattr(self.inner, "truncate_wal", None)
+        if truncate is not None:
+            truncate()
+
+    def delete_runs(self, run_ids: Sequence[str]) -> list[str]:
+        """The inner log's batched delete (``gc``), or one run at a time where it has none."""
+        many = getattr(self.inner, "delete_runs", None)
+        if many is not None:
+            deleted: list[str] = many(run_ids)
+            return deleted
+        for run_id in run_ids:
+            self.inner.delete_run(run_id)
+        return list(run_ids)
+
     def integrity_check(self) -> str:
         return self.inner.integrity_check()
 

@@ -350,11 +350,44 @@ class PostgresLog(PostgresReads):
 
         self.db.run(op, run_id=run_id)
 
+    def delete_runs(self, run_ids: Sequence[str]) -> list[str]:
+        """Remove many finished runs in one transaction: rows, summaries, messages, outbox and control.
+
+        A run that is not finished, or whose lease a live driver holds, is
+        kept: the check and the deletes are one transaction, so a driver that
+        takes a run up meanwhile keeps it. ``gc`` calls it a batch at a time.
+
+        Returns:
+            The runs deleted.
+        """
+        doomed = self.db.sql(
+            "SELECT r.run_id FROM {s}.runs r WHERE r.run_id = ANY(%s) "
+            "AND r.status IN ('completed', 'failed', 'cancelled') AND NOT EXISTS (SELECT 1 FROM {s}.leases l "
+            "WHERE l.name = 'run:' || r.run_id AND l.expires_at >= clock_timestamp()) FOR UPDATE OF r"
+        )
+        deletes = [
+            self.db.sql(f"DELETE FROM {{s}}.{table} WHERE run_id = ANY(%s)")
+            for table in ("events", "messages", "outbox", "control", "runs")
+        ]
+
+        def op(conn: Connection[Any], attempt: int) -> list[str]:
+            with conn.transaction():
+                ids = [r[0] for r in conn.execute(doomed, (list(run_ids),))]
+                for delete in deletes:
+                    conn.execute(delete, (ids,))
+            return ids
+
+        return self.db.run(op)
+
     def vacuum(self) -> None:
-        """``VACUUM`` the event and run tables (space of deleted rows goes back to the tables)."""
+        """``VACUUM FULL`` the event and run tables: the space of deleted rows goes back to the disk.
+
+        It rewrites each table under an exclusive lock (the world waits for it
+        while it runs): run it in a quiet moment, after a large ``gc``.
+        """
 
         def op(conn: Connection[Any], attempt: int) -> None:
-            conn.execute(self.db.sql("VACUUM {s}.events, {s}.runs"))
+            conn.execute(self.db.sql("VACUUM FULL {s}.events, {s}.runs"))
 
         self.db.run(op)
 

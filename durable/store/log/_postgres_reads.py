@@ -115,7 +115,9 @@ class PostgresReads:
         args += [limit, offset]
 
         def op(conn: Connection[Any], attempt: int) -> list[RunInfo]:
-            return [RunInfo(*r) for r in conn.execute(query, args)]
+            # Planned for its own arguments each time: a generic plan of ``status = $1`` would
+            # not know that ``running`` is a handful of rows among months of finished ones.
+            return [RunInfo(*r) for r in conn.execute(query, args, prepare=False)]
 
         return self.db.run(op)
 

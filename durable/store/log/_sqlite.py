@@ -404,6 +404,40 @@ class SqliteLog(SqliteReads):
                     raise failure(exc, self.path, run_id) from exc
                 raise
 
+    def delete_runs(self, run_ids: Sequence[str]) -> list[str]:
+        """Remove many finished runs in one transaction: rows, summaries, messages and outbox entries.
+
+        A run that is not finished is kept. ``gc`` calls it a batch at a time,
+        holding each run's lock.
+
+        Returns:
+            The runs deleted.
+        """
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (run_id TEXT PRIMARY KEY)")
+                db.execute("DELETE FROM doomed")
+                db.executemany(
+                    "INSERT OR IGNORE INTO doomed SELECT run_id FROM runs WHERE run_id = ? "
+                    "AND status IN ('completed', 'failed', 'cancelled')",
+                    [(r,) for r in run_ids],
+                )
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                for table in ("events", "messages", "outbox", "runs"):
+                    if table in tables:
+                        db.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM doomed)")
+                ids = [r[0] for r in db.execute("SELECT run_id FROM doomed")]
+                db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:  # SQLite ends some failed transactions itself
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise failure(exc, self.path, None) from exc
+                raise
+        return ids
+
     def get_meta(self, name: str) -> str | None:
         """A fact about the log as a whole (its key check), or ``None``; reading writes nothing."""
         with self._lock:
@@ -430,6 +464,11 @@ class SqliteLog(SqliteReads):
                 if isinstance(exc, sqlite3.Error):
                     raise failure(exc, self.path, None) from exc
                 raise
+
+    def truncate_wal(self) -> None:
+        """Check the write-ahead log back into the file and cut it to nothing (after a large ``gc``)."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def vacuum(self) -> None:
         """Give the file space of deleted rows back to the file system."""

@@ -233,8 +233,9 @@ ALTER TABLE {s}.runs ADD COLUMN code TEXT;
 DROP INDEX {s}.runs_by_status;
 CREATE INDEX runs_by_status ON {s}.runs (status, created_at DESC, run_id DESC);
 CREATE INDEX runs_by_workflow ON {s}.runs (workflow, created_at DESC, run_id DESC);
-CREATE INDEX runs_live ON {s}.runs (run_id) WHERE status = 'running';
-CREATE INDEX control_live ON {s}.control (state, queue) WHERE state <> 'done';
+CREATE INDEX control_live ON {s}.control (state) WHERE state <> 'done';
+CREATE INDEX control_unstarted ON {s}.control (seq)
+    WHERE claimed_at IS NULL AND state IN ('enqueued', 'cancelled');
 """,
     ),
 ]
