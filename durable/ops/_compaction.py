@@ -31,8 +31,6 @@ from ..errors import ConfigurationError, DurableError, RunFailedError
 from ..events import RUN_CANCELLED, RUN_INTERRUPTED
 from ..store import (
     TERMINAL,
-    FileArtifacts,
-    MemoryArtifacts,
     RunControl,
     RunInfo,
     SqliteControl,
@@ -267,13 +265,8 @@ def _unheld(world: WorldCore, run_ids: list[str]) -> Iterator[list[str]]:
 
 def _holds_artifacts(world: WorldCore) -> bool:
     """Whether the world's artifact store may hold a payload (only then are the doomed runs' logs read)."""
-    store = world.artifacts
-    if isinstance(store, FileArtifacts):
-        return store.root.is_dir() and any(store.root.iterdir())
-    if isinstance(store, MemoryArtifacts):
-        return bool(store.blobs)
-    size = getattr(store, "__len__", None)
-    return size is None or bool(size())
+    holds = getattr(world.artifacts, "holds_any", None)  # a store of another program may not tell
+    return holds is None or bool(holds())
 
 
 def _control_store(world: WorldCore) -> RunControl | None:

@@ -63,6 +63,15 @@ class PostgresArtifacts:
 
         self.db.run(op)
 
+    def holds_any(self) -> bool:
+        """Whether the store holds any payload (``gc`` reads the logs of the runs it deletes only then)."""
+
+        def op(conn: Connection[Any], attempt: int) -> bool:
+            row = conn.execute(self.db.sql("SELECT EXISTS (SELECT 1 FROM {s}.artifacts)")).fetchone()
+            return bool(row and row[0])
+
+        return self.db.run(op)
+
     def resolve(self, location: str | None) -> Path | None:
         """Always ``None``: payloads live in the database, not in files."""
         return None

@@ -133,6 +133,10 @@ class FileArtifacts:
         for name in (hexdigest, hexdigest + ".json"):
             remove_file(self.data_dir, self._folder(hexdigest), name)
 
+    def holds_any(self) -> bool:
+        """Whether the store holds any payload (``gc`` reads the logs of the runs it deletes only then)."""
+        return self.root.is_dir() and any(self.root.iterdir())
+
     def manifests(self) -> list[tuple[str, bytes]]:
         """Every stored manifest: the file name it is stored under (a digest) and its bytes."""
         out = []
@@ -196,6 +200,10 @@ class MemoryArtifacts:
         with self._lock:
             self.blobs.pop(sha256, None)
             self.manifests.pop(sha256, None)
+
+    def holds_any(self) -> bool:
+        """Whether the store holds any payload (``gc`` reads the logs of the runs it deletes only then)."""
+        return bool(self.blobs)
 
     def resolve(self, location: str | None) -> Path | None:
         return None

@@ -438,5 +438,10 @@ class EncryptedArtifacts:
         for digest in self.codec.digests(sha256.encode()):
             self.inner.delete("sha256:" + digest)
 
+    def holds_any(self) -> bool:
+        """Whether the store holds any payload (``gc`` reads the logs of the runs it deletes only then)."""
+        holds = getattr(self.inner, "holds_any", None)
+        return holds is None or bool(holds())
+
     def resolve(self, location: str | None) -> Path | None:
         return self.inner.resolve(location)
