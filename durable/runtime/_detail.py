@@ -63,7 +63,13 @@ def code_version(world: WorldCore, info: RunInfo) -> str | None:
 
 
 def list_runs(
-    world: WorldCore, *, status: str | None, workflow: str | None, limit: int | None, offset: int
+    world: WorldCore,
+    *,
+    status: str | None,
+    workflow: str | None,
+    limit: int | None,
+    offset: int,
+    count: bool = True,
 ) -> tuple[list[dict[str, Any]], int]:
     """The rows of ``little runs``, newest first, and how many runs the page left out.
 
@@ -71,16 +77,19 @@ def list_runs(
     summaries, and one count); the runs only the control store can place
     (never started, or blocked: live work, few) are merged in. Only the rows
     shown are completed with their control records (one query) and the
-    drivers of running runs; no run's log is read.
+    drivers of running runs; no run's log is read. ``count=False`` only
+    tells whether older runs are left out (1 for some): one more summary
+    read instead of a count, for a page that only links to the next one.
     """
     shared = keeps_control(world)
     extra = _held(world, status, workflow) if shared else []
     end = None if limit is None else offset + limit
-    logged = [] if status == "blocked" else world.runs(status=status, workflow=workflow, limit=end)
+    ask = end if end is None or count else end + 1
+    logged = [] if status == "blocked" else world.runs(status=status, workflow=workflow, limit=ask)
     entries = _merged(logged, extra)
     page = entries[offset:end]
-    if limit is None or status == "blocked":
-        total = len(entries)
+    if limit is None or status == "blocked" or not count:
+        total = len(entries) if count or end is None else min(len(entries), end + 1)
     else:
         total = world.log.count(status=status, workflow=workflow) + len(extra)
     return _shown(world, page, shared, status), total - len(page)

@@ -78,13 +78,15 @@ def list_runs(
     limit: int = PAGE,
     offset: int = 0,
 ) -> tuple[list[dict[str, Any]], int]:
-    """A page of runs newest first with the inspector's status, and how many older runs match.
+    """A page of runs newest first with the inspector's status, and whether older runs match (1) or not (0).
 
     The status and the workflow filter every run in the database (the page
     is cut after them); the search text narrows the page.
     """
     asked = None if status is None else _ASKED.get(status, status)
-    rows, left_out = runs_page(world, status=asked, workflow=workflow, limit=limit, offset=offset)
+    rows, left_out = runs_page(
+        world, status=asked, workflow=workflow, limit=limit, offset=offset, count=False
+    )
     older = left_out - offset  # what the page left out counts the newer runs it skipped too
     for r in rows:
         if r["status"] == "running" and r.get("parent_run_id") is not None:
