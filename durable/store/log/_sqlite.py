@@ -390,19 +390,12 @@ class SqliteLog(SqliteReads):
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run and its rows."""
-        with self._lock:
-            db = self._db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
-                db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
-                db.execute("COMMIT")
-            except BaseException as exc:
-                if db.in_transaction:  # SQLite ends some failed transactions itself
-                    db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise failure(exc, self.path, run_id) from exc
-                raise
+
+        def delete(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM events WHERE run_id = ?", (run_id,))
+            db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
+        self._immediate(delete, run_id)
 
     def delete_runs(self, run_ids: Sequence[str]) -> list[str]:
         """Remove many finished runs in one transaction: rows, summaries, messages and outbox entries.
@@ -413,30 +406,38 @@ class SqliteLog(SqliteReads):
         Returns:
             The runs deleted.
         """
+
+        def delete(db: sqlite3.Connection) -> list[str]:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (run_id TEXT PRIMARY KEY)")
+            db.execute("DELETE FROM doomed")
+            db.executemany(
+                "INSERT OR IGNORE INTO doomed SELECT run_id FROM runs WHERE run_id = ? "
+                "AND status IN ('completed', 'failed', 'cancelled')",
+                [(r,) for r in run_ids],
+            )
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table in ("events", "messages", "outbox", "runs"):
+                if table in tables:
+                    db.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM doomed)")
+            return [r[0] for r in db.execute("SELECT run_id FROM doomed")]
+
+        return self._immediate(delete, None)
+
+    def _immediate(self, body: Callable[[sqlite3.Connection], T], run_id: str | None) -> T:
+        """``body(db)`` in one ``BEGIN IMMEDIATE`` transaction, rolled back whole on any failure."""
         with self._lock:
             db = self._db
             try:
                 db.execute("BEGIN IMMEDIATE")
-                db.execute("CREATE TEMP TABLE IF NOT EXISTS doomed (run_id TEXT PRIMARY KEY)")
-                db.execute("DELETE FROM doomed")
-                db.executemany(
-                    "INSERT OR IGNORE INTO doomed SELECT run_id FROM runs WHERE run_id = ? "
-                    "AND status IN ('completed', 'failed', 'cancelled')",
-                    [(r,) for r in run_ids],
-                )
-                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-                for table in ("events", "messages", "outbox", "runs"):
-                    if table in tables:
-                        db.execute(f"DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM doomed)")
-                ids = [r[0] for r in db.execute("SELECT run_id FROM doomed")]
+                out = body(db)
                 db.execute("COMMIT")
             except BaseException as exc:
                 if db.in_transaction:  # SQLite ends some failed transactions itself
                     db.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise failure(exc, self.path, None) from exc
+                    raise failure(exc, self.path, run_id) from exc
                 raise
-        return ids
+        return out
 
     def get_meta(self, name: str) -> str | None:
         """A fact about the log as a whole (its key check), or ``None``; reading writes nothing."""
